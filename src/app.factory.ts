@@ -1,0 +1,54 @@
+import { ValidationPipe } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import express from 'express';
+import { Logger } from 'nestjs-pino';
+import { AppModule, AppOptions } from './app.module.js';
+import { AppExceptionFilter } from './common/app-exception.filter.js';
+import type { AppConfig } from './config/app-config.js';
+
+/**
+ * Paths whose bodies are streamed to the upstream untouched: no body parser may read them first.
+ * Everything else gets a JSON parser with a modest limit.
+ */
+const STREAMED_PATHS = /^\/v1\/tenants\/[^/]+\/(workflows|proxy)(\/|\?|$)/;
+
+export async function createApp(config: AppConfig, options: AppOptions = {}): Promise<NestExpressApplication> {
+  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config, options), {
+    bodyParser: false,
+    bufferLogs: true,
+  });
+  app.useLogger(app.get(Logger));
+  app.set('trust proxy', 'loopback');
+  app.disable('x-powered-by');
+  const json = express.json({ limit: '1mb' });
+  const form = express.urlencoded({ extended: false, limit: '64kb' });
+  app.use((req: express.Request, res: express.Response, next: express.NextFunction) => {
+    if (STREAMED_PATHS.test(req.url)) return next();
+    json(req, res, (err?: unknown) => (err ? next(err) : form(req, res, next)));
+  });
+  app.useGlobalFilters(new AppExceptionFilter());
+  app.useGlobalPipes(
+    new ValidationPipe({
+      whitelist: true,
+      forbidNonWhitelisted: true,
+      transform: true,
+      stopAtFirstError: false,
+    }),
+  );
+
+  const document = SwaggerModule.createDocument(
+    app,
+    new DocumentBuilder()
+      .setTitle('cws-connect')
+      .setDescription(
+        'Connects a partner SaaS to the Contract Workflow Service: tenants, OAuth connections, a facade that calls the upstream with the right token, webhooks. Errors are `{"error": {"code", "message", "requestId"}}`.',
+      )
+      .setVersion('1')
+      .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'The operator key or a tenant API key.' })
+      .build(),
+  );
+  SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'docs-json' });
+  return app;
+}

@@ -1,0 +1,50 @@
+/**
+ * The domain error. Services throw it with a stable code; the global filter maps the code to an HTTP
+ * status and the contract's JSON shape (API.md section 3). Services never throw HttpException.
+ */
+export const ERROR_STATUS = {
+  validation_failed: 400,
+  user_id_required: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  tenant_not_found: 404,
+  api_key_not_found: 404,
+  connection_not_found: 404,
+  route_not_found: 404,
+  conflict: 409,
+  tenant_exists: 409,
+  user_not_connected: 409,
+  admin_not_connected: 409,
+  reauth_required: 409,
+  environment_not_configured: 422,
+  connect_session_expired: 400,
+  connect_state_invalid: 400,
+  payload_too_large: 413,
+  internal_error: 500,
+  upstream_error: 502,
+  upstream_unavailable: 502,
+  service_unavailable: 503,
+  upstream_timeout: 504,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export class AppError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+    this.name = 'AppError';
+  }
+
+  get status(): number {
+    return ERROR_STATUS[this.code];
+  }
+}
+
+export interface ErrorBody {
+  error: { code: string; message: string; requestId: string; details?: Record<string, unknown> };
+}

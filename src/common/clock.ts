@@ -1,0 +1,10 @@
+/** The clock is injected so renewal timing can be tested without sleeping. */
+export abstract class Clock {
+  abstract now(): Date;
+}
+
+export class SystemClock extends Clock {
+  now(): Date {
+    return new Date();
+  }
+}

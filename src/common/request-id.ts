@@ -1,0 +1,23 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * Reuses a caller's x-request-id when it is a plain token (so a partner can correlate), otherwise mints
+ * one; sets it on the response before anything else can answer.
+ */
+export function assignRequestId(req: IncomingMessage, res: ServerResponse): string {
+  const given = req.headers['x-request-id'];
+  const id = typeof given === 'string' && SAFE_ID.test(given) ? given : randomUUID();
+  res.setHeader('x-request-id', id);
+  return id;
+}
+
+export function requestIdOf(req: IncomingMessage, res?: ServerResponse): string {
+  const fromReq = (req as IncomingMessage & { id?: unknown }).id;
+  if (typeof fromReq === 'string') return fromReq;
+  const fromRes = res?.getHeader('x-request-id');
+  if (typeof fromRes === 'string') return fromRes;
+  return res ? assignRequestId(req, res) : randomUUID();
+}

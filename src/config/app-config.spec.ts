@@ -1,0 +1,122 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { ConfigError, loadConfig, parseVaultKeys } from './app-config.js';
+
+const key = (kid: string) => `${kid}:${randomBytes(32).toString('base64')}`;
+const operator = 'o'.repeat(40);
+const base = { VAULT_KEYS: key('k1'), OPERATOR_API_KEY: operator };
+
+function configErrorOf(fn: () => unknown): ConfigError {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof ConfigError) return e;
+    throw e;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+const tempDirs: string[] = [];
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'cws-config-spec-'));
+  tempDirs.push(dir);
+  return dir;
+}
+afterAll(() => {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('loadConfig', () => {
+  it('refuses to start in production without VAULT_KEYS', () => {
+    const e = configErrorOf(() => loadConfig({ NODE_ENV: 'production', OPERATOR_API_KEY: 'x'.repeat(40), DATABASE_URL: 'postgres://x@127.0.0.1/db' }));
+    expect(e.variable).toBe('VAULT_KEYS');
+    expect(e.message).toContain('VAULT_KEYS');
+  });
+
+  it('refuses to start in production without OPERATOR_API_KEY', () => {
+    const e = configErrorOf(() => loadConfig({ NODE_ENV: 'production', VAULT_KEYS: key('k1'), DATABASE_URL: 'postgres://x@127.0.0.1/db' }));
+    expect(e.variable).toBe('OPERATOR_API_KEY');
+  });
+
+  it('names PORT when it is not a port', () => {
+    for (const PORT of ['abc', '70000', '-1', '3.5']) {
+      const e = configErrorOf(() => loadConfig({ ...base, PORT }));
+      expect(e.variable).toBe('PORT');
+      expect(e.message).toMatch(/^PORT: /);
+    }
+  });
+
+  it('names VAULT_KEYS for a bad entry, without echoing key material', () => {
+    const short = randomBytes(16).toString('base64');
+    for (const VAULT_KEYS of ['nokid', `bad kid:${randomBytes(32).toString('base64')}`, `k1:${short}`, `${key('a')},${key('a')}`, ' , ']) {
+      const e = configErrorOf(() => loadConfig({ ...base, VAULT_KEYS }));
+      expect(e.variable).toBe('VAULT_KEYS');
+      expect(e.message).not.toContain(short);
+    }
+  });
+
+  it('names the missing client id of a configured environment', () => {
+    const e = configErrorOf(() => loadConfig({ ...base, CWS_NA_AUTH_URL: 'https://auth.example.com' }));
+    expect(e.variable).toBe('CWS_NA_CLIENT_ID');
+    expect(e.message).toContain('CWS_NA_AUTH_URL');
+  });
+
+  it('applies the defaults', () => {
+    // SANDBOX=off: the sandbox's generated client secret would otherwise be written under the default DATA_DIR.
+    expect(loadConfig({ ...base, SANDBOX: 'off' }).dataDir).toBe(resolve('.data'));
+    const dir = tempDir();
+    const c = loadConfig({ ...base, DATA_DIR: dir });
+    expect(c).toMatchObject({
+      nodeEnv: 'development',
+      production: false,
+      port: 3000,
+      publicUrl: 'http://localhost:3000',
+      dataDir: dir,
+      databaseUrl: null,
+      vaultKeysGenerated: false,
+      operatorApiKey: operator,
+      operatorKeyGenerated: false,
+      logLevel: 'info',
+      refresh: { at: 0.8 },
+      sandbox: { enabled: true, port: 3001 },
+    });
+    expect(c.vaultKeys.map((k) => k.kid)).toEqual(['k1']);
+    expect(Object.keys(c.environments)).toEqual(['sandbox']);
+    expect(Object.isFrozen(c)).toBe(true);
+    expect(Object.isFrozen(c.vaultKeys[0])).toBe(true);
+  });
+
+  it('turns the sandbox off by default in production and when an environment is configured', () => {
+    const prod = loadConfig({ ...base, NODE_ENV: 'production', DATABASE_URL: 'postgres://x@127.0.0.1/db' });
+    expect(prod.sandbox.enabled).toBe(false);
+    const na = loadConfig({ ...base, CWS_NA_AUTH_URL: 'https://auth.example.com/', CWS_NA_CLIENT_ID: 'id', CWS_NA_CLIENT_SECRET: 'secret' });
+    expect(na.sandbox.enabled).toBe(false);
+    expect(na.environments.na).toMatchObject({ authUrl: 'https://auth.example.com', apiUrl: 'https://auth.example.com', tokenAuth: 'body', userinfoMethod: 'GET', scopes: [] });
+  });
+
+  it('outside production, generates the local vault and operator keys once and finds them again', () => {
+    const dir = tempDir();
+    const first = loadConfig({ DATA_DIR: dir });
+    expect(first.vaultKeysGenerated).toBe(true);
+    expect(first.operatorKeyGenerated).toBe(true);
+    expect(first.vaultKeys[0].key).toHaveLength(32);
+    expect(statSync(join(dir, 'secrets.json')).mode & 0o777).toBe(0o600);
+    const again = loadConfig({ DATA_DIR: dir });
+    expect(again.vaultKeys[0].kid).toBe(first.vaultKeys[0].kid);
+    expect(again.vaultKeys[0].key.equals(first.vaultKeys[0].key)).toBe(true);
+    expect(again.operatorApiKey).toBe(first.operatorApiKey);
+  });
+
+  it('rejects a DATABASE_URL that is not PostgreSQL', () => {
+    expect(configErrorOf(() => loadConfig({ ...base, DATABASE_URL: 'mysql://x@y/z' })).variable).toBe('DATABASE_URL');
+  });
+});
+
+describe('parseVaultKeys', () => {
+  it('keeps the order: the first key is the active one', () => {
+    expect(parseVaultKeys(`${key('new')}, ${key('old')}`).map((k) => k.kid)).toEqual(['new', 'old']);
+  });
+});

@@ -1,0 +1,292 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+export const ENVIRONMENT_NAMES = ['na', 'eu', 'demo', 'sandbox'] as const;
+export type EnvironmentName = (typeof ENVIRONMENT_NAMES)[number];
+
+export interface CwsEnvironment {
+  name: EnvironmentName;
+  /** {base_url} of the authorize and token calls. */
+  authUrl: string;
+  /** Base address of resource calls; may carry a path prefix. No trailing slash. */
+  apiUrl: string;
+  clientId: string;
+  clientSecret: string;
+  scopes: string[];
+  tokenAuth: 'body' | 'header';
+  userinfoMethod: 'GET' | 'POST';
+}
+
+export interface VaultKey {
+  kid: string;
+  key: Buffer;
+}
+
+export interface AppConfig {
+  nodeEnv: string;
+  production: boolean;
+  port: number;
+  publicUrl: string;
+  dataDir: string;
+  /** null: an embedded PostgreSQL under dataDir is started (main.ts fills the URL in before the app boots). */
+  databaseUrl: string | null;
+  databasePoolSize: number;
+  /** The first key is the active one; the others only decrypt. */
+  vaultKeys: VaultKey[];
+  vaultKeysGenerated: boolean;
+  operatorApiKey: string;
+  operatorKeyGenerated: boolean;
+  environments: Partial<Record<EnvironmentName, CwsEnvironment>>;
+  sandbox: { enabled: boolean; port: number; clientId: string; clientSecret: string; accessTokenTtlSeconds: number };
+  refresh: { at: number; intervalMs: number; batchSize: number; concurrency: number; leaseMs: number; onDemandMarginMs: number };
+  upstream: { connectTimeoutMs: number; headersTimeoutMs: number; bodyTimeoutMs: number; tokenTimeoutMs: number; retries: number };
+  logLevel: string;
+  instanceId: string;
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`${variable}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+/**
+ * Reads and validates every variable once, into one frozen object. Nothing else reads process.env.
+ * Outside production, missing local secrets (vault key, operator key, sandbox client) are generated once
+ * and kept in $DATA_DIR/secrets.json so that a restart finds the same ones.
+ */
+export function loadConfig(env: Env): AppConfig {
+  const nodeEnv = env.NODE_ENV?.trim() || 'development';
+  const production = nodeEnv === 'production';
+  const port = int(env, 'PORT', 3000, 0, 65535);
+  const publicUrl = stripSlash(url(env, 'PUBLIC_URL') ?? `http://localhost:${port}`);
+  const dataDir = resolve(env.DATA_DIR?.trim() || '.data');
+  const databaseUrl = env.DATABASE_URL?.trim() || null;
+  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new ConfigError('DATABASE_URL', 'must be a postgres:// or postgresql:// connection string');
+  }
+
+  const local = production ? null : new LocalSecrets(dataDir);
+
+  let vaultKeys: VaultKey[];
+  let vaultKeysGenerated = false;
+  if (env.VAULT_KEYS?.trim()) {
+    vaultKeys = parseVaultKeys(env.VAULT_KEYS);
+  } else if (production || !local) {
+    throw new ConfigError('VAULT_KEYS', 'is required when NODE_ENV=production (kid:base64 of 32 bytes, comma separated)');
+  } else {
+    vaultKeys = parseVaultKeys(local.get('vaultKey', () => `local-${randomBytes(4).toString('hex')}:${randomBytes(32).toString('base64')}`));
+    vaultKeysGenerated = true;
+  }
+
+  let operatorApiKey: string;
+  let operatorKeyGenerated = false;
+  if (env.OPERATOR_API_KEY?.trim()) {
+    operatorApiKey = env.OPERATOR_API_KEY.trim();
+    if (operatorApiKey.length < 32) throw new ConfigError('OPERATOR_API_KEY', 'must be at least 32 characters');
+  } else if (production || !local) {
+    throw new ConfigError('OPERATOR_API_KEY', 'is required when NODE_ENV=production');
+  } else {
+    operatorApiKey = local.get('operatorApiKey', () => `cwsop_${randomBytes(32).toString('base64url')}`);
+    operatorKeyGenerated = true;
+  }
+
+  const environments: Partial<Record<EnvironmentName, CwsEnvironment>> = {};
+  for (const name of ['na', 'eu', 'demo', 'sandbox'] as const) {
+    const e = readEnvironment(env, name);
+    if (e) environments[name] = e;
+  }
+  const anyAuthUrl = Object.keys(env).some((k) => /^CWS_[A-Z]+_AUTH_URL$/.test(k) && env[k]?.trim());
+  const sandboxEnabled = bool(env, 'SANDBOX', !anyAuthUrl && !production);
+  const sandboxPort = int(env, 'SANDBOX_PORT', port === 0 ? 0 : port + 1, 0, 65535);
+  const sandboxTtl = int(env, 'SANDBOX_TOKEN_TTL_SECONDS', 21600, 1, 10 * 365 * 86400);
+  let sandboxClientId = 'cws-connect-sandbox';
+  let sandboxClientSecret = '';
+  if (sandboxEnabled) {
+    if (environments.sandbox) {
+      throw new ConfigError('SANDBOX', 'is on, so the sandbox environment is configured automatically: unset CWS_SANDBOX_* or set SANDBOX=off');
+    }
+    if (sandboxPort === 0) throw new ConfigError('SANDBOX_PORT', 'must be a fixed port when SANDBOX=on');
+    sandboxClientSecret = local ? local.get('sandboxClientSecret', () => randomBytes(24).toString('base64url')) : randomBytes(24).toString('base64url');
+    const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
+    environments.sandbox = {
+      name: 'sandbox',
+      authUrl: sandboxUrl,
+      apiUrl: sandboxUrl,
+      clientId: sandboxClientId,
+      clientSecret: sandboxClientSecret,
+      scopes: ['workflows.read', 'workflows.write', 'webhooks.manage', 'userinfo.read'],
+      tokenAuth: 'body',
+      userinfoMethod: 'GET',
+    };
+  } else if (environments.sandbox) {
+    sandboxClientId = environments.sandbox.clientId;
+  }
+
+  const refreshAt = num(env, 'REFRESH_AT', 0.8, 0.1, 0.95);
+  const config: AppConfig = {
+    nodeEnv,
+    production,
+    port,
+    publicUrl,
+    dataDir,
+    databaseUrl,
+    databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 20, 2, 500),
+    vaultKeys,
+    vaultKeysGenerated,
+    operatorApiKey,
+    operatorKeyGenerated,
+    environments,
+    sandbox: { enabled: sandboxEnabled, port: sandboxPort, clientId: sandboxClientId, clientSecret: sandboxClientSecret, accessTokenTtlSeconds: sandboxTtl },
+    refresh: {
+      at: refreshAt,
+      intervalMs: int(env, 'REFRESH_INTERVAL_MS', 5000, 100, 3_600_000),
+      batchSize: int(env, 'REFRESH_BATCH_SIZE', 100, 1, 10_000),
+      concurrency: int(env, 'REFRESH_CONCURRENCY', 16, 1, 1000),
+      leaseMs: int(env, 'REFRESH_LEASE_MS', 60_000, 1000, 3_600_000),
+      onDemandMarginMs: int(env, 'REFRESH_MARGIN_MS', 60_000, 0, 3_600_000),
+    },
+    upstream: {
+      connectTimeoutMs: int(env, 'UPSTREAM_CONNECT_TIMEOUT_MS', 5000, 100, 600_000),
+      headersTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', 30_000, 100, 3_600_000),
+      bodyTimeoutMs: int(env, 'UPSTREAM_BODY_TIMEOUT_MS', 300_000, 100, 3_600_000),
+      tokenTimeoutMs: int(env, 'UPSTREAM_TOKEN_TIMEOUT_MS', 15_000, 100, 600_000),
+      retries: int(env, 'UPSTREAM_RETRIES', 2, 0, 10),
+    },
+    logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
+    instanceId: env.INSTANCE_ID?.trim() || `${process.pid}-${randomBytes(3).toString('hex')}`,
+  };
+  if (config.upstream.tokenTimeoutMs * 2 >= config.refresh.leaseMs) {
+    throw new ConfigError('REFRESH_LEASE_MS', 'must be more than twice UPSTREAM_TOKEN_TIMEOUT_MS, so that a renewal lease cannot expire during a token call');
+  }
+  return deepFreeze(config);
+}
+
+function readEnvironment(env: Env, name: EnvironmentName): CwsEnvironment | null {
+  const p = `CWS_${name.toUpperCase()}_`;
+  const authUrl = url(env, `${p}AUTH_URL`);
+  if (!authUrl) return null;
+  const clientId = env[`${p}CLIENT_ID`]?.trim();
+  const clientSecret = env[`${p}CLIENT_SECRET`]?.trim();
+  if (!clientId) throw new ConfigError(`${p}CLIENT_ID`, `is required when ${p}AUTH_URL is set`);
+  if (!clientSecret) throw new ConfigError(`${p}CLIENT_SECRET`, `is required when ${p}AUTH_URL is set`);
+  const scopes = (env[`${p}SCOPES`] ?? '').split(/\s+/).filter(Boolean);
+  return {
+    name,
+    authUrl: stripSlash(authUrl),
+    apiUrl: stripSlash(url(env, `${p}API_URL`) ?? authUrl),
+    clientId,
+    clientSecret,
+    scopes,
+    tokenAuth: oneOf(env, `${p}TOKEN_AUTH`, ['body', 'header'], 'body'),
+    userinfoMethod: oneOf(env, `${p}USERINFO_METHOD`, ['GET', 'POST'], 'GET'),
+  };
+}
+
+export function parseVaultKeys(raw: string): VaultKey[] {
+  const keys = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((entry) => {
+      const i = entry.indexOf(':');
+      const kid = i > 0 ? entry.slice(0, i) : '';
+      if (!/^[A-Za-z0-9_-]{1,32}$/.test(kid)) {
+        throw new ConfigError('VAULT_KEYS', 'each entry must be kid:base64(32 bytes), kid of letters, digits, - or _ (at most 32)');
+      }
+      const key = Buffer.from(entry.slice(i + 1), 'base64');
+      if (key.length !== 32) throw new ConfigError('VAULT_KEYS', `key "${kid}" must decode to exactly 32 bytes`);
+      return { kid, key };
+    });
+  if (keys.length === 0) throw new ConfigError('VAULT_KEYS', 'holds no key');
+  if (new Set(keys.map((k) => k.kid)).size !== keys.length) throw new ConfigError('VAULT_KEYS', 'key ids must be unique');
+  return keys;
+}
+
+class LocalSecrets {
+  private readonly file: string;
+  private values: Record<string, string> | null = null;
+
+  constructor(private readonly dataDir: string) {
+    this.file = join(dataDir, 'secrets.json');
+  }
+
+  get(name: string, generate: () => string): string {
+    if (!this.values) {
+      this.values = existsSync(this.file) ? (JSON.parse(readFileSync(this.file, 'utf8')) as Record<string, string>) : {};
+    }
+    const existing = this.values[name];
+    if (existing) return existing;
+    const created = generate();
+    this.values[name] = created;
+    // 0o755: the embedded PostgreSQL runs as its own user and must traverse DATA_DIR; the secrets file itself is 0o600.
+    mkdirSync(this.dataDir, { recursive: true, mode: 0o755 });
+    writeFileSync(this.file, JSON.stringify(this.values, null, 2) + '\n', { mode: 0o600 });
+    return created;
+  }
+}
+
+function int(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name]?.trim();
+  if (!raw) return fallback;
+  if (!/^-?\d+$/.test(raw)) throw new ConfigError(name, `must be an integer, got "${raw}"`);
+  const n = Number(raw);
+  if (n < min || n > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+function num(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name]?.trim();
+  if (!raw) return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < min || n > max) throw new ConfigError(name, `must be a number between ${min} and ${max}, got "${raw}"`);
+  return n;
+}
+
+function bool(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name]?.trim().toLowerCase();
+  if (!raw) return fallback;
+  if (['on', 'true', '1', 'yes'].includes(raw)) return true;
+  if (['off', 'false', '0', 'no'].includes(raw)) return false;
+  throw new ConfigError(name, `must be on or off, got "${raw}"`);
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = env[name]?.trim();
+  if (!raw) return fallback;
+  const match = allowed.find((a) => a.toLowerCase() === raw.toLowerCase());
+  if (!match) throw new ConfigError(name, `must be one of ${allowed.join(', ')}, got "${raw}"`);
+  return match;
+}
+
+function url(env: Env, name: string): string | null {
+  const raw = env[name]?.trim();
+  if (!raw) return null;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(name, `must be an absolute URL, got "${raw}"`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new ConfigError(name, 'must be an http(s) URL');
+  return raw;
+}
+
+function stripSlash(s: string): string {
+  return s.replace(/\/+$/, '');
+}
+
+function deepFreeze<T>(o: T): T {
+  if (o && typeof o === 'object' && !Buffer.isBuffer(o)) {
+    Object.freeze(o);
+    for (const v of Object.values(o)) deepFreeze(v);
+  }
+  return o;
+}

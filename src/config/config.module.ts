@@ -1,0 +1,20 @@
+import { DynamicModule, Global, Module } from '@nestjs/common';
+import { Clock, SystemClock } from '../common/clock.js';
+import type { AppConfig } from './app-config.js';
+
+export const APP_CONFIG = Symbol('APP_CONFIG');
+
+@Global()
+@Module({})
+export class ConfigModule {
+  static forRoot(config: AppConfig, clock: Clock = new SystemClock()): DynamicModule {
+    return {
+      module: ConfigModule,
+      providers: [
+        { provide: APP_CONFIG, useValue: config },
+        { provide: Clock, useValue: clock },
+      ],
+      exports: [APP_CONFIG, Clock],
+    };
+  }
+}

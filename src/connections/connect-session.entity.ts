@@ -1,0 +1,46 @@
+import { Column, CreateDateColumn, Entity, PrimaryColumn } from 'typeorm';
+import type { ConnectionKind } from './connection.entity.js';
+
+@Entity({ name: 'connect_sessions' })
+export class ConnectSessionEntity {
+  @PrimaryColumn({ type: 'uuid' })
+  id: string;
+
+  @Column({ name: 'tenant_id', type: 'text' })
+  tenantId: string;
+
+  @Column({ type: 'text' })
+  kind: ConnectionKind;
+
+  @Column({ name: 'user_id', type: 'text', nullable: true })
+  userId: string | null;
+
+  @Column({ name: 'return_url', type: 'text' })
+  returnUrl: string;
+
+  @Column({ type: 'jsonb' })
+  scopes: string[];
+
+  /** SHA-256 of the secret in the connect URL. */
+  @Column({ name: 'token_hash', type: 'bytea' })
+  tokenHash: Buffer;
+
+  /** SHA-256 of the OAuth state, set when the browser opens the connect URL. */
+  @Column({ name: 'state_hash', type: 'bytea', nullable: true })
+  stateHash: Buffer | null;
+
+  @Column({ name: 'expires_at', type: 'timestamptz' })
+  expiresAt: Date;
+
+  @Column({ name: 'started_at', type: 'timestamptz', nullable: true })
+  startedAt: Date | null;
+
+  @Column({ name: 'state_expires_at', type: 'timestamptz', nullable: true })
+  stateExpiresAt: Date | null;
+
+  @Column({ name: 'completed_at', type: 'timestamptz', nullable: true })
+  completedAt: Date | null;
+
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
+  createdAt: Date;
+}

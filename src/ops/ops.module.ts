@@ -1,0 +1,15 @@
+import { Global, Module } from '@nestjs/common';
+import { TerminusModule } from '@nestjs/terminus';
+import { HealthService } from './health.service.js';
+import { MetricsService } from './metrics.service.js';
+import { OpsController } from './ops.controller.js';
+import { OpsRepository } from './ops.repository.js';
+
+@Global()
+@Module({
+  imports: [TerminusModule],
+  controllers: [OpsController],
+  providers: [HealthService, MetricsService, OpsRepository],
+  exports: [MetricsService],
+})
+export class OpsModule {}

@@ -1,0 +1,75 @@
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { AppError } from '../common/app-error.js';
+import { Clock } from '../common/clock.js';
+import type { AppConfig } from '../config/app-config.js';
+import { APP_CONFIG } from '../config/config.module.js';
+import type { Principal } from './auth.decorators.js';
+import { TenantApiKeyEntity } from './tenant-api-key.entity.js';
+import { TenantApiKeysRepository } from './tenant-api-keys.repository.js';
+
+export const TENANT_KEY_PREFIX = 'cwsk_';
+/** Characters of the key kept in clear (prefix included) to find the candidate rows. */
+const LOOKUP_CHARS = TENANT_KEY_PREFIX.length + 8;
+
+export interface CreatedApiKey {
+  id: string;
+  key: string;
+  name: string | null;
+  prefix: string;
+  createdAt: Date;
+}
+
+@Injectable()
+export class ApiKeysService {
+  private readonly operatorHash: Buffer;
+
+  constructor(
+    @Inject(APP_CONFIG) config: AppConfig,
+    private readonly repo: TenantApiKeysRepository,
+    private readonly clock: Clock,
+  ) {
+    this.operatorHash = sha256(config.operatorApiKey);
+  }
+
+  async authenticate(presented: string | null): Promise<Principal> {
+    if (!presented) throw new AppError('unauthorized', 'An API key is required: Authorization: Bearer <key>.');
+    const hash = sha256(presented);
+    if (timingSafeEqual(hash, this.operatorHash)) return { kind: 'operator' };
+    if (presented.startsWith(TENANT_KEY_PREFIX) && presented.length > LOOKUP_CHARS) {
+      for (const candidate of await this.repo.findLiveByPrefix(presented.slice(0, LOOKUP_CHARS))) {
+        if (timingSafeEqual(candidate.keyHash, hash)) return { kind: 'tenant', tenantId: candidate.tenantId, keyId: candidate.id };
+      }
+    }
+    throw new AppError('unauthorized', 'The API key is not valid.');
+  }
+
+  /** 256 random bits; the key is returned once and only its SHA-256 is kept. */
+  async create(tenantId: string, name: string | null): Promise<CreatedApiKey> {
+    const key = `${TENANT_KEY_PREFIX}${randomBytes(32).toString('base64url')}`;
+    const entity = Object.assign(new TenantApiKeyEntity(), {
+      id: randomUUID(),
+      tenantId,
+      name,
+      keyPrefix: key.slice(0, LOOKUP_CHARS),
+      keyHash: sha256(key),
+      createdAt: this.clock.now(),
+      lastUsedAt: null,
+      revokedAt: null,
+    });
+    await this.repo.insert(entity);
+    return { id: entity.id, key, name, prefix: entity.keyPrefix, createdAt: entity.createdAt };
+  }
+
+  list(tenantId: string): Promise<TenantApiKeyEntity[]> {
+    return this.repo.listForTenant(tenantId);
+  }
+
+  async revoke(tenantId: string, id: string): Promise<void> {
+    if (!(await this.repo.revoke(tenantId, id, this.clock.now()))) throw new AppError('api_key_not_found', 'No such API key.');
+  }
+}
+
+function sha256(s: string): Buffer {
+  return createHash('sha256').update(s, 'utf8').digest();
+}

@@ -1,0 +1,23 @@
+import { createParamDecorator, ExecutionContext, SetMetadata } from '@nestjs/common';
+import type { Request } from 'express';
+
+export type Principal = { kind: 'operator' } | { kind: 'tenant'; tenantId: string; keyId: string };
+
+export const PUBLIC_ROUTE = 'cws:public';
+export const OPERATOR_ONLY = 'cws:operator-only';
+
+/** Reachable without an API key (health, docs, the browser's connect and callback, inbound deliveries). */
+export const Public = () => SetMetadata(PUBLIC_ROUTE, true);
+
+/** Only the operator key; a tenant key on its own tenant gets 403, on another tenant 404. */
+export const OperatorOnly = () => SetMetadata(OPERATOR_ONLY, true);
+
+export interface AuthenticatedRequest extends Request {
+  principal?: Principal;
+}
+
+export const CurrentPrincipal = createParamDecorator((_: unknown, ctx: ExecutionContext): Principal => {
+  const principal = ctx.switchToHttp().getRequest<AuthenticatedRequest>().principal;
+  if (!principal) throw new Error('CurrentPrincipal used on a public route');
+  return principal;
+});

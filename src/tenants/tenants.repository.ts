@@ -1,0 +1,40 @@
+import { Injectable } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import { Repository } from 'typeorm';
+import { TenantEntity } from './tenant.entity.js';
+
+@Injectable()
+export class TenantsRepository {
+  constructor(@InjectRepository(TenantEntity) private readonly repo: Repository<TenantEntity>) {}
+
+  getById(id: string): Promise<TenantEntity | null> {
+    return this.repo.findOneBy({ id });
+  }
+
+  list(): Promise<TenantEntity[]> {
+    return this.repo.find({ order: { createdAt: 'ASC', id: 'ASC' } });
+  }
+
+  /** Inserts; returns false when the id is taken. */
+  async insert(tenant: TenantEntity): Promise<boolean> {
+    const result = await this.repo
+      .createQueryBuilder()
+      .insert()
+      .into(TenantEntity)
+      .values(tenant)
+      .orIgnore()
+      .returning(['id'])
+      .execute();
+    return result.raw.length === 1;
+  }
+
+  async update(id: string, changes: Partial<Pick<TenantEntity, 'name' | 'design' | 'allowedReturnUrls' | 'eventsTargetUrl' | 'eventsSecretEnc'>>): Promise<TenantEntity | null> {
+    await this.repo.update({ id }, changes);
+    return this.getById(id);
+  }
+
+  async delete(id: string): Promise<boolean> {
+    const result = await this.repo.delete({ id });
+    return (result.affected ?? 0) > 0;
+  }
+}

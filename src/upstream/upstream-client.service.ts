@@ -1,0 +1,198 @@
+import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
+import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
+import type { AppConfig, CwsEnvironment } from '../config/app-config.js';
+import { APP_CONFIG } from '../config/config.module.js';
+import { TokenEndpointError, UpstreamStatusError, UpstreamTimeoutError, UpstreamUnavailableError } from './upstream.errors.js';
+import type { ResourceRequest, ResourceResponse, TokenSet, UpstreamUser } from './upstream.types.js';
+
+const RETRYABLE_STATUS = new Set([502, 503, 504]);
+
+/**
+ * The one HTTP client to the CWS (undici, keep-alive). Token calls send their parameters as JSON
+ * (spec 4.1) with the client credentials in the body or, per environment, in a Basic header.
+ */
+@Injectable()
+export class UpstreamClient implements OnModuleDestroy {
+  private readonly agent: Agent;
+
+  constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {
+    this.agent = new Agent({
+      connectTimeout: config.upstream.connectTimeoutMs,
+      headersTimeout: config.upstream.headersTimeoutMs,
+      bodyTimeout: config.upstream.bodyTimeoutMs,
+      keepAliveTimeout: 10_000,
+      connections: 256,
+      pipelining: 1,
+    });
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.agent.close();
+  }
+
+  exchangeCode(env: CwsEnvironment, code: string, redirectUri: string): Promise<TokenSet> {
+    return this.token(env, { grant_type: 'authorization_code', code, redirect_uri: redirectUri }, true);
+  }
+
+  refresh(env: CwsEnvironment, refreshToken: string, scope?: string[]): Promise<TokenSet> {
+    const params: Record<string, string> = { grant_type: 'refresh_token', refresh_token: refreshToken };
+    if (scope?.length) params.scope = scope.join(' ');
+    return this.token(env, params, false);
+  }
+
+  async userinfo(env: CwsEnvironment, accessToken: string): Promise<UpstreamUser> {
+    const res = await this.resource(env, { method: env.userinfoMethod, path: '/userinfo', headers: { accept: 'application/json' }, accessToken, retry: env.userinfoMethod === 'GET' });
+    const text = await res.body.text();
+    if (res.status !== 200) throw new UpstreamStatusError(res.status, '/userinfo');
+    return parseUser(text);
+  }
+
+  /** A resource call, streamed both ways. GETs (or calls marked retry) are retried on connection errors and 502/503/504. */
+  async resource(env: CwsEnvironment, req: ResourceRequest): Promise<ResourceResponse> {
+    const url = new URL(env.apiUrl + req.path);
+    const retries = req.retry ? this.config.upstream.retries : 0;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const res = await this.agent.request({
+          origin: url.origin,
+          path: url.pathname + url.search,
+          method: req.method as Dispatcher.HttpMethod,
+          headers: { ...req.headers, authorization: `Bearer ${req.accessToken}` },
+          body: req.body ?? null,
+          signal: req.signal,
+        });
+        if (attempt < retries && RETRYABLE_STATUS.has(res.statusCode)) {
+          await res.body.dump();
+          await backoff(attempt);
+          continue;
+        }
+        return { status: res.statusCode, headers: res.headers, body: res.body };
+      } catch (e) {
+        const mapped = mapError(e);
+        if (attempt < retries && mapped instanceof UpstreamUnavailableError) {
+          await backoff(attempt);
+          continue;
+        }
+        throw mapped;
+      }
+    }
+  }
+
+  private async token(env: CwsEnvironment, params: Record<string, string>, withScope: boolean): Promise<TokenSet> {
+    const url = new URL(`${env.authUrl}/oauth/token`);
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
+    const body: Record<string, string> = { ...params };
+    if (env.tokenAuth === 'header') {
+      headers.authorization = `Basic ${Buffer.from(`${env.clientId}:${env.clientSecret}`).toString('base64')}`;
+    } else {
+      body.client_id = env.clientId;
+      body.client_secret = env.clientSecret;
+    }
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await this.agent.request({
+        origin: url.origin,
+        path: url.pathname,
+        method: 'POST',
+        headers,
+        body: JSON.stringify(body),
+        headersTimeout: this.config.upstream.tokenTimeoutMs,
+        bodyTimeout: this.config.upstream.tokenTimeoutMs,
+      });
+    } catch (e) {
+      throw mapError(e);
+    }
+    let text: string;
+    try {
+      text = await res.body.text();
+    } catch (e) {
+      throw mapError(e);
+    }
+    if (res.statusCode !== 200) {
+      throw new TokenEndpointError(res.statusCode, oauthErrorOf(text), retryAfterOf(res.headers['retry-after']));
+    }
+    return parseTokenSet(text, withScope);
+  }
+}
+
+export function parseTokenSet(text: string, withScope: boolean): TokenSet {
+  let json: Record<string, unknown>;
+  try {
+    json = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    throw new TokenEndpointError(200, 'invalid_token_response', null);
+  }
+  const accessToken = json.access_token;
+  const refreshToken = json.refresh_token;
+  // The spec names the field expiresIn; expires_in (RFC 6749) is accepted as the same thing. Never a constant.
+  const expiresIn = json.expiresIn ?? json.expires_in;
+  if (typeof accessToken !== 'string' || !accessToken || typeof refreshToken !== 'string' || !refreshToken) {
+    throw new TokenEndpointError(200, 'invalid_token_response', null);
+  }
+  if (typeof expiresIn !== 'number' || !Number.isFinite(expiresIn) || expiresIn <= 0) {
+    throw new TokenEndpointError(200, 'invalid_token_response', null);
+  }
+  return {
+    accessToken,
+    refreshToken,
+    expiresIn,
+    scope: withScope || json.scope !== undefined ? scopesOf(json.scope) : null,
+    tokenType: typeof json.token_type === 'string' ? json.token_type : 'Bearer',
+  };
+}
+
+function parseUser(text: string): UpstreamUser {
+  let json: Record<string, unknown>;
+  try {
+    json = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    throw new UpstreamStatusError(200, '/userinfo');
+  }
+  const id = json.id ?? json.sub ?? json.user_id ?? json.userId;
+  if ((typeof id !== 'string' && typeof id !== 'number') || id === '') throw new UpstreamStatusError(200, '/userinfo');
+  const str = (v: unknown) => (typeof v === 'string' && v ? v : null);
+  return {
+    id: String(id),
+    email: str(json.email),
+    username: str(json.username) ?? str(json.preferred_username),
+    scopes: json.scopes !== undefined || json.scope !== undefined ? scopesOf(json.scopes ?? json.scope) : null,
+  };
+}
+
+function scopesOf(v: unknown): string[] | null {
+  if (Array.isArray(v)) return v.filter((s): s is string => typeof s === 'string');
+  if (typeof v === 'string') return v.split(/\s+/).filter(Boolean);
+  return null;
+}
+
+function oauthErrorOf(text: string): string | null {
+  try {
+    const json = JSON.parse(text) as { error?: unknown };
+    return typeof json.error === 'string' ? json.error : null;
+  } catch {
+    return null;
+  }
+}
+
+function retryAfterOf(header: string | string[] | undefined): number | null {
+  const v = Array.isArray(header) ? header[0] : header;
+  if (!v) return null;
+  const seconds = Number(v);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds;
+  const date = Date.parse(v);
+  return Number.isNaN(date) ? null : Math.max(0, Math.ceil((date - Date.now()) / 1000));
+}
+
+function mapError(e: unknown): Error {
+  if (e instanceof TokenEndpointError || e instanceof UpstreamStatusError) return e;
+  if (e instanceof undiciErrors.HeadersTimeoutError || e instanceof undiciErrors.BodyTimeoutError) {
+    return new UpstreamTimeoutError('the upstream did not answer in time');
+  }
+  if (e instanceof Error && e.name === 'AbortError') return e;
+  return new UpstreamUnavailableError(`the upstream could not be reached: ${e instanceof Error ? (e as NodeJS.ErrnoException).code ?? e.name : 'unknown error'}`, e);
+}
+
+function backoff(attempt: number): Promise<void> {
+  const ms = Math.min(2000, 100 * 2 ** attempt) * (0.5 + Math.random() / 2);
+  return new Promise((r) => setTimeout(r, ms));
+}

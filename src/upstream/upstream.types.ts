@@ -1,0 +1,39 @@
+import type { Readable } from 'node:stream';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Dispatcher } from 'undici';
+
+/** A token response (spec 2.2). `scope` is null when the answer carries none (refresh answers, spec 4.1). */
+export interface TokenSet {
+  accessToken: string;
+  refreshToken: string;
+  expiresIn: number;
+  scope: string[] | null;
+  tokenType: string;
+}
+
+/** What cws-connect keeps of /userinfo (spec 2.6; the field names are not shown, so several are tried). */
+export interface UpstreamUser {
+  id: string;
+  email: string | null;
+  username: string | null;
+  scopes: string[] | null;
+}
+
+export interface ResourceRequest {
+  method: string;
+  /** Path relative to the environment's API URL, starting with '/', query string included as given. */
+  path: string;
+  headers: Record<string, string | string[]>;
+  body?: Readable | string | Buffer | null;
+  accessToken: string;
+  /** Idempotent calls may be retried on connection errors and 502/503/504. */
+  retry?: boolean;
+  signal?: AbortSignal;
+}
+
+export interface ResourceResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  /** undici's body: a Readable with text(), json() and dump(). */
+  body: Dispatcher.ResponseData['body'];
+}

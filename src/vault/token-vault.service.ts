@@ -1,0 +1,115 @@
+import { createCipheriv, createDecipheriv, createSecretKey, KeyObject, randomBytes } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import type { AppConfig } from '../config/app-config.js';
+import { APP_CONFIG } from '../config/config.module.js';
+
+/** The owner of a sealed value: it is bound to the ciphertext as AAD, so the value opens only there. */
+export interface SealedRef {
+  table: string;
+  id: string;
+  column: string;
+}
+
+/**
+ * A value that cannot be opened (unknown key, tampered, moved to another owner, malformed) or a ref that
+ * cannot be sealed for. Its message names only the table, the column and the key id: never the plaintext,
+ * the ciphertext or key material.
+ */
+export class VaultError extends Error {
+  constructor(
+    message: string,
+    readonly table: string,
+    readonly column: string,
+    readonly kid: string | null = null,
+  ) {
+    super(message);
+    this.name = 'VaultError';
+  }
+}
+
+const VERSION = 'v1';
+const AAD_PREFIX = 'cws-connect/v1';
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+const BASE64URL = /^[A-Za-z0-9_-]*$/;
+// The kid is echoed in errors, so it must look like a kid (app-config's rule) before it is trusted that far.
+const KID = /^[A-Za-z0-9_-]{1,32}$/;
+
+/**
+ * AES-256-GCM with a key ring. Sealed text: `v1.<kid>.<iv>.<ciphertext>.<tag>` (base64url parts), where
+ * the kid selects the key that opens it, so keys can be rotated without a flag day: add a new key in
+ * front of VAULT_KEYS, restart, re-encrypt (`npm run cli -- vault:reencrypt`), then drop the old key.
+ */
+@Injectable()
+export class TokenVault {
+  private readonly keys: ReadonlyMap<string, KeyObject>;
+  readonly activeKid: string;
+
+  constructor(@Inject(APP_CONFIG) config: Pick<AppConfig, 'vaultKeys'>) {
+    if (config.vaultKeys.length === 0) throw new Error('the vault needs at least one key');
+    this.keys = new Map(config.vaultKeys.map((k) => [k.kid, createSecretKey(k.key)]));
+    this.activeKid = config.vaultKeys[0].kid;
+  }
+
+  seal(plaintext: string, ref: SealedRef): string {
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', this.key(this.activeKid, ref), iv, { authTagLength: TAG_BYTES });
+    cipher.setAAD(aad(ref));
+    const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+    return [VERSION, this.activeKid, b64(iv), b64(ciphertext), b64(cipher.getAuthTag())].join('.');
+  }
+
+  open(sealed: string, ref: SealedRef): string {
+    const parts = sealed.split('.');
+    if (parts.length !== 5 || parts[0] !== VERSION || !KID.test(parts[1]) || !parts.slice(2).every((p) => BASE64URL.test(p))) {
+      throw new VaultError(`the sealed value in ${ref.table}.${ref.column} is malformed`, ref.table, ref.column);
+    }
+    const [, kid, ivText, ciphertextText, tagText] = parts;
+    const key = this.key(kid, ref);
+    const iv = Buffer.from(ivText, 'base64url');
+    const tag = Buffer.from(tagText, 'base64url');
+    if (iv.length !== IV_BYTES || tag.length !== TAG_BYTES) {
+      throw new VaultError(`the sealed value in ${ref.table}.${ref.column} (key "${kid}") is malformed`, ref.table, ref.column, kid);
+    }
+    try {
+      const decipher = createDecipheriv('aes-256-gcm', key, iv, { authTagLength: TAG_BYTES });
+      decipher.setAAD(aad(ref));
+      decipher.setAuthTag(tag);
+      return Buffer.concat([decipher.update(Buffer.from(ciphertextText, 'base64url')), decipher.final()]).toString('utf8');
+    } catch {
+      // Deliberately without the cause: a wrong key, a tampered value and a value moved from another row
+      // are indistinguishable by design, and nothing about the value itself belongs in an error.
+      throw new VaultError(
+        `the sealed value in ${ref.table}.${ref.column} (key "${kid}") does not open: tampered, or moved from another row or column`,
+        ref.table,
+        ref.column,
+        kid,
+      );
+    }
+  }
+
+  /** Sealed under the active key, so re-encryption has nothing to do for it. */
+  isCurrent(sealed: string): boolean {
+    return sealed.startsWith(`${VERSION}.${this.activeKid}.`);
+  }
+
+  private key(kid: string, ref: SealedRef): KeyObject {
+    const key = this.keys.get(kid);
+    if (!key) {
+      throw new VaultError(`the sealed value in ${ref.table}.${ref.column} is under key "${kid}", which is not in VAULT_KEYS`, ref.table, ref.column, kid);
+    }
+    return key;
+  }
+}
+
+function aad(ref: SealedRef): Buffer {
+  // NUL separates the fields, so no field may hold one: otherwise two different refs could encode alike.
+  if ([ref.table, ref.id, ref.column].some((f) => f.length === 0 || f.includes('\0'))) {
+    throw new VaultError(`invalid owner reference for ${ref.table.replace(/\0/g, '')}.${ref.column.replace(/\0/g, '')}`, ref.table, ref.column);
+  }
+  return Buffer.from(`${AAD_PREFIX}\0${ref.table}\0${ref.id}\0${ref.column}`, 'utf8');
+}
+
+function b64(buf: Buffer): string {
+  return buf.toString('base64url');
+}

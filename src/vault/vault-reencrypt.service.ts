@@ -1,0 +1,79 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { SEALED_COLUMNS, type SealedColumn } from './sealed-columns.js';
+import { type SealedRef, TokenVault, VaultError } from './token-vault.service.js';
+import { VaultRepository } from './vault.repository.js';
+
+export interface ReencryptResult {
+  /** Rows under an old key when the run started. */
+  total: number;
+  reencrypted: number;
+  /** Rows rewritten by a running instance between our read and our write; they were read again. */
+  skippedConcurrent: number;
+  /** false when the run was stopped through the signal before the end; a re-run continues. */
+  complete: boolean;
+}
+
+export interface ReencryptOptions {
+  batchSize?: number;
+  /** Checked between batches: an abort stops the run cleanly, with every finished row committed. */
+  signal?: AbortSignal;
+}
+
+/**
+ * Moves every sealed secret to the active key. Each row is its own compare-and-swap UPDATE, so the run
+ * can stop at any point (Ctrl-C, a crash, a failed batch) and leaves every row readable under the ring;
+ * a re-run picks up what is left.
+ */
+@Injectable()
+export class VaultReencryptService {
+  constructor(
+    @Inject(TokenVault) private readonly vault: TokenVault,
+    @Inject(VaultRepository) private readonly repository: VaultRepository,
+  ) {}
+
+  /** Rows per sealed column that are not under the active key (absent tables and columns are left out). */
+  async pending(): Promise<Array<{ column: SealedColumn; count: number }>> {
+    const columns = await this.repository.existingColumns(SEALED_COLUMNS);
+    const out: Array<{ column: SealedColumn; count: number }> = [];
+    for (const column of columns) out.push({ column, count: await this.repository.countNotUnderKey(column, this.vault.activeKid) });
+    return out;
+  }
+
+  async reencryptAll(onProgress?: (done: number, total: number) => void, options: ReencryptOptions = {}): Promise<ReencryptResult> {
+    const batchSize = options.batchSize ?? 200;
+    const kid = this.vault.activeKid;
+    const work = await this.pending();
+    const result: ReencryptResult = { total: work.reduce((n, w) => n + w.count, 0), reencrypted: 0, skippedConcurrent: 0, complete: false };
+    onProgress?.(0, result.total);
+    for (const { column } of work) {
+      for (;;) {
+        if (options.signal?.aborted) return result;
+        // Always from the start: finished rows no longer match, and a row that lost its compare-and-swap
+        // comes back with its new value (or not at all, when a running instance already sealed it anew).
+        const batch = await this.repository.findNotUnderKey(column, kid, batchSize);
+        if (batch.length === 0) break;
+        for (const row of batch) {
+          const ref = { table: column.table, id: row.id, column: column.column };
+          const resealed = this.vault.seal(this.open(row.value, ref), ref);
+          if (await this.repository.replaceIfUnchanged(column, row.id, row.value, resealed)) result.reencrypted++;
+          else result.skippedConcurrent++;
+        }
+        // Rows sealed under an old key by an instance still on the old ring can make the work grow.
+        onProgress?.(result.reencrypted, Math.max(result.total, result.reencrypted));
+      }
+    }
+    result.complete = true;
+    return result;
+  }
+
+  private open(sealed: string, ref: SealedRef): string {
+    try {
+      return this.vault.open(sealed, ref);
+    } catch (e) {
+      // Stop rather than skip: an unreadable row means the ring is missing a key (or the row is damaged),
+      // and the operator must know before retiring any key. The row id says where to look.
+      if (e instanceof VaultError) throw new VaultError(`${e.message} (row id ${ref.id})`, e.table, e.column, e.kid);
+      throw e;
+    }
+  }
+}

@@ -1,0 +1,72 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource } from 'typeorm';
+import type { SealedColumn } from './sealed-columns.js';
+
+export interface SealedValue {
+  id: string;
+  value: string;
+}
+
+/**
+ * The vault's only data access: raw SQL over the sealed columns of other modules' tables. Identifiers come
+ * only from SEALED_COLUMNS and are quoted anyway; every value goes in as a parameter.
+ */
+@Injectable()
+export class VaultRepository {
+  constructor(@InjectDataSource() private readonly db: DataSource) {}
+
+  /** The sealed columns whose table and columns exist: tables of modules not migrated yet are left out. */
+  async existingColumns(columns: readonly SealedColumn[]): Promise<SealedColumn[]> {
+    const rows = await this.db.query<Array<{ table_name: string; column_name: string }>>(
+      `SELECT table_name, column_name FROM information_schema.columns
+        WHERE table_schema = current_schema() AND table_name = ANY($1::text[])`,
+      [[...new Set(columns.map((c) => c.table))]],
+    );
+    const present = new Set(rows.map((r) => `${r.table_name}.${r.column_name}`));
+    return columns.filter((c) => present.has(`${c.table}.${c.idColumn}`) && present.has(`${c.table}.${c.column}`));
+  }
+
+  async countNotUnderKey(col: SealedColumn, kid: string): Promise<number> {
+    const rows = await this.db.query<Array<{ n: number }>>(
+      `SELECT count(*)::int AS n FROM ${ident(col.table)} WHERE ${notUnderKey(col)}`,
+      [keyPrefixPattern(kid)],
+    );
+    return rows[0].n;
+  }
+
+  /** The first `limit` rows (by id) whose value is not sealed under `kid`. */
+  async findNotUnderKey(col: SealedColumn, kid: string, limit: number): Promise<SealedValue[]> {
+    return this.db.query<SealedValue[]>(
+      `SELECT ${ident(col.idColumn)}::text AS id, ${ident(col.column)} AS value FROM ${ident(col.table)}
+        WHERE ${notUnderKey(col)} ORDER BY ${ident(col.idColumn)} LIMIT $2`,
+      [keyPrefixPattern(kid), limit],
+    );
+  }
+
+  /**
+   * Compare-and-swap: writes `next` only if the row still holds `previous`. A running instance may have
+   * rewritten the secret meanwhile (a token renewal); its value is newer and must win. Returns whether
+   * the row was updated.
+   */
+  async replaceIfUnchanged(col: SealedColumn, id: string, previous: string, next: string): Promise<boolean> {
+    // For an UPDATE, TypeORM's raw result is [rows, rowCount].
+    const [, affected] = await this.db.query<[unknown, number]>(
+      `UPDATE ${ident(col.table)} SET ${ident(col.column)} = $1 WHERE ${ident(col.idColumn)} = $2 AND ${ident(col.column)} = $3`,
+      [next, id, previous],
+    );
+    return affected === 1;
+  }
+}
+
+function notUnderKey(col: SealedColumn): string {
+  return `${ident(col.column)} IS NOT NULL AND ${ident(col.column)} NOT LIKE $1 ESCAPE '\\'`;
+}
+
+function keyPrefixPattern(kid: string): string {
+  return `v1.${kid.replace(/[\\%_]/g, (c) => `\\${c}`)}.%`;
+}
+
+function ident(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
