@@ -3,7 +3,7 @@ import { describe, expect, it } from '@jest/globals';
 import { SEALED_COLUMNS, type SealedColumn } from './sealed-columns.js';
 import { TokenVault, VaultError } from './token-vault.service.js';
 import { VaultReencryptService } from './vault-reencrypt.service.js';
-import type { SealedValue, VaultRepository } from './vault.repository.js';
+import type { SealedChange, SealedValue, VaultRepository } from './vault.repository.js';
 
 const oldKey = { kid: 'old', key: randomBytes(32) };
 const newKey = { kid: 'new', key: randomBytes(32) };
@@ -25,12 +25,16 @@ class MemoryVaultRepository implements Pick<VaultRepository, 'existingColumns' |
   async findNotUnderKey(col: SealedColumn, kid: string, limit: number): Promise<SealedValue[]> {
     return this.pendingOf(col, kid).slice(0, limit);
   }
-  async replaceIfUnchanged(col: SealedColumn, id: string, previous: string, next: string): Promise<boolean> {
-    this.beforeSwap(col, id);
-    const row = this.tables.get(col.table)?.get(id);
-    if (!row || row[col.column] !== previous) return false;
-    row[col.column] = next;
-    return true;
+  async replaceIfUnchanged(col: SealedColumn, changes: readonly SealedChange[]): Promise<number> {
+    let updated = 0;
+    for (const { id, previous, next } of changes) {
+      this.beforeSwap(col, id);
+      const row = this.tables.get(col.table)?.get(id);
+      if (!row || row[col.column] !== previous) continue;
+      row[col.column] = next;
+      updated++;
+    }
+    return updated;
   }
   private pendingOf(col: SealedColumn, kid: string): SealedValue[] {
     return [...(this.tables.get(col.table)?.entries() ?? [])]
@@ -133,7 +137,7 @@ describe('VaultReencryptService', () => {
     const row = repo.tables.get('tenants')?.get('t001');
     const moved = repo.tables.get('tenants')?.get('t002')?.events_secret_enc ?? null;
     if (row) row.events_secret_enc = moved;
-    const run = service.reencryptAll();
+    const run = service.reencryptAll(undefined, { batchSize: 1 });
     await expect(run).rejects.toThrow(VaultError);
     await expect(run).rejects.toThrow(/tenants\.events_secret_enc .*row id t001/);
     await expect(run).rejects.not.toThrow(moved ?? 'unreachable');

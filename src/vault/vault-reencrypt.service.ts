@@ -20,9 +20,9 @@ export interface ReencryptOptions {
 }
 
 /**
- * Moves every sealed secret to the active key. Each row is its own compare-and-swap UPDATE, so the run
- * can stop at any point (Ctrl-C, a crash, a failed batch) and leaves every row readable under the ring;
- * a re-run picks up what is left.
+ * Moves every sealed secret to the active key, one committed batch at a time, each row a compare-and-swap.
+ * The run can stop at any point (Ctrl-C, a crash, a failed batch) and leaves every row readable under the
+ * ring, under its old key or its new one; a re-run picks up what is left.
  */
 @Injectable()
 export class VaultReencryptService {
@@ -52,12 +52,13 @@ export class VaultReencryptService {
         // comes back with its new value (or not at all, when a running instance already sealed it anew).
         const batch = await this.repository.findNotUnderKey(column, kid, batchSize);
         if (batch.length === 0) break;
-        for (const row of batch) {
+        const changes = batch.map((row) => {
           const ref = { table: column.table, id: row.id, column: column.column };
-          const resealed = this.vault.seal(this.open(row.value, ref), ref);
-          if (await this.repository.replaceIfUnchanged(column, row.id, row.value, resealed)) result.reencrypted++;
-          else result.skippedConcurrent++;
-        }
+          return { id: row.id, previous: row.value, next: this.vault.seal(this.open(row.value, ref), ref) };
+        });
+        const updated = await this.repository.replaceIfUnchanged(column, changes);
+        result.reencrypted += updated;
+        result.skippedConcurrent += changes.length - updated;
         // Rows sealed under an old key by an instance still on the old ring can make the work grow.
         onProgress?.(result.reencrypted, Math.max(result.total, result.reencrypted));
       }

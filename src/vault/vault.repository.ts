@@ -8,6 +8,12 @@ export interface SealedValue {
   value: string;
 }
 
+export interface SealedChange {
+  id: string;
+  previous: string;
+  next: string;
+}
+
 /**
  * The vault's only data access: raw SQL over the sealed columns of other modules' tables. Identifiers come
  * only from SEALED_COLUMNS and are quoted anyway; every value goes in as a parameter.
@@ -45,17 +51,21 @@ export class VaultRepository {
   }
 
   /**
-   * Compare-and-swap: writes `next` only if the row still holds `previous`. A running instance may have
-   * rewritten the secret meanwhile (a token renewal); its value is newer and must win. Returns whether
-   * the row was updated.
+   * Compare-and-swap, one transaction per call: each row gets its new value only if it still holds the
+   * value that was read. A running instance may have rewritten a secret meanwhile (a token renewal); its
+   * value is newer and must win. Returns the number of rows updated; the others were left alone.
    */
-  async replaceIfUnchanged(col: SealedColumn, id: string, previous: string, next: string): Promise<boolean> {
-    // For an UPDATE, TypeORM's raw result is [rows, rowCount].
-    const [, affected] = await this.db.query<[unknown, number]>(
-      `UPDATE ${ident(col.table)} SET ${ident(col.column)} = $1 WHERE ${ident(col.idColumn)} = $2 AND ${ident(col.column)} = $3`,
-      [next, id, previous],
-    );
-    return affected === 1;
+  async replaceIfUnchanged(col: SealedColumn, changes: readonly SealedChange[]): Promise<number> {
+    const sql = `UPDATE ${ident(col.table)} SET ${ident(col.column)} = $1 WHERE ${ident(col.idColumn)} = $2 AND ${ident(col.column)} = $3`;
+    return this.db.transaction(async (tx) => {
+      let updated = 0;
+      for (const c of changes) {
+        // For an UPDATE, TypeORM's raw result is [rows, rowCount].
+        const [, affected] = await tx.query<[unknown, number]>(sql, [c.next, c.id, c.previous]);
+        updated += affected;
+      }
+      return updated;
+    });
   }
 }
 

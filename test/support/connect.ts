@@ -1,0 +1,65 @@
+import { hiddenFields } from '../../src/sandbox/sandbox-test-helpers.js';
+import type { TestApp } from './test-app.js';
+
+export interface ConnectOptions {
+  kind?: 'user' | 'admin';
+  /** The partner's user id (kind user). */
+  userId?: string;
+  /** Which seeded sandbox user approves on the consent page (admin, alice, bob, carol, dave). */
+  as: string;
+  decision?: 'approve' | 'deny';
+  returnUrl?: string;
+  scopes?: string[];
+}
+
+export interface ConnectOutcome {
+  /** Where the browser ended: the tenant's returnUrl with the status. */
+  location: URL;
+  status: string | null;
+  connectionId: string | null;
+  error: string | null;
+  /** The callback URL the sandbox sent the browser to (with code and state). */
+  callbackUrl: URL;
+}
+
+/** Drives the whole connect flow over HTTP, the way a browser would, without rendering anything. */
+export async function connectViaHttp(t: TestApp, tenantId: string, o: ConnectOptions): Promise<ConnectOutcome> {
+  const kind = o.kind ?? 'user';
+  const session = await t.request<{ connectUrl: string }>('POST', `/v1/tenants/${tenantId}/connect-sessions`, {
+    body: { kind, ...(kind === 'user' ? { userId: o.userId ?? o.as } : {}), returnUrl: o.returnUrl ?? 'http://localhost:5173/done', ...(o.scopes ? { scopes: o.scopes } : {}) },
+  });
+  if (session.status !== 201) throw new Error(`connect session answered ${session.status}: ${session.text}`);
+  const callbackUrl = await authorizeAtSandbox(session.body.connectUrl, o.as, o.decision ?? 'approve');
+  const back = await fetch(callbackUrl, { redirect: 'manual' });
+  const location = back.headers.get('location');
+  if (back.status !== 302 || !location) throw new Error(`callback answered ${back.status}: ${await back.text()}`);
+  const url = new URL(location);
+  return { location: url, status: url.searchParams.get('status'), connectionId: url.searchParams.get('connectionId'), error: url.searchParams.get('error'), callbackUrl: new URL(callbackUrl) };
+}
+
+/** Opens the connect URL, follows it to the sandbox's consent page, decides; returns the callback URL. */
+export async function authorizeAtSandbox(connectUrl: string, as: string, decision: 'approve' | 'deny'): Promise<string> {
+  const start = await fetch(connectUrl, { redirect: 'manual' });
+  const authorizeUrl = start.headers.get('location');
+  if (start.status !== 302 || !authorizeUrl) throw new Error(`connect URL answered ${start.status}: ${await start.text()}`);
+  const page = await fetch(authorizeUrl);
+  const html = await page.text();
+  if (page.status !== 200) throw new Error(`consent page answered ${page.status}: ${html.slice(0, 300)}`);
+  const form = new URLSearchParams(hiddenFields(html));
+  form.set('decision', decision);
+  form.set('user', as);
+  const decided = await fetch(new URL('/oauth/authorize', authorizeUrl), {
+    method: 'POST',
+    body: form.toString(),
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    redirect: 'manual',
+  });
+  const callback = decided.headers.get('location');
+  if (decided.status !== 302 || !callback) throw new Error(`consent decision answered ${decided.status}: ${await decided.text()}`);
+  return callback;
+}
+
+export async function newTenant(t: TestApp, id: string, over: Record<string, unknown> = {}): Promise<void> {
+  const res = await t.request('POST', '/v1/tenants', { body: { id, name: id, environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'], ...over } });
+  if (res.status !== 201) throw new Error(`tenant creation answered ${res.status}: ${res.text}`);
+}
