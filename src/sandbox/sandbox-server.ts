@@ -227,12 +227,7 @@ export class SandboxServer {
     };
     const call: SandboxCall = { req, res, path, rawQuery, mediaType, record };
     const control = path.startsWith('/_sandbox/');
-    if (!control) {
-      this.rt.recorder.add(record);
-      res.once('close', () => {
-        record.status = res.headersSent ? res.statusCode : 0;
-      });
-    }
+    if (!control) this.rt.recorder.add(record);
     try {
       if (control) {
         await handleControl(call, this.rt, this.controls);
@@ -242,7 +237,7 @@ export class SandboxServer {
     } catch (e) {
       this.fail(call, e);
     }
-    // Set here too (not only on 'close'), so a caller that reads the records right after the answer sees it.
+    // Every handler has answered (or dropped the connection) by the time it settles.
     if (res.headersSent) record.status = res.statusCode;
   }
 

@@ -4,6 +4,7 @@ import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
+import { ApiKeyCache } from './api-key-cache.js';
 import type { Principal } from './auth.decorators.js';
 import { TenantApiKeyEntity } from './tenant-api-key.entity.js';
 import { TenantApiKeysRepository } from './tenant-api-keys.repository.js';
@@ -28,6 +29,7 @@ export class ApiKeysService {
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly repo: TenantApiKeysRepository,
     private readonly clock: Clock,
+    private readonly cache: ApiKeyCache,
   ) {
     this.operatorHash = sha256(config.operatorApiKey);
   }
@@ -37,8 +39,17 @@ export class ApiKeysService {
     const hash = sha256(presented);
     if (timingSafeEqual(hash, this.operatorHash)) return { kind: 'operator' };
     if (presented.startsWith(TENANT_KEY_PREFIX) && presented.length > LOOKUP_CHARS) {
+      // Keyed by the hash of a 256-bit random key: a lookup by it reveals nothing a timing attack could use.
+      const hashHex = hash.toString('hex');
+      const cached = this.cache.get(hashHex);
+      if (cached) return cached;
+      const epoch = this.cache.mark();
       for (const candidate of await this.repo.findLiveByPrefix(presented.slice(0, LOOKUP_CHARS))) {
-        if (timingSafeEqual(candidate.keyHash, hash)) return { kind: 'tenant', tenantId: candidate.tenantId, keyId: candidate.id };
+        if (timingSafeEqual(candidate.keyHash, hash)) {
+          const principal = { kind: 'tenant' as const, tenantId: candidate.tenantId, keyId: candidate.id };
+          this.cache.set(hashHex, principal, epoch);
+          return principal;
+        }
       }
     }
     throw new AppError('unauthorized', 'The API key is not valid.');

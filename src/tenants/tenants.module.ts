@@ -1,7 +1,9 @@
 import { Module } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { ChangesModule } from '../changes/changes.module.js';
 import { ApiKeyAuthGuard } from './api-key-auth.guard.js';
+import { ApiKeyCache } from './api-key-cache.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { TenantApiKeyEntity } from './tenant-api-key.entity.js';
 import { TenantApiKeysRepository } from './tenant-api-keys.repository.js';
@@ -11,9 +13,9 @@ import { TenantsRepository } from './tenants.repository.js';
 import { TenantsService } from './tenants.service.js';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([TenantEntity, TenantApiKeyEntity])],
+  imports: [TypeOrmModule.forFeature([TenantEntity, TenantApiKeyEntity]), ChangesModule],
   controllers: [TenantsController],
-  providers: [TenantsRepository, TenantApiKeysRepository, TenantsService, ApiKeysService, { provide: APP_GUARD, useClass: ApiKeyAuthGuard }],
+  providers: [TenantsRepository, TenantApiKeysRepository, TenantsService, ApiKeysService, ApiKeyCache, { provide: APP_GUARD, useClass: ApiKeyAuthGuard }],
   exports: [TenantsService],
 })
 export class TenantsModule {}

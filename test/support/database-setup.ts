@@ -4,12 +4,14 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../../src/database/embedded-postgres.js';
 import { runMigrations } from '../../src/database/migrate.js';
+import { buildApp } from './spawn-app.js';
 
 /**
  * Once per `npm test`: a PostgreSQL server (DATABASE_URL's, or an embedded one when it is unset), and a
  * template database with every migration applied. Each test file clones the template (fast, isolated).
  */
 export async function setupDatabase(): Promise<void> {
+  buildApp();
   let serverUrl = process.env.DATABASE_URL;
   if (!serverUrl) {
     const dir = mkdtempSync(join(tmpdir(), 'cws-connect-test-'));

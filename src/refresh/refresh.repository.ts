@@ -1,0 +1,167 @@
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { ConnectionEntity } from '../connections/connection.entity.js';
+
+/** The new token pair of a renewal, sealed, with the timing that follows from its expiresIn. */
+export interface RenewedFields {
+  accessTokenEnc: string;
+  refreshTokenEnc: string;
+  accessTokenExpiresAt: Date;
+  refreshDueAt: Date;
+  now: Date;
+}
+
+export type SaveResult = { saved: true; connection: ConnectionEntity } | { saved: false; current: ConnectionEntity | null };
+
+type Row = Record<string, unknown>;
+
+/**
+ * All SQL of renewal. Leases and due times are compared with the database's now(), so that instances
+ * with skewed clocks still agree on whose lease is live.
+ */
+@Injectable()
+export class RefreshRepository {
+  constructor(@InjectDataSource() private readonly db: DataSource) {}
+
+  transaction<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    return this.db.transaction(work);
+  }
+
+  async getById(id: string): Promise<ConnectionEntity | null> {
+    return one(await this.query(`SELECT * FROM connections WHERE id = $1`, [id]));
+  }
+
+  async getOwned(tenantId: string, id: string): Promise<ConnectionEntity | null> {
+    return one(await this.query(`SELECT * FROM connections WHERE tenant_id = $1 AND id = $2`, [tenantId, id]));
+  }
+
+  /** Takes the renewal lease of one active connection, unless another live lease holds it. */
+  async tryLease(id: string, owner: string, leaseMs: number): Promise<ConnectionEntity | null> {
+    return one(
+      await this.query(
+        `UPDATE connections SET lease_owner = $2, lease_until = now() + make_interval(secs => $3::double precision / 1000)
+          WHERE id = $1 AND status = 'active' AND (lease_until IS NULL OR lease_until < now())
+          RETURNING *`,
+        [id, owner, leaseMs],
+      ),
+    );
+  }
+
+  /**
+   * Claims up to `limit` due connections for this instance: the lease is taken in the same statement that
+   * finds them, and SKIP LOCKED lets every instance claim a disjoint batch without waiting on the others.
+   */
+  async claimDueForRefresh(owner: string, leaseMs: number, limit: number): Promise<ConnectionEntity[]> {
+    const rows = await this.query(
+      `UPDATE connections c SET lease_owner = $1, lease_until = now() + make_interval(secs => $2::double precision / 1000)
+         FROM (SELECT id FROM connections
+                WHERE status = 'active' AND refresh_due_at <= now() AND (lease_until IS NULL OR lease_until < now())
+                ORDER BY refresh_due_at
+                LIMIT $3
+                FOR UPDATE SKIP LOCKED) due
+        WHERE c.id = due.id AND c.status = 'active' AND (c.lease_until IS NULL OR c.lease_until < now())
+        RETURNING c.*`,
+      [owner, leaseMs, limit],
+    );
+    return rows.map(toConnection);
+  }
+
+  /**
+   * The compare-and-swap that commits a renewal: only on the version that was renewed and only while this
+   * instance still holds the lease. A new version tells every cache and every waiter that the token moved.
+   */
+  async saveRenewed(id: string, owner: string, version: number, f: RenewedFields): Promise<ConnectionEntity | null> {
+    return one(
+      await this.query(
+        `UPDATE connections SET access_token_enc = $4, refresh_token_enc = $5, access_token_expires_at = $6, refresh_due_at = $7,
+                last_refreshed_at = $8, refresh_failures = 0, version = version + 1, lease_owner = NULL, lease_until = NULL, updated_at = $8
+          WHERE id = $1 AND version = $3 AND lease_owner = $2
+          RETURNING *`,
+        [id, owner, version, f.accessTokenEnc, f.refreshTokenEnc, f.accessTokenExpiresAt, f.refreshDueAt, f.now],
+      ),
+    );
+  }
+
+  /** A failed attempt that leaves the tokens as they are: count it, schedule the next try, release the lease. */
+  async recordFailure(id: string, owner: string, version: number, nextDueAt: Date): Promise<boolean> {
+    const rows = await this.query(
+      `UPDATE connections SET refresh_failures = refresh_failures + 1, refresh_due_at = $4, lease_owner = NULL, lease_until = NULL
+        WHERE id = $1 AND version = $3 AND lease_owner = $2 RETURNING id`,
+      [id, owner, version, nextDueAt],
+    );
+    return rows.length === 1;
+  }
+
+  /** Gives the lease back without touching anything else (nothing to do, or shutting down). */
+  async releaseLease(id: string, owner: string): Promise<void> {
+    await this.query(`UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2`, [id, owner]);
+  }
+
+  async releaseLeases(ids: string[], owner: string): Promise<void> {
+    if (ids.length === 0) return;
+    await this.query(`UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = ANY($1::uuid[]) AND lease_owner = $2`, [ids, owner]);
+  }
+
+  /**
+   * The upstream refused the refresh token: the connection needs its user again. The version moves too, so
+   * that waiters and caches see the change. Part of the caller's transaction (the event commits with it).
+   */
+  async markReauthRequired(m: EntityManager, id: string, owner: string, version: number, reason: string, now: Date): Promise<ConnectionEntity | null> {
+    const [rows] = (await m.query(
+      `UPDATE connections SET status = 'reauth_required', status_reason = $4, refresh_due_at = NULL, version = version + 1,
+              lease_owner = NULL, lease_until = NULL, updated_at = $5
+        WHERE id = $1 AND version = $3 AND lease_owner = $2 AND status = 'active'
+        RETURNING *`,
+      [id, owner, version, reason, now],
+    )) as [Row[], number];
+    return rows[0] ? toConnection(rows[0]) : null;
+  }
+
+  /** Seconds since the most overdue active connection fell due (0 when none is), for the overdue gauge. */
+  async oldestOverdueSeconds(): Promise<number> {
+    const rows = await this.query(
+      `SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(refresh_due_at)), 0)::double precision AS s
+         FROM connections WHERE status = 'active' AND refresh_due_at <= now()`,
+      [],
+    );
+    return Math.max(0, Number(rows[0]?.s ?? 0));
+  }
+
+  private async query(sql: string, params: unknown[]): Promise<Row[]> {
+    const result = (await this.db.query(sql, params)) as Row[] | [Row[], number];
+    // TypeORM answers an UPDATE ... RETURNING with [rows, count] and a SELECT with rows.
+    return Array.isArray(result[0]) ? (result[0] as Row[]) : (result as Row[]);
+  }
+}
+
+function one(rows: Row[]): ConnectionEntity | null {
+  return rows[0] ? toConnection(rows[0]) : null;
+}
+
+export function toConnection(r: Row): ConnectionEntity {
+  return Object.assign(new ConnectionEntity(), {
+    id: r.id as string,
+    tenantId: r.tenant_id as string,
+    kind: r.kind as ConnectionEntity['kind'],
+    userId: (r.user_id as string | null) ?? null,
+    upstreamUserId: r.upstream_user_id as string,
+    upstreamEmail: (r.upstream_email as string | null) ?? null,
+    upstreamUsername: (r.upstream_username as string | null) ?? null,
+    isAdmin: r.is_admin as boolean,
+    status: r.status as ConnectionEntity['status'],
+    statusReason: (r.status_reason as string | null) ?? null,
+    scopes: (r.scopes as string[]) ?? [],
+    accessTokenEnc: (r.access_token_enc as string | null) ?? null,
+    refreshTokenEnc: (r.refresh_token_enc as string | null) ?? null,
+    accessTokenExpiresAt: (r.access_token_expires_at as Date | null) ?? null,
+    refreshDueAt: (r.refresh_due_at as Date | null) ?? null,
+    lastRefreshedAt: (r.last_refreshed_at as Date | null) ?? null,
+    refreshFailures: Number(r.refresh_failures),
+    version: Number(r.version),
+    leaseOwner: (r.lease_owner as string | null) ?? null,
+    leaseUntil: (r.lease_until as Date | null) ?? null,
+    createdAt: r.created_at as Date,
+    updatedAt: r.updated_at as Date,
+  });
+}

@@ -1,0 +1,93 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { SandboxServer } from './sandbox-server.js';
+import { call, tokenRequest } from './sandbox-test-helpers.js';
+
+describe('/_sandbox/ control over HTTP', () => {
+  let sandbox: SandboxServer;
+  const control = <T = unknown>(method: string, path: string, json?: unknown) => call<T>(sandbox.url, method, `/_sandbox/${path}`, json === undefined ? {} : { json });
+  beforeAll(async () => {
+    sandbox = await SandboxServer.start({ redirectUris: ['http://127.0.0.1:9/cb'] });
+  });
+  afterAll(() => sandbox.close());
+
+  it('issues tokens, expires and revokes them', async () => {
+    const issued = await control<{ access_token: string; refresh_token: string; scope: string[]; expiresIn: number; family: string }>('POST', 'tokens', {
+      userId: 'bob',
+      scopes: ['workflows.read'],
+    });
+    expect(issued.status).toBe(200);
+    expect(issued.body).toMatchObject({ scope: ['workflows.read'], expiresIn: 21600, family: expect.stringMatching(/^fam_/) });
+    const list = () => call(sandbox.url, 'GET', '/workflows', { token: issued.body.access_token });
+    expect((await list()).status).toBe(200);
+    expect((await control('POST', 'expire', { userId: 'bob' })).body).toEqual({ expired: 1 });
+    expect((await list()).status).toBe(401);
+    const refreshed = await tokenRequest(sandbox, {
+      grant_type: 'refresh_token',
+      refresh_token: issued.body.refresh_token,
+      client_id: sandbox.clientId,
+      client_secret: sandbox.clientSecret,
+    });
+    expect(refreshed.status).toBe(200);
+    expect((await control('POST', 'revoke', { userId: 'bob' })).body).toEqual({ revoked: 1 });
+    expect((await call(sandbox.url, 'GET', '/workflows', { token: refreshed.body.access_token })).status).toBe(401);
+    expect((await control('POST', 'tokens', { userId: 'nobody' })).status).toBe(400);
+    expect((await control('POST', 'tokens', { userId: 'bob', scopes: ['admin.all'] })).status).toBe(400);
+    const log = await control<Array<{ userId: string }>>('GET', 'refresh-log');
+    expect(log.body.map((e) => e.userId)).toEqual(['bob']);
+  });
+
+  it('moves workflows and sets attributes, bumping the version', async () => {
+    const token = sandbox.issueTokens('alice').access_token;
+    const wf = await call<{ id: string }>(sandbox.url, 'POST', '/workflows', { token, json: { name: 'Controlled' } });
+    const moved = await control<{ step: string; versionNumber: number; Author: { type: string } }>('POST', `workflows/${wf.body.id}/step`, { step: 'Sign' });
+    expect(moved.body).toMatchObject({ step: 'Sign', versionNumber: 2, Author: { type: 'system' } });
+    const same = await control<{ versionNumber: number }>('POST', `workflows/${wf.body.id}/step`, { step: 'Sign' });
+    expect(same.body.versionNumber).toBe(2);
+    const attr = await control<{ attributes: Record<string, unknown>; versionNumber: number }>('POST', `workflows/${wf.body.id}/attributes`, { name: '__proto__', value: null });
+    expect(attr.body.versionNumber).toBe(3);
+    expect(Object.keys(attr.body.attributes)).toEqual(['__proto__']);
+    expect((await control('POST', `workflows/${wf.body.id}/step`, { step: 'Done' })).status).toBe(400);
+    expect((await control('POST', 'workflows/wf_missing/step', { step: 'Sign' })).status).toBe(404);
+    expect(() => sandbox.setWorkflowStep('wf_missing', 'Sign')).toThrow();
+  });
+
+  it('reads and clears the records and the stats; control calls are not recorded', async () => {
+    await call(sandbox.url, 'GET', '/workflows');
+    const records = await control<Array<{ path: string; status: number }>>('GET', 'records');
+    expect(records.body.at(-1)).toMatchObject({ path: '/workflows', status: 401 });
+    expect(records.body.some((r) => r.path.startsWith('/_sandbox'))).toBe(false);
+    const stats = await control<{ resourceCalls: number }>('GET', 'stats');
+    expect(stats.body.resourceCalls).toBeGreaterThan(0);
+    expect((await control('DELETE', 'records')).status).toBe(204);
+    expect((await control('GET', 'records')).body).toEqual([]);
+    expect((await control<{ resourceCalls: number }>('GET', 'stats')).body.resourceCalls).toBe(stats.body.resourceCalls);
+    expect((await control('GET', 'users')).body).toHaveLength(5);
+    expect((await control('GET', 'nothing')).status).toBe(404);
+  });
+});
+
+describe('recordLimit', () => {
+  it('keeps the last N records; 0 keeps none but still counts', async () => {
+    const small = await SandboxServer.start({ redirectUris: ['http://127.0.0.1:9/cb'], recordLimit: 3 });
+    const none = await SandboxServer.start({ redirectUris: ['http://127.0.0.1:9/cb'], recordLimit: 0 });
+    try {
+      for (const sandbox of [small, none]) {
+        for (let i = 0; i < 5; i++) await call(sandbox.url, 'GET', `/workflows?i=${i}`);
+      }
+      expect(small.records().map((r) => r.query)).toEqual(['i=2', 'i=3', 'i=4']);
+      expect(none.records()).toEqual([]);
+      expect(none.stats().resourceCalls).toBe(5);
+    } finally {
+      await small.close();
+      await none.close();
+    }
+  });
+
+  it('refuses options that break the spec', async () => {
+    await expect(SandboxServer.start({ redirectUris: [] })).rejects.toThrow(/redirectUris/);
+    await expect(SandboxServer.start({ redirectUris: ['/relative'] })).rejects.toThrow(/redirectUris/);
+    await expect(SandboxServer.start({ redirectUris: ['http://x/cb#frag'] })).rejects.toThrow(/fragment/);
+    await expect(SandboxServer.start({ redirectUris: ['http://x/cb'], scopes: ['nodots'] })).rejects.toThrow(/scopes/);
+    await expect(SandboxServer.start({ redirectUris: ['http://x/cb'], clientId: 'a:b' })).rejects.toThrow(/clientId/);
+  });
+});

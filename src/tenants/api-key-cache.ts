@@ -1,0 +1,53 @@
+import { Injectable } from '@nestjs/common';
+import { ChangeFeed } from '../changes/change-feed.service.js';
+import type { Principal } from './auth.decorators.js';
+
+type TenantPrincipal = Extract<Principal, { kind: 'tenant' }>;
+
+const MAX_ENTRIES = 10_000;
+
+/**
+ * Successful tenant-key lookups, by the key's SHA-256 (hex), so that the guard costs no database round
+ * trip per request. Dropped when the key row changes (revocation is an UPDATE, tenant deletion cascades
+ * to a DELETE) on any instance, and bypassed entirely while the change feed is not live.
+ */
+@Injectable()
+export class ApiKeyCache {
+  private readonly byHash = new Map<string, TenantPrincipal>();
+  private readonly hashByKeyId = new Map<string, string>();
+  private epoch = 0;
+
+  constructor(private readonly feed: ChangeFeed) {
+    feed.onReset(() => this.clear());
+    feed.subscribe((change) => {
+      if (change.table !== 'tenant_api_keys') return;
+      this.epoch++;
+      const hash = this.hashByKeyId.get(change.id);
+      if (hash === undefined) return;
+      this.hashByKeyId.delete(change.id);
+      this.byHash.delete(hash);
+    });
+  }
+
+  get(hash: string): TenantPrincipal | undefined {
+    return this.feed.live ? this.byHash.get(hash) : undefined;
+  }
+
+  /** The epoch to pass to `set`: a change heard between the read and the set makes the set a no-op. */
+  mark(): number {
+    return this.epoch;
+  }
+
+  set(hash: string, principal: TenantPrincipal, epoch: number): void {
+    if (!this.feed.live || epoch !== this.epoch) return;
+    if (this.byHash.size >= MAX_ENTRIES) this.clear();
+    this.byHash.set(hash, principal);
+    this.hashByKeyId.set(principal.keyId, hash);
+  }
+
+  private clear(): void {
+    this.epoch++;
+    this.byHash.clear();
+    this.hashByKeyId.clear();
+  }
+}

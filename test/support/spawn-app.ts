@@ -1,0 +1,83 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * Tests that need the service as a real separate process (several instances on one database, SIGKILL,
+ * resident memory) run the compiled app: `node dist/src/main.js`. tsx cannot run it: esbuild does not
+ * emit decorator metadata, which NestJS's injection needs. The global setup compiles once per run.
+ */
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export const MAIN_JS = resolve(ROOT, 'dist/src/main.js');
+
+export function buildApp(): void {
+  const tsc = resolve(ROOT, 'node_modules/typescript/bin/tsc');
+  // Type errors are the typecheck step's business; the emit is what matters here.
+  spawnSync(process.execPath, [tsc, '-p', resolve(ROOT, 'tsconfig.build.json')], { cwd: ROOT, stdio: 'ignore' });
+  if (!existsSync(MAIN_JS)) throw new Error('the build produced no dist/src/main.js');
+}
+
+export interface SpawnedApp {
+  url: string;
+  port: number;
+  proc: ChildProcess;
+  pid: number;
+  /** stdout and stderr, as written. */
+  output: string[];
+  /** Sends a signal and waits for the process to exit; resolves with its exit code (null when killed). */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts `node dist/src/main.js` with the given environment and waits until /health/ready answers 200. */
+export async function spawnApp(env: Record<string, string | undefined>, options: { readyTimeoutMs?: number; port?: number } = {}): Promise<SpawnedApp> {
+  const port = options.port ?? Number(env.PORT ?? 0) ?? 0;
+  const actualPort = port || (await freePort());
+  const childEnv: Record<string, string> = {};
+  for (const [k, v] of Object.entries({ ...process.env, LOG_LEVEL: 'warn', ...env, PORT: String(actualPort) })) if (v !== undefined) childEnv[k] = v;
+  const proc = spawn(process.execPath, [MAIN_JS], { cwd: ROOT, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const output: string[] = [];
+  proc.stdout?.on('data', (d: Buffer) => output.push(d.toString()));
+  proc.stderr?.on('data', (d: Buffer) => output.push(d.toString()));
+  const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
+  const url = `http://127.0.0.1:${actualPort}`;
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 30_000);
+  for (;;) {
+    if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`the app exited before it was ready:\n${output.join('')}`);
+    try {
+      const res = await fetch(`${url}/health/ready`);
+      if (res.status === 200) break;
+    } catch {
+      /* not listening yet */
+    }
+    if (Date.now() > deadline) {
+      proc.kill('SIGKILL');
+      throw new Error(`the app was not ready in time:\n${output.join('')}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    url,
+    port: actualPort,
+    proc,
+    pid: proc.pid ?? 0,
+    output,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+      return exited;
+    },
+  };
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const a = srv.address();
+      const p = typeof a === 'object' && a ? a.port : 0;
+      srv.close(() => resolvePort(p));
+    });
+  });
+}
