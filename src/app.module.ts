@@ -7,6 +7,7 @@ import { ConfigModule } from './config/config.module.js';
 import { ConnectionsModule } from './connections/connections.module.js';
 import { DatabaseModule } from './database/database.module.js';
 import { EventsModule } from './events/events.module.js';
+import { FacadeModule } from './facade/facade.module.js';
 import { loggerParams } from './ops/logger.js';
 import { OpsModule } from './ops/ops.module.js';
 import { TenantsModule } from './tenants/tenants.module.js';
@@ -34,6 +35,7 @@ export class AppModule {
         EventsModule,
         TenantsModule,
         ConnectionsModule,
+        FacadeModule,
       ],
     };
   }

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NestFactory } from '@nestjs/core';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import type pg from 'pg';
 import { CliModule } from '../src/cli/cli.module.js';
 import { loadConfig, parseVaultKeys } from '../src/config/app-config.js';
@@ -15,6 +15,10 @@ import { VaultReencryptService, type ReencryptResult } from '../src/vault/vault-
 import { VaultRepository } from '../src/vault/vault.repository.js';
 import { openPool } from './support/test-database.js';
 import { startTestApp, testVaultKey } from './support/test-app.js';
+
+// Two tests spawn `npx tsx` (a few seconds each, more under a parallel run); the project's testTimeout
+// in jest.config.js does not take effect, so set it here.
+jest.setTimeout(60_000);
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const OLD = testVaultKey('old');

@@ -41,6 +41,8 @@ export interface AppConfig {
   sandbox: { enabled: boolean; port: number; clientId: string; clientSecret: string; accessTokenTtlSeconds: number };
   refresh: { at: number; intervalMs: number; batchSize: number; concurrency: number; leaseMs: number; onDemandMarginMs: number };
   upstream: { connectTimeoutMs: number; headersTimeoutMs: number; bodyTimeoutMs: number; tokenTimeoutMs: number; retries: number };
+  /** Outbound delivery of events to the tenant's eventsTargetUrl (docs/webhooks.md). */
+  events: { retryBaseMs: number; retryMaxMs: number; retrySpanMs: number; attemptTimeoutMs: number; pollIntervalMs: number; relayIntervalMs: number; batchSize: number; jobExpireSeconds: number; maintenanceSeconds: number };
   logLevel: string;
   instanceId: string;
 }
@@ -159,6 +161,17 @@ export function loadConfig(env: Env): AppConfig {
       bodyTimeoutMs: int(env, 'UPSTREAM_BODY_TIMEOUT_MS', 300_000, 100, 3_600_000),
       tokenTimeoutMs: int(env, 'UPSTREAM_TOKEN_TIMEOUT_MS', 15_000, 100, 600_000),
       retries: int(env, 'UPSTREAM_RETRIES', 2, 0, 10),
+    },
+    events: {
+      retryBaseMs: int(env, 'EVENTS_RETRY_BASE_MS', 10_000, 1, 3_600_000),
+      retryMaxMs: int(env, 'EVENTS_RETRY_MAX_MS', 3_600_000, 1, 86_400_000),
+      retrySpanMs: int(env, 'EVENTS_RETRY_SPAN_MS', 86_400_000, 0, 30 * 86_400_000),
+      attemptTimeoutMs: int(env, 'EVENTS_ATTEMPT_TIMEOUT_MS', 15_000, 100, 600_000),
+      pollIntervalMs: int(env, 'EVENTS_POLL_INTERVAL_MS', 1000, 500, 60_000),
+      relayIntervalMs: int(env, 'EVENTS_RELAY_INTERVAL_MS', 1000, 20, 60_000),
+      batchSize: int(env, 'EVENTS_BATCH_SIZE', 50, 1, 1000),
+      jobExpireSeconds: int(env, 'EVENTS_JOB_EXPIRE_SECONDS', 120, 1, 86_400),
+      maintenanceSeconds: int(env, 'EVENTS_MAINTENANCE_SECONDS', 60, 1, 3600),
     },
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
     instanceId: env.INSTANCE_ID?.trim() || `${process.pid}-${randomBytes(3).toString('hex')}`,

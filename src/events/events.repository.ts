@@ -55,6 +55,92 @@ export class EventsRepository {
     const rows = (await this.db.query(`SELECT * FROM events WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, [tenantId, afterSeq, limit])) as Array<Record<string, unknown>>;
     return rows.map(toEvent);
   }
+
+  async getById(id: string): Promise<StoredEvent | null> {
+    const rows = (await this.db.query(`SELECT * FROM events WHERE id = $1`, [id])) as Array<Record<string, unknown>>;
+    return rows[0] ? toEvent(rows[0]) : null;
+  }
+
+  /**
+   * The outbox relay: claims up to `limit` pending events not handed to the job queue yet (SKIP LOCKED,
+   * so instances share the work) and lets `enqueue` insert their jobs through the same transaction, so
+   * an event is marked enqueued exactly when its job exists. Returns how many were claimed.
+   */
+  async relayUnqueued(limit: number, enqueue: (events: UnqueuedEvent[], sql: SqlExecutor) => Promise<void>): Promise<number> {
+    return this.db.transaction(async (m) => {
+      const rows = (await m.query(
+        `SELECT id, delivery_attempts, next_attempt_at FROM events
+          WHERE delivery_state = 'pending' AND enqueued_at IS NULL
+          ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
+        [limit],
+      )) as Array<{ id: string; delivery_attempts: number; next_attempt_at: Date | null }>;
+      if (rows.length === 0) return 0;
+      await enqueue(
+        rows.map((r) => ({ id: r.id, attempt: Number(r.delivery_attempts), notBefore: r.next_attempt_at })),
+        executorOf(m),
+      );
+      await m.query(`UPDATE events SET enqueued_at = now() WHERE id = ANY($1::uuid[])`, [rows.map((r) => r.id)]);
+      return rows.length;
+    });
+  }
+
+  /** Attempt `attempt` (0-based) succeeded. */
+  async markDelivered(id: string, attempt: number): Promise<void> {
+    await this.db.query(
+      `UPDATE events SET delivery_state = 'delivered', delivered_at = now(), delivery_attempts = GREATEST(delivery_attempts, $2), last_delivery_error = NULL, next_attempt_at = NULL
+        WHERE id = $1 AND delivery_state = 'pending'`,
+      [id, attempt + 1],
+    );
+  }
+
+  /**
+   * Attempt `attempt` failed: counts it and, in the same transaction, lets `schedule` queue the next
+   * attempt. Returns false (and schedules nothing) when another run already counted this attempt.
+   */
+  async recordFailure(id: string, attempt: number, error: string, nextAttemptAt: Date, schedule: (sql: SqlExecutor) => Promise<void>): Promise<boolean> {
+    return this.db.transaction(async (m) => {
+      const rows = (await m.query(
+        `UPDATE events SET delivery_attempts = $2 + 1, last_delivery_error = $3, next_attempt_at = $4
+          WHERE id = $1 AND delivery_state = 'pending' AND delivery_attempts = $2 RETURNING id`,
+        [id, attempt, error.slice(0, 500), nextAttemptAt],
+      )) as [Array<{ id: string }>, number];
+      if (rows[1] !== 1) return false;
+      await schedule(executorOf(m));
+      return true;
+    });
+  }
+
+  /** The last attempt failed and the retry span is over: dead-lettered, kept and listed with this state. */
+  async markDead(id: string, attempt: number, error: string): Promise<void> {
+    await this.db.query(
+      `UPDATE events SET delivery_state = 'dead', delivery_attempts = $2 + 1, last_delivery_error = $3, next_attempt_at = NULL
+        WHERE id = $1 AND delivery_state = 'pending' AND delivery_attempts = $2`,
+      [id, attempt, error.slice(0, 500)],
+    );
+  }
+
+  /** The tenant's eventsTargetUrl was removed while the event waited. */
+  async markNoTarget(id: string): Promise<void> {
+    await this.db.query(`UPDATE events SET delivery_state = 'no_target', next_attempt_at = NULL WHERE id = $1 AND delivery_state = 'pending'`, [id]);
+  }
+}
+
+export interface UnqueuedEvent {
+  id: string;
+  /** Attempts already made (the job carries it, so a stale or repeated job can tell). */
+  attempt: number;
+  notBefore: Date | null;
+}
+
+/** pg-boss's `db` option: lets it run its SQL inside one of our transactions. */
+export interface SqlExecutor {
+  executeSql(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
+}
+
+function executorOf(m: EntityManager): SqlExecutor {
+  const runner = m.queryRunner;
+  if (!runner) throw new Error('a transaction manager without a query runner');
+  return { executeSql: async (text, values) => ({ rows: ((await runner.query(text, values, true)) as { records?: unknown[] }).records ?? [] }) };
 }
 
 export function toEvent(r: Record<string, unknown>): StoredEvent {

@@ -12,7 +12,13 @@ export interface RenewedFields {
   now: Date;
 }
 
-export type SaveResult = { saved: true; connection: ConnectionEntity } | { saved: false; current: ConnectionEntity | null };
+/** A connection whose renewal lease this instance holds, with its tenant's environment (for the token call). */
+export interface LeasedConnection {
+  connection: ConnectionEntity;
+  environment: string | null;
+}
+
+const WITH_ENVIRONMENT = `c.*, (SELECT t.environment FROM tenants t WHERE t.id = c.tenant_id) AS environment`;
 
 type Row = Record<string, unknown>;
 
@@ -37,22 +43,31 @@ export class RefreshRepository {
   }
 
   /** Takes the renewal lease of one active connection, unless another live lease holds it. */
-  async tryLease(id: string, owner: string, leaseMs: number): Promise<ConnectionEntity | null> {
-    return one(
-      await this.query(
-        `UPDATE connections SET lease_owner = $2, lease_until = now() + make_interval(secs => $3::double precision / 1000)
-          WHERE id = $1 AND status = 'active' AND (lease_until IS NULL OR lease_until < now())
-          RETURNING *`,
-        [id, owner, leaseMs],
-      ),
+  async tryLease(id: string, owner: string, leaseMs: number): Promise<LeasedConnection | null> {
+    const rows = await this.query(
+      `UPDATE connections c SET lease_owner = $2, lease_until = now() + make_interval(secs => $3::double precision / 1000)
+        WHERE c.id = $1 AND c.status = 'active' AND (c.lease_until IS NULL OR c.lease_until < now())
+        RETURNING ${WITH_ENVIRONMENT}`,
+      [id, owner, leaseMs],
     );
+    return rows[0] ? leased(rows[0]) : null;
+  }
+
+  /** Renews a lease this instance still holds on the same version (a claimed row that waited its turn). */
+  async extendLease(id: string, owner: string, version: number, leaseMs: number): Promise<boolean> {
+    const rows = await this.query(
+      `UPDATE connections SET lease_until = now() + make_interval(secs => $4::double precision / 1000)
+        WHERE id = $1 AND lease_owner = $2 AND version = $3 AND status = 'active' RETURNING id`,
+      [id, owner, version, leaseMs],
+    );
+    return rows.length === 1;
   }
 
   /**
    * Claims up to `limit` due connections for this instance: the lease is taken in the same statement that
    * finds them, and SKIP LOCKED lets every instance claim a disjoint batch without waiting on the others.
    */
-  async claimDueForRefresh(owner: string, leaseMs: number, limit: number): Promise<ConnectionEntity[]> {
+  async claimDueForRefresh(owner: string, leaseMs: number, limit: number): Promise<LeasedConnection[]> {
     const rows = await this.query(
       `UPDATE connections c SET lease_owner = $1, lease_until = now() + make_interval(secs => $2::double precision / 1000)
          FROM (SELECT id FROM connections
@@ -61,10 +76,10 @@ export class RefreshRepository {
                 LIMIT $3
                 FOR UPDATE SKIP LOCKED) due
         WHERE c.id = due.id AND c.status = 'active' AND (c.lease_until IS NULL OR c.lease_until < now())
-        RETURNING c.*`,
+        RETURNING ${WITH_ENVIRONMENT}`,
       [owner, leaseMs, limit],
     );
-    return rows.map(toConnection);
+    return rows.map(leased);
   }
 
   /**
@@ -133,6 +148,10 @@ export class RefreshRepository {
     // TypeORM answers an UPDATE ... RETURNING with [rows, count] and a SELECT with rows.
     return Array.isArray(result[0]) ? (result[0] as Row[]) : (result as Row[]);
   }
+}
+
+function leased(r: Row): LeasedConnection {
+  return { connection: toConnection(r), environment: (r.environment as string | null) ?? null };
 }
 
 function one(rows: Row[]): ConnectionEntity | null {

@@ -41,9 +41,10 @@ export function sendHtml(res: ServerResponse, status: number, html: string): voi
     'content-type': 'text/html; charset=utf-8',
     'content-length': Buffer.byteLength(html),
     'cache-control': 'no-store',
-    // The consent page must not be framed by another site (clickjacking of the Approve button).
+    // The consent page must not be framed by another site (clickjacking of the Approve button). No
+    // form-action: browsers apply it to the redirect that follows the post, which leaves this origin.
     'x-frame-options': 'DENY',
-    'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+    'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
   });
   res.end(html);
 }

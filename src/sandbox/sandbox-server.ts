@@ -64,6 +64,8 @@ export interface SandboxCallRecord {
   grantType?: string;
   tokenUserId?: string;
   tokenFamily?: string;
+  /** Names of the request headers received (lower case, no values): shows what a proxy forwarded. */
+  headerNames: string[];
   /** 0 while unanswered, or when the connection was dropped without an answer (fault 'down'). */
   status: number;
   outcome?: string;
@@ -223,6 +225,7 @@ export class SandboxServer {
       contentType,
       clientAuth: null,
       bodyFormat: bodyFormatOf(mediaType, hasBody(req)),
+      headerNames: Object.keys(req.headers),
       status: 0,
     };
     const call: SandboxCall = { req, res, path, rawQuery, mediaType, record };

@@ -1,0 +1,216 @@
+import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
+import PgBoss from 'pg-boss';
+import { Agent, request } from 'undici';
+import { AppError } from '../common/app-error.js';
+import { Clock } from '../common/clock.js';
+import type { AppConfig } from '../config/app-config.js';
+import { APP_CONFIG } from '../config/config.module.js';
+import { TenantsService } from '../tenants/tenants.service.js';
+import { EventsRepository, type SqlExecutor, type StoredEvent, type UnqueuedEvent } from './events.repository.js';
+import { signDelivery } from './standard-webhooks.js';
+
+export const DELIVERY_QUEUE = 'events-deliver';
+const PGBOSS_SCHEMA = 'pgboss';
+const WORKERS = 2;
+const RELAY_BATCH = 500;
+
+interface DeliveryJob {
+  eventId: string;
+  /** Attempts already made when this job was queued: a job whose event moved on is stale and skipped. */
+  attempt: number;
+}
+
+type Outcome = { ok: true } | { ok: false; error: string };
+
+/**
+ * Signed, at-least-once delivery of events to the tenant's eventsTargetUrl (docs/webhooks.md).
+ *
+ * The events table is the truth (state, attempts, next attempt); pg-boss is the durable scheduler and
+ * work distributor. Every path that queues a job does it in the transaction that changes the event:
+ * the relay marks an event enqueued in the transaction that inserts its first job, and a failed
+ * attempt is counted in the transaction that inserts the job of the next one. A job lost with a killed
+ * instance stays `active` in pg-boss until it expires, then pg-boss retries it; the attempt number in
+ * the job makes a repeated or stale job harmless.
+ */
+@Injectable()
+export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger('EventDelivery');
+  private readonly agent: Agent;
+  private boss: PgBoss | null = null;
+  private workerIds: string[] = [];
+  private relayTimer: NodeJS.Timeout | null = null;
+  private relaying: Promise<void> | null = null;
+  private relayAgain = false;
+  private stopping = false;
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly events: EventsRepository,
+    private readonly tenants: TenantsService,
+    private readonly clock: Clock,
+  ) {
+    this.agent = new Agent({
+      connectTimeout: Math.min(10_000, config.events.attemptTimeoutMs),
+      headersTimeout: config.events.attemptTimeoutMs,
+      bodyTimeout: config.events.attemptTimeoutMs,
+      keepAliveTimeout: 10_000,
+      connections: 64,
+    });
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    const { events } = this.config;
+    if (!this.config.databaseUrl) throw new Error('DATABASE_URL must be resolved before the app starts');
+    const boss = new PgBoss({
+      connectionString: this.config.databaseUrl,
+      schema: PGBOSS_SCHEMA,
+      max: 4,
+      application_name: `cws-connect ${this.config.instanceId} pg-boss`,
+      schedule: false,
+      supervise: true,
+      maintenanceIntervalSeconds: events.maintenanceSeconds,
+    });
+    boss.on('error', (err: Error) => this.logger.warn({ err: { name: err.name, message: err.message } }, 'pg-boss reported an error'));
+    await boss.start();
+    this.boss = boss;
+    // pg-boss's own retries only cover a job that threw (database trouble) or expired with a killed
+    // instance; delivery failures are counted in the events table and scheduled by us.
+    const queueOptions = { name: DELIVERY_QUEUE, retryLimit: 100_000, retryDelay: 1, retryBackoff: true, expireInSeconds: events.jobExpireSeconds };
+    await boss.createQueue(DELIVERY_QUEUE, queueOptions).catch(async (e: unknown) => {
+      if (!(await boss.getQueue(DELIVERY_QUEUE))) throw e;
+    });
+    for (let i = 0; i < WORKERS; i++) {
+      this.workerIds.push(
+        await boss.work<DeliveryJob>(DELIVERY_QUEUE, { batchSize: events.batchSize, pollingIntervalSeconds: events.pollIntervalMs / 1000 }, (jobs) =>
+          Promise.all(jobs.map((job) => this.deliver(job.data))).then(() => undefined),
+        ),
+      );
+    }
+    this.relayTimer = setInterval(() => this.kick(), events.relayIntervalMs);
+    this.relayTimer.unref();
+    this.kick();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    this.stopping = true;
+    if (this.relayTimer) clearInterval(this.relayTimer);
+    await this.relaying;
+    await this.boss?.stop({ graceful: true, wait: true, timeout: 10_000 });
+    await this.agent.close();
+  }
+
+  /** Something was recorded: hand it to the queue now instead of at the next relay tick. */
+  kick(): void {
+    if (this.stopping || !this.boss) return;
+    if (this.relaying) {
+      this.relayAgain = true;
+      return;
+    }
+    this.relaying = this.relay().finally(() => {
+      this.relaying = null;
+      if (this.relayAgain) {
+        this.relayAgain = false;
+        this.kick();
+      }
+    });
+  }
+
+  private async relay(): Promise<void> {
+    try {
+      let moved = 0;
+      for (;;) {
+        const n = await this.events.relayUnqueued(RELAY_BATCH, (rows, sql) => this.enqueue(rows, sql));
+        moved += n;
+        if (n < RELAY_BATCH || this.stopping) break;
+      }
+      if (moved > 0) for (const id of this.workerIds) this.boss?.notifyWorker(id);
+    } catch (e) {
+      if (!this.stopping) this.logger.warn({ err: errorText(e) }, 'event relay failed; retrying at the next tick');
+    }
+  }
+
+  private async enqueue(rows: UnqueuedEvent[], sql: SqlExecutor): Promise<void> {
+    if (!this.boss) throw new Error('pg-boss is not started');
+    await this.boss.insert(
+      rows.map((r) => ({ name: DELIVERY_QUEUE, data: { eventId: r.id, attempt: r.attempt } satisfies DeliveryJob, ...(r.notBefore ? { startAfter: r.notBefore } : {}) })),
+      { db: sql },
+    );
+  }
+
+  /** One attempt. Throws only on database trouble (pg-boss then retries the job). */
+  async deliver(job: DeliveryJob): Promise<void> {
+    const event = await this.events.getById(job.eventId);
+    if (!event || event.deliveryState !== 'pending' || event.deliveryAttempts !== job.attempt) return;
+    let target: string | null;
+    let secret: string;
+    try {
+      target = (await this.tenants.get(event.tenantId)).eventsTargetUrl;
+      secret = await this.tenants.eventsSecretOf(event.tenantId);
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'tenant_not_found') return; // deleted with its events
+      throw e;
+    }
+    if (!target) {
+      await this.events.markNoTarget(event.id);
+      return;
+    }
+    const outcome = await this.post(target, secret, event);
+    if (outcome.ok) {
+      await this.events.markDelivered(event.id, job.attempt);
+      return;
+    }
+    const now = this.clock.now().getTime();
+    if (now - event.receivedAt.getTime() >= this.config.events.retrySpanMs) {
+      await this.events.markDead(event.id, job.attempt, outcome.error);
+      this.logger.warn({ eventId: event.id, tenantId: event.tenantId, attempts: job.attempt + 1, lastError: outcome.error }, 'event dead-lettered');
+      return;
+    }
+    const next = new Date(now + retryDelayMs(job.attempt + 1, this.config.events.retryBaseMs, this.config.events.retryMaxMs));
+    await this.events.recordFailure(event.id, job.attempt, outcome.error, next, async (sql) => {
+      await this.boss?.insert([{ name: DELIVERY_QUEUE, data: { eventId: event.id, attempt: job.attempt + 1 } satisfies DeliveryJob, startAfter: next }], { db: sql });
+    });
+  }
+
+  private async post(target: string, secret: string, event: StoredEvent): Promise<Outcome> {
+    const body = deliveryBody(event);
+    const timestamp = Math.floor(this.clock.now().getTime() / 1000);
+    try {
+      const res = await request(target, {
+        method: 'POST',
+        dispatcher: this.agent,
+        headers: { 'content-type': 'application/json', 'user-agent': 'cws-connect-webhooks/1', ...signDelivery(secret, event.id, timestamp, body) },
+        body,
+        signal: AbortSignal.timeout(this.config.events.attemptTimeoutMs),
+      });
+      await res.body.dump({ limit: 64 * 1024 }).catch(() => undefined);
+      if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true };
+      return { ok: false, error: `HTTP ${res.statusCode}` };
+    } catch (e) {
+      return { ok: false, error: networkError(e) };
+    }
+  }
+}
+
+/** The delivered body: `{type, timestamp, data}`, `timestamp` being when cws-connect recorded the event. */
+export function deliveryBody(event: Pick<StoredEvent, 'type' | 'receivedAt' | 'payload'>): string {
+  return JSON.stringify({ type: event.type, timestamp: event.receivedAt.toISOString(), data: event.payload });
+}
+
+/** Exponential with ±20% jitter, capped: base, 2·base, 4·base, … up to max. `failures` ≥ 1. */
+export function retryDelayMs(failures: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
+  const raw = Math.min(maxMs, baseMs * 2 ** Math.min(30, failures - 1));
+  return Math.max(1, Math.round(raw * (0.8 + 0.4 * random())));
+}
+
+// Only the error's kind: a message may quote the target URL, which can carry credentials.
+function networkError(e: unknown): string {
+  const err = e as { code?: unknown; name?: unknown; cause?: { code?: unknown } };
+  const code = typeof err?.code === 'string' ? err.code : typeof err?.cause?.code === 'string' ? err.cause.code : null;
+  if (code) return `network error ${code}`;
+  if (err?.name === 'TimeoutError' || err?.name === 'AbortError') return 'timeout';
+  return 'network error';
+}
+
+function errorText(e: unknown): string {
+  return e instanceof Error ? `${e.name}: ${e.message}` : 'unknown error';
+}

@@ -1,0 +1,160 @@
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { pipeline } from 'node:stream/promises';
+import { Injectable } from '@nestjs/common';
+import { AppError } from '../common/app-error.js';
+import { RoutingService, type RouteKind, type RoutedRequest } from '../routing/routing.service.js';
+
+/** How a facade route maps to the upstream. */
+export type FacadeTarget =
+  /** The same path (and raw query) under the environment's API URL. */
+  | { kind: 'same'; route: RouteKind }
+  /** GET /me: the environment's /userinfo, with its configured method. */
+  | { kind: 'userinfo' }
+  /** {ANY} /proxy/{path…}: admin token for paths under /webhooks, else the user's. */
+  | { kind: 'proxy' };
+
+// RFC 9110 7.6.1 hop-by-hop headers, plus what must never cross: the caller's credentials, cookies,
+// the acting-user header, the host (undici sets the upstream's), and expect (undici refuses it).
+const NOT_FORWARDED = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+  'cookie',
+  'set-cookie',
+  'authorization',
+  'x-user-id',
+  'expect',
+]);
+
+const TENANTS_PREFIX = '/v1/tenants/';
+const PROXY_SEGMENT = '/proxy';
+const DOT_SEGMENT = /(^|\/)(\.|%2e){1,2}(\/|$)/i;
+
+/**
+ * Streams a facade call to the upstream and the answer back: no body is read into memory, the raw query
+ * string is passed untouched, and only end-to-end headers cross in either direction.
+ */
+@Injectable()
+export class FacadeService {
+  constructor(private readonly routing: RoutingService) {}
+
+  async forward(req: IncomingMessage, res: ServerResponse, tenantId: string, target: FacadeTarget): Promise<void> {
+    const rest = restOf(req);
+    let route: RouteKind;
+    let method = req.method ?? 'GET';
+    let path: string;
+    if (target.kind === 'same') {
+      route = target.route;
+      path = rest;
+    } else if (target.kind === 'proxy') {
+      path = rest.slice(PROXY_SEGMENT.length);
+      const pathOnly = pathPart(path);
+      if (DOT_SEGMENT.test(pathOnly)) throw new AppError('validation_failed', 'A proxied path may not contain "." or ".." segments.');
+      route = pathOnly === '/webhooks' || pathOnly.startsWith('/webhooks/') ? 'admin' : 'user';
+    } else {
+      route = 'user';
+      const q = rest.indexOf('?');
+      path = q < 0 ? '/userinfo' : `/userinfo${rest.slice(q)}`;
+    }
+    const userId = userIdOf(req);
+    if (target.kind === 'userinfo') {
+      method = (await this.routing.resolve(tenantId, route, userId)).env.userinfoMethod;
+    }
+
+    const withBody = hasBody(req);
+    const abort = new AbortController();
+    res.once('close', () => {
+      if (!res.writableFinished) abort.abort();
+    });
+    const request: RoutedRequest = {
+      method,
+      path,
+      headers: forwardedRequestHeaders(req.headers),
+      body: withBody && target.kind !== 'userinfo' ? req : null,
+      retry: !withBody && (method === 'GET' || method === 'HEAD'),
+      signal: abort.signal,
+    };
+
+    let upstream;
+    try {
+      upstream = await this.routing.call(tenantId, route, userId, request);
+    } catch (e) {
+      if (abort.signal.aborted) return; // the caller left: nobody to answer
+      throw e;
+    }
+    res.writeHead(upstream.status, responseHeaders(upstream.headers, upstream.status));
+    try {
+      await pipeline(upstream.body, res);
+    } catch {
+      // The caller left, or the upstream broke off mid-body: pipeline destroyed both sides, which is the
+      // only honest signal left once the status line is out.
+    }
+  }
+}
+
+/** The raw request target after /v1/tenants/{tenantId}: path and query exactly as the caller sent them. */
+function restOf(req: IncomingMessage): string {
+  const url = (req as IncomingMessage & { originalUrl?: string }).originalUrl ?? req.url ?? '';
+  const slash = url.indexOf('/', TENANTS_PREFIX.length);
+  return slash < 0 ? '/' : url.slice(slash);
+}
+
+function pathPart(pathAndQuery: string): string {
+  const q = pathAndQuery.indexOf('?');
+  return q < 0 ? pathAndQuery : pathAndQuery.slice(0, q);
+}
+
+function userIdOf(req: IncomingMessage): string | undefined {
+  const raw = req.headers['x-user-id'];
+  if (typeof raw !== 'string') return undefined;
+  const value = raw.trim();
+  return value === '' ? undefined : value;
+}
+
+function hasBody(req: IncomingMessage): boolean {
+  if (req.headers['transfer-encoding'] !== undefined) return true;
+  const length = req.headers['content-length'];
+  return length !== undefined && length !== '0';
+}
+
+/** Names listed in Connection are hop-by-hop too (RFC 9110 7.6.1). */
+function connectionNamed(value: string | string[] | undefined): Set<string> | null {
+  if (value === undefined) return null;
+  const joined = Array.isArray(value) ? value.join(',') : value;
+  let named: Set<string> | null = null;
+  for (const token of joined.split(',')) {
+    const name = token.trim().toLowerCase();
+    if (name && name !== 'close' && name !== 'keep-alive') (named ??= new Set()).add(name);
+  }
+  return named;
+}
+
+export function forwardedRequestHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const named = connectionNamed(headers.connection);
+  const out: Record<string, string | string[]> = {};
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined || NOT_FORWARDED.has(name) || (named !== null && named.has(name))) continue;
+    out[name] = value;
+  }
+  return out;
+}
+
+export function responseHeaders(headers: IncomingHttpHeaders, status: number): OutgoingHttpHeaders {
+  const named = connectionNamed(headers.connection);
+  const out: OutgoingHttpHeaders = {};
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined || NOT_FORWARDED.has(name) || (named !== null && named.has(name))) continue;
+    out[name] = value;
+  }
+  out['x-upstream-status'] = String(status);
+  return out;
+}

@@ -1,0 +1,150 @@
+import { Readable } from 'node:stream';
+import { Inject, Injectable } from '@nestjs/common';
+import { AppError } from '../common/app-error.js';
+import { Clock } from '../common/clock.js';
+import type { AppConfig, CwsEnvironment } from '../config/app-config.js';
+import { APP_CONFIG } from '../config/config.module.js';
+import type { ConnectionEntity } from '../connections/connection.entity.js';
+import { ConnectionsRepository } from '../connections/connections.repository.js';
+import { RenewalService } from '../refresh/renewal.service.js';
+import { TenantsService } from '../tenants/tenants.service.js';
+import { UpstreamClient } from '../upstream/upstream-client.service.js';
+import { UpstreamTimeoutError, UpstreamUnavailableError } from '../upstream/upstream.errors.js';
+import type { ResourceRequest, ResourceResponse } from '../upstream/upstream.types.js';
+import { ownerKey, RouteCache, type CachedTenant, type CachedToken } from './route-cache.js';
+
+/** Whose token a facade route needs (API.md section 7). */
+export type RouteKind = 'user' | 'admin';
+
+export type RoutedRequest = Omit<ResourceRequest, 'accessToken'>;
+export type RoutedResponse = ResourceResponse & { connectionId: string };
+
+interface Picked {
+  connection: ConnectionEntity;
+  env: CwsEnvironment;
+}
+
+/**
+ * Which connection serves an upstream call, and the call itself with that connection's token.
+ *
+ * Invariant 6 lives here: an admin route is served by the admin connection only; a user route by the
+ * named user's connection, or by the admin connection only in design `admin` when no user is named.
+ */
+@Injectable()
+export class RoutingService {
+  private readonly marginMs: number;
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly clock: Clock,
+    private readonly tenants: TenantsService,
+    private readonly connections: ConnectionsRepository,
+    private readonly renewal: RenewalService,
+    private readonly upstream: UpstreamClient,
+    private readonly cache: RouteCache,
+  ) {
+    this.marginMs = config.refresh.onDemandMarginMs;
+  }
+
+  /** Picks the connection for a call (API.md 7 rules); throws the contract's routing errors. */
+  async resolve(tenantId: string, route: RouteKind, userId: string | undefined): Promise<{ connection: ConnectionEntity; env: CwsEnvironment }> {
+    const { connection, env } = await this.pick(tenantId, route, userId);
+    return { connection, env };
+  }
+
+  /**
+   * One upstream call with the right token; the response is streamed (the caller consumes or dumps the
+   * body). An upstream 401 causes one renewal and one retry, when the request body can be sent again.
+   */
+  async call(tenantId: string, route: RouteKind, userId: string | undefined, req: RoutedRequest): Promise<RoutedResponse> {
+    const { connection, env } = await this.pick(tenantId, route, userId);
+    const token = await this.tokenFor(connection);
+    const first = await this.send(env, req, token.accessToken);
+    if (first.status !== 401 || !replayable(req.body)) return withConnection(first, connection.id);
+
+    await first.body.dump().catch(() => undefined);
+    const renewed = await this.renewal.renewAfterRejection(connection, token.version);
+    this.cache.renewedHere(connection.id, { accessToken: renewed.accessToken, version: renewed.version, expiresAt: renewed.expiresAt.getTime() });
+    return withConnection(await this.send(env, req, renewed.accessToken), connection.id);
+  }
+
+  private async pick(tenantId: string, route: RouteKind, userId: string | undefined): Promise<Picked> {
+    const tenant = await this.tenantOf(tenantId);
+    const env = this.config.environments[tenant.environment];
+    if (!env) throw new AppError('environment_not_configured', `The tenant's environment "${tenant.environment}" is not configured on this service.`);
+
+    let kind: 'admin' | 'user';
+    if (route === 'admin') {
+      // X-User-Id is ignored on admin routes: a user token never serves one.
+      if (tenant.design === 'users') throw new AppError('admin_not_connected', 'This tenant uses per-user connections only (design "users"): admin-only endpoints are not available.');
+      kind = 'admin';
+    } else if (userId !== undefined) {
+      kind = 'user';
+    } else if (tenant.design === 'admin') {
+      kind = 'admin';
+    } else {
+      throw new AppError('user_id_required', 'This call acts for a user: name them in the X-User-Id header.');
+    }
+
+    const connection = await this.connectionOf(tenantId, kind, kind === 'user' ? (userId as string) : null);
+    if (!connection) {
+      throw kind === 'admin'
+        ? new AppError('admin_not_connected', 'No admin connection for this tenant: connect one with a connect session of kind "admin".')
+        : new AppError('user_not_connected', 'This user has no connection: connect them with a connect session of kind "user".');
+    }
+    if (connection.status === 'reauth_required' || connection.accessTokenEnc === null) {
+      throw new AppError('reauth_required', 'This connection needs the user to authorize again (a new connect session).', { connectionId: connection.id });
+    }
+    return { connection, env };
+  }
+
+  private async tenantOf(tenantId: string): Promise<CachedTenant> {
+    const cached = this.cache.tenant(tenantId);
+    if (cached) return cached;
+    const epoch = this.cache.mark();
+    const tenant = await this.tenants.get(tenantId);
+    const value: CachedTenant = { environment: tenant.environment, design: tenant.design };
+    this.cache.setTenant(tenantId, value, epoch);
+    return value;
+  }
+
+  private async connectionOf(tenantId: string, kind: 'admin' | 'user', userId: string | null): Promise<ConnectionEntity | null> {
+    const key = ownerKey(kind, userId);
+    const cached = this.cache.owner(tenantId, key);
+    if (cached !== undefined) return cached;
+    const epoch = this.cache.mark();
+    const found = kind === 'admin' ? await this.connections.findAdmin(tenantId) : await this.connections.findUser(tenantId, userId ?? '');
+    this.cache.setOwner(tenantId, key, found, epoch);
+    return found;
+  }
+
+  private async tokenFor(connection: ConnectionEntity): Promise<CachedToken> {
+    const cached = this.cache.token(connection.id);
+    if (cached && cached.expiresAt - this.marginMs > this.clock.now().getTime()) return cached;
+    const epoch = this.cache.mark();
+    const fresh = await this.renewal.accessTokenFor(connection);
+    const token: CachedToken = { accessToken: fresh.accessToken, version: fresh.version, expiresAt: fresh.expiresAt.getTime() };
+    this.cache.setToken(connection.id, token, epoch);
+    return token;
+  }
+
+  private async send(env: CwsEnvironment, req: RoutedRequest, accessToken: string): Promise<ResourceResponse> {
+    try {
+      return await this.upstream.resource(env, { ...req, accessToken });
+    } catch (e) {
+      if (e instanceof UpstreamUnavailableError) throw new AppError('upstream_unavailable', 'The upstream service could not be reached.');
+      if (e instanceof UpstreamTimeoutError) throw new AppError('upstream_timeout', 'The upstream service did not answer in time.');
+      throw e;
+    }
+  }
+}
+
+/** A body can be sent again when there is none, it is in memory, or it is a stream nobody has read from yet. */
+function replayable(body: RoutedRequest['body']): boolean {
+  if (body === undefined || body === null || typeof body === 'string' || Buffer.isBuffer(body)) return true;
+  return body instanceof Readable && !body.readableDidRead && !body.destroyed;
+}
+
+function withConnection(res: ResourceResponse, connectionId: string): RoutedResponse {
+  return { status: res.status, headers: res.headers, body: res.body, connectionId };
+}
