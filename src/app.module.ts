@@ -1,4 +1,5 @@
 import { DynamicModule, Module } from '@nestjs/common';
+import { ScheduleModule } from '@nestjs/schedule';
 import { LoggerModule } from 'nestjs-pino';
 import type { DestinationStream } from 'pino';
 import { Clock, SystemClock } from './common/clock.js';
@@ -10,9 +11,11 @@ import { EventsModule } from './events/events.module.js';
 import { FacadeModule } from './facade/facade.module.js';
 import { loggerParams } from './ops/logger.js';
 import { OpsModule } from './ops/ops.module.js';
+import { RefreshModule } from './refresh/refresh.module.js';
 import { TenantsModule } from './tenants/tenants.module.js';
 import { UpstreamModule } from './upstream/upstream.module.js';
 import { VaultModule } from './vault/vault.module.js';
+import { WebhooksModule } from './webhooks/webhooks.module.js';
 
 export interface AppOptions {
   clock?: Clock;
@@ -35,7 +38,10 @@ export class AppModule {
         EventsModule,
         TenantsModule,
         ConnectionsModule,
+        ScheduleModule.forRoot(),
+        RefreshModule,
         FacadeModule,
+        WebhooksModule,
       ],
     };
   }

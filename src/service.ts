@@ -50,6 +50,7 @@ export async function startService(
         redirectUris: [`${config.publicUrl}/oauth/callback`],
         scopes: sandboxEnv.scopes,
         accessTokenTtlSeconds: config.sandbox.accessTokenTtlSeconds,
+        seedWorkflows: true,
       });
     }
 

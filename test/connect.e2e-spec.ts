@@ -137,7 +137,7 @@ describe('the connect flow (API.md sections 5 and 6)', () => {
 
   it('never shows a token: not in any answer, not in any table', async () => {
     const out = await connectViaHttp(t, 'acme', { userId: 'u-secret', as: 'alice' });
-    const issued = t.sandbox!.issuedTokensForTests?.() ?? [];
+    const issued = t.sandbox!.issuedTokenValues();
     const list = await t.request('GET', '/v1/tenants/acme/connections');
     const dump = await t.db.query(`SELECT json_agg(c)::text AS j FROM (SELECT * FROM connections) c`);
     const sessions = await t.db.query(`SELECT json_agg(s)::text AS j FROM (SELECT * FROM connect_sessions) s`);
@@ -155,5 +155,21 @@ describe('the connect flow (API.md sections 5 and 6)', () => {
     expect(gone.body.error.code).toBe('connection_not_found');
     const ev = await t.db.query(`SELECT type FROM events WHERE tenant_id = 'acme' ORDER BY seq`);
     expect(ev.rows.map((r: { type: string }) => r.type)).toContain('connection.deleted');
+  });
+
+  it('sends the client credentials in a Basic header and reads /userinfo with POST when the environment says so', async () => {
+    const other = await startTestApp({ env: { CWS_SANDBOX_TOKEN_AUTH: 'header', CWS_SANDBOX_USERINFO_METHOD: 'POST' } });
+    try {
+      await newTenant(other, 'hdr');
+      const out = await connectViaHttp(other, 'hdr', { userId: 'u-h', as: 'bob' });
+      expect(out.status).toBe('connected');
+      const records = other.sandbox!.records();
+      const token = records.filter((r) => r.path === '/oauth/token');
+      expect(token.length).toBe(1);
+      expect(token[0]).toMatchObject({ bodyFormat: 'json', clientAuth: 'basic-header', grantType: 'authorization_code', status: 200 });
+      expect(records.filter((r) => r.path === '/userinfo').map((r) => r.method)).toEqual(['POST']);
+    } finally {
+      await other.close();
+    }
   });
 });

@@ -39,7 +39,7 @@ export interface AppConfig {
   operatorKeyGenerated: boolean;
   environments: Partial<Record<EnvironmentName, CwsEnvironment>>;
   sandbox: { enabled: boolean; port: number; clientId: string; clientSecret: string; accessTokenTtlSeconds: number };
-  refresh: { at: number; intervalMs: number; batchSize: number; concurrency: number; leaseMs: number; onDemandMarginMs: number };
+  refresh: { at: number; intervalMs: number; batchSize: number; concurrency: number; leaseMs: number; onDemandMarginMs: number; schedulerEnabled: boolean };
   upstream: { connectTimeoutMs: number; headersTimeoutMs: number; bodyTimeoutMs: number; tokenTimeoutMs: number; retries: number };
   /** Outbound delivery of events to the tenant's eventsTargetUrl (docs/webhooks.md). */
   events: { retryBaseMs: number; retryMaxMs: number; retrySpanMs: number; attemptTimeoutMs: number; pollIntervalMs: number; relayIntervalMs: number; batchSize: number; jobExpireSeconds: number; maintenanceSeconds: number };
@@ -154,6 +154,7 @@ export function loadConfig(env: Env): AppConfig {
       concurrency: int(env, 'REFRESH_CONCURRENCY', 16, 1, 1000),
       leaseMs: int(env, 'REFRESH_LEASE_MS', 60_000, 1000, 3_600_000),
       onDemandMarginMs: int(env, 'REFRESH_MARGIN_MS', 60_000, 0, 3_600_000),
+      schedulerEnabled: bool(env, 'REFRESH_SCHEDULER', true),
     },
     upstream: {
       connectTimeoutMs: int(env, 'UPSTREAM_CONNECT_TIMEOUT_MS', 5000, 100, 600_000),

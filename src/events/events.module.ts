@@ -1,10 +1,19 @@
 import { Global, Module } from '@nestjs/common';
+import { TenantsModule } from '../tenants/tenants.module.js';
+import { EventDeliveryService } from './event-delivery.service.js';
+import { EventsController } from './events.controller.js';
 import { EventsRepository } from './events.repository.js';
+import { EventsService } from './events.service.js';
 
-/** The events table: what the partner receives, from the upstream and from cws-connect itself. */
+/**
+ * The events table: what the partner receives, from the upstream and from cws-connect itself; the
+ * events API, and the signed outbound delivery (pg-boss).
+ */
 @Global()
 @Module({
-  providers: [EventsRepository],
-  exports: [EventsRepository],
+  imports: [TenantsModule],
+  controllers: [EventsController],
+  providers: [EventsRepository, EventsService, EventDeliveryService],
+  exports: [EventsRepository, EventDeliveryService],
 })
 export class EventsModule {}

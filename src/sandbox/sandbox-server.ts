@@ -195,6 +195,11 @@ export class SandboxServer {
     return this.rt.tokens.refreshLog();
   }
 
+  /** Every token value issued so far, for tests that assert no token appears where it must not. In-process only. */
+  issuedTokenValues(): string[] {
+    return this.rt.tokens.issuedTokenValues();
+  }
+
   /** Webhook deliveries and their state (last 1000), for tests that wait for a delivery. */
   deliveries(): SandboxDelivery[] {
     return this.rt.dispatcher.deliveries();

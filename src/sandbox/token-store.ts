@@ -83,6 +83,11 @@ export class TokenStore {
     private readonly clock: Clock,
   ) {}
 
+  /** Every access and refresh token value ever issued (tests assert none of them leaks anywhere). */
+  issuedTokenValues(): string[] {
+    return [...this.access.keys(), ...this.refreshTokens.keys()];
+  }
+
   createCode(grant: { userId: string; clientId: string; redirectUri: string; scopes: readonly string[] }): string {
     if (++this.codesSinceSweep >= 1000) this.sweepCodes();
     const code = randomToken(32);

@@ -49,13 +49,14 @@ export class UpstreamClient implements OnModuleDestroy {
 
   /** A resource call, streamed both ways. GETs (or calls marked retry) are retried on connection errors and 502/503/504. */
   async resource(env: CwsEnvironment, req: ResourceRequest): Promise<ResourceResponse> {
-    const url = new URL(env.apiUrl + req.path);
+    // The request path and query go out exactly as given (a URL object would re-encode them); only the base is parsed.
+    const base = apiBaseOf(env.apiUrl);
     const retries = req.retry ? this.config.upstream.retries : 0;
     for (let attempt = 0; ; attempt++) {
       try {
         const res = await this.agent.request({
-          origin: url.origin,
-          path: url.pathname + url.search,
+          origin: base.origin,
+          path: base.prefix + req.path,
           method: req.method as Dispatcher.HttpMethod,
           headers: { ...req.headers, authorization: `Bearer ${req.accessToken}` },
           body: req.body ?? null,
@@ -190,6 +191,19 @@ function mapError(e: unknown): Error {
   }
   if (e instanceof Error && e.name === 'AbortError') return e;
   return new UpstreamUnavailableError(`the upstream could not be reached: ${e instanceof Error ? (e as NodeJS.ErrnoException).code ?? e.name : 'unknown error'}`, e);
+}
+
+const apiBases = new Map<string, { origin: string; prefix: string }>();
+
+/** Origin and path prefix of an environment's API URL, parsed once. */
+function apiBaseOf(apiUrl: string): { origin: string; prefix: string } {
+  let base = apiBases.get(apiUrl);
+  if (!base) {
+    const url = new URL(apiUrl);
+    base = { origin: url.origin, prefix: url.pathname.replace(/\/+$/, '') };
+    apiBases.set(apiUrl, base);
+  }
+  return base;
 }
 
 function backoff(attempt: number): Promise<void> {

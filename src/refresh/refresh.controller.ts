@@ -1,0 +1,20 @@
+import { Controller, HttpCode, Param, Post } from '@nestjs/common';
+import { ApiBearerAuth, ApiConflictResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { connectionIdPipe } from '../connections/connections.controller.js';
+import { ConnectionResponseDto } from '../connections/dto/connection.dto.js';
+import { RenewalService } from './renewal.service.js';
+
+@ApiTags('connections')
+@ApiBearerAuth()
+@Controller('v1/tenants/:tenantId')
+export class RefreshController {
+  constructor(private readonly renewal: RenewalService) {}
+
+  @Post('connections/:connectionId/refresh')
+  @HttpCode(200)
+  @ApiOkResponse({ type: ConnectionResponseDto, description: 'The connection after a renewal of its tokens.' })
+  @ApiConflictResponse({ description: '`reauth_required`: the upstream refused the refresh token; the user must connect again.' })
+  async refresh(@Param('tenantId') tenantId: string, @Param('connectionId', connectionIdPipe) id: string): Promise<ConnectionResponseDto> {
+    return ConnectionResponseDto.from(await this.renewal.forceRenew(tenantId, id));
+  }
+}

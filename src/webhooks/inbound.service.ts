@@ -1,0 +1,73 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { Injectable } from '@nestjs/common';
+import { AppError } from '../common/app-error.js';
+import { EventDeliveryService } from '../events/event-delivery.service.js';
+import { EventsRepository } from '../events/events.repository.js';
+import { TokenVault } from '../vault/token-vault.service.js';
+import { WebhookReceiversRepository } from './webhook-receivers.repository.js';
+import { receiverRef } from './webhooks.service.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const CACHE_TTL_MS = 60_000;
+const CACHE_MAX = 10_000;
+// Compared against when the receiver is unknown, so that an unknown receiver costs the same as a wrong secret.
+const NO_RECEIVER = createHash('sha256').update('no receiver').digest();
+const TYPE_FIELDS = ['event', 'type', 'eventType'] as const;
+
+/**
+ * Upstream deliveries to self-targeted webhooks. Fail closed: no receiver or no matching Authorization,
+ * no entry (401, nothing stored). An accepted delivery is committed to the events table before the
+ * answer, then handed to the outbound delivery.
+ */
+@Injectable()
+export class InboundService {
+  // Receivers never change once created, so their expected digest can be kept briefly (never the secret).
+  private readonly digests = new Map<string, { digest: Buffer; until: number }>();
+
+  constructor(
+    private readonly receivers: WebhookReceiversRepository,
+    private readonly vault: TokenVault,
+    private readonly events: EventsRepository,
+    private readonly delivery: EventDeliveryService,
+  ) {}
+
+  async accept(tenantId: string, receiverId: string, authorization: string | undefined, body: unknown): Promise<{ id: string }> {
+    const expected = await this.expectedDigest(tenantId, receiverId);
+    const given = createHash('sha256')
+      .update(authorization ?? '')
+      .digest();
+    const match = timingSafeEqual(given, expected ?? NO_RECEIVER);
+    if (!match || !expected || authorization === undefined) throw new AppError('unauthorized', "The webhook's Authorization is missing or wrong.");
+    if (body === undefined) throw new AppError('validation_failed', 'A delivery is a JSON body (content-type: application/json).');
+    const event = await this.events.record({ tenantId, source: 'upstream', type: eventTypeOf(body), payload: body, receiverId });
+    this.delivery.kick();
+    return { id: event.id };
+  }
+
+  private async expectedDigest(tenantId: string, receiverId: string): Promise<Buffer | null> {
+    if (!UUID.test(receiverId)) return null;
+    const key = `${tenantId}/${receiverId.toLowerCase()}`;
+    const now = Date.now();
+    const hit = this.digests.get(key);
+    if (hit && hit.until > now) return hit.digest;
+    const receiver = await this.receivers.getById(tenantId, receiverId);
+    if (!receiver) return null;
+    const digest = createHash('sha256')
+      .update(this.vault.open(receiver.secretEnc, receiverRef(receiver.id)))
+      .digest();
+    if (this.digests.size >= CACHE_MAX) this.digests.clear();
+    this.digests.set(key, { digest, until: now + CACHE_TTL_MS });
+    return digest;
+  }
+}
+
+/** The payload's event kind when it names one (`event`, `type` or `eventType`), else `unknown`. */
+export function eventTypeOf(payload: unknown): string {
+  if (payload && typeof payload === 'object' && !Array.isArray(payload)) {
+    for (const field of TYPE_FIELDS) {
+      const v = (payload as Record<string, unknown>)[field];
+      if (typeof v === 'string' && /^[A-Za-z0-9_.:-]{1,200}$/.test(v)) return v;
+    }
+  }
+  return 'unknown';
+}

@@ -1,0 +1,80 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface SinkDelivery {
+  headers: IncomingHttpHeaders;
+  raw: string;
+  body: { type: string; timestamp: string; data: unknown };
+  /** The status the sink answered. */
+  status: number;
+}
+
+/** A partner's events endpoint: records every request, answers `respond(n)` (default 200) for the n-th. */
+export class WebhookSink {
+  readonly received: SinkDelivery[] = [];
+  respond: (n: number) => number = () => 200;
+  url = '';
+  private server!: Server;
+  private count = 0;
+
+  static async start(): Promise<WebhookSink> {
+    const sink = new WebhookSink();
+    sink.server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const raw = Buffer.concat(chunks).toString('utf8');
+        const status = sink.respond(sink.count++);
+        let body: SinkDelivery['body'];
+        try {
+          body = JSON.parse(raw) as SinkDelivery['body'];
+        } catch {
+          body = { type: '(not JSON)', timestamp: '', data: raw };
+        }
+        sink.received.push({ headers: req.headers, raw, body, status });
+        res.writeHead(status, { 'content-type': 'text/plain' }).end(status < 300 ? 'ok' : 'no');
+      });
+    });
+    sink.server.keepAliveTimeout = 30_000;
+    await new Promise<void>((resolve) => sink.server.listen(0, '127.0.0.1', resolve));
+    sink.url = `http://127.0.0.1:${(sink.server.address() as AddressInfo).port}/cws-events`;
+    return sink;
+  }
+
+  accepted(): SinkDelivery[] {
+    return this.received.filter((d) => d.status >= 200 && d.status < 300);
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+  }
+}
+
+/** What a partner runs (docs/webhooks.md): Standard Webhooks verification with the tenant's events secret. */
+export function verifySignature(secret: string, headers: IncomingHttpHeaders, raw: string): boolean {
+  const id = String(headers['webhook-id'] ?? '');
+  const ts = String(headers['webhook-timestamp'] ?? '');
+  const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
+  const expected = createHmac('sha256', key).update(`${id}.${ts}.${raw}`).digest();
+  return String(headers['webhook-signature'] ?? '')
+    .split(' ')
+    .some((part) => {
+      const [version, mac] = part.split(',');
+      const given = Buffer.from(mac ?? '', 'base64');
+      return version === 'v1' && given.length === expected.length && timingSafeEqual(given, expected);
+    });
+}
+
+export async function waitUntil<T>(what: string, probe: () => T | Promise<T>, timeoutMs = 15_000, everyMs = 50): Promise<NonNullable<T>> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v) return v as NonNullable<T>;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
