@@ -17,6 +17,8 @@ const common = {
   testEnvironment: 'node',
 };
 export default {
+  // Per-project testTimeout is ignored by jest 30: it is a global option.
+  testTimeout: 60000,
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/src/**/*.spec.ts'] },
     {
@@ -25,7 +27,6 @@ export default {
       testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'],
       globalSetup: '<rootDir>/test/support/global-setup.mjs',
       globalTeardown: '<rootDir>/test/support/global-teardown.mjs',
-      testTimeout: 60000,
     },
   ],
 };

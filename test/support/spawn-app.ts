@@ -70,6 +70,17 @@ export async function spawnApp(env: Record<string, string | undefined>, options:
   };
 }
 
+/** Waits until the process has written something matching `pattern` (e.g. its start-up banner). */
+export async function waitForOutput(app: SpawnedApp, pattern: RegExp, timeoutMs = 5000): Promise<RegExpExecArray> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const match = pattern.exec(app.output.join(''));
+    if (match) return match;
+    if (Date.now() > deadline) throw new Error(`no output matching ${pattern} in time:\n${app.output.join('')}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 export function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
     const srv = createServer();

@@ -1,0 +1,106 @@
+import { describe, expect, it } from '@jest/globals';
+import type { ChangeFeed, ChangeHandler } from '../changes/change-feed.service.js';
+import { parseChange } from '../changes/change-feed.service.js';
+import type { ConnectionEntity } from '../connections/connection.entity.js';
+import { ownerKey, RouteCache } from './route-cache.js';
+
+class FakeFeed {
+  live = true;
+  handlers: ChangeHandler[] = [];
+  resets: Array<() => void> = [];
+  subscribe(h: ChangeHandler) {
+    this.handlers.push(h);
+  }
+  onReset(h: () => void) {
+    this.resets.push(h);
+  }
+  emit(payload: string) {
+    const c = parseChange(payload);
+    if (c) for (const h of this.handlers) h(c);
+  }
+  reset() {
+    for (const h of this.resets) h();
+  }
+}
+
+const conn = (id: string) => ({ id, tenantId: 't1', kind: 'user', userId: 'u1', status: 'active' }) as ConnectionEntity;
+const token = { accessToken: 'tok', version: 1, expiresAt: Date.now() + 60_000 };
+
+function setup() {
+  const feed = new FakeFeed();
+  const cache = new RouteCache(feed as unknown as ChangeFeed);
+  return { feed, cache };
+}
+
+describe('RouteCache', () => {
+  it('serves what was stored, and drops a connection and its token when its row changes', () => {
+    const { feed, cache } = setup();
+    const key = ownerKey('user', 'u1');
+    cache.setOwner('t1', key, conn('c1'), cache.mark());
+    cache.setToken('c1', token, cache.mark());
+    expect(cache.owner('t1', key)?.id).toBe('c1');
+    expect(cache.token('c1')).toEqual(token);
+    feed.emit('connections:t1:c2');
+    expect(cache.owner('t1', key)?.id).toBe('c1');
+    feed.emit('connections:t1:c1');
+    expect(cache.owner('t1', key)).toBeUndefined();
+    expect(cache.token('c1')).toBeUndefined();
+  });
+
+  it('forgets "no connection" entries of a tenant on any connection change there (a new row may be theirs)', () => {
+    const { feed, cache } = setup();
+    cache.setOwner('t1', ownerKey('user', 'u9'), null, cache.mark());
+    cache.setOwner('t2', ownerKey('user', 'u9'), null, cache.mark());
+    expect(cache.owner('t1', ownerKey('user', 'u9'))).toBeNull();
+    feed.emit('connections:t1:new-id');
+    expect(cache.owner('t1', ownerKey('user', 'u9'))).toBeUndefined();
+    expect(cache.owner('t2', ownerKey('user', 'u9'))).toBeNull();
+  });
+
+  it('refuses to store a load that raced with a change', () => {
+    const { feed, cache } = setup();
+    const epoch = cache.mark();
+    feed.emit('connections:t1:c1');
+    cache.setOwner('t1', 'admin', conn('c1'), epoch);
+    cache.setTenant('t1', { environment: 'sandbox', design: 'admin' }, epoch);
+    expect(cache.owner('t1', 'admin')).toBeUndefined();
+    expect(cache.tenant('t1')).toBeUndefined();
+  });
+
+  it('is bypassed while the feed is not live and empty after a reset', () => {
+    const { feed, cache } = setup();
+    cache.setTenant('t1', { environment: 'sandbox', design: 'users' }, cache.mark());
+    feed.live = false;
+    expect(cache.tenant('t1')).toBeUndefined();
+    cache.setTenant('t2', { environment: 'sandbox', design: 'users' }, cache.mark());
+    feed.reset();
+    feed.live = true;
+    expect(cache.tenant('t1')).toBeUndefined();
+    expect(cache.tenant('t2')).toBeUndefined();
+  });
+
+  it('drops a tenant and its owners when the tenant row changes', () => {
+    const { feed, cache } = setup();
+    cache.setTenant('t1', { environment: 'sandbox', design: 'users' }, cache.mark());
+    cache.setOwner('t1', 'admin', conn('c1'), cache.mark());
+    feed.emit('tenants:t1:t1');
+    expect(cache.tenant('t1')).toBeUndefined();
+    expect(cache.owner('t1', 'admin')).toBeUndefined();
+  });
+
+  it('keeps the newest token of a renewal made here', () => {
+    const { cache } = setup();
+    cache.setToken('c1', { ...token, version: 3 }, cache.mark());
+    cache.renewedHere('c1', { ...token, accessToken: 'old', version: 2 });
+    expect(cache.token('c1')?.version).toBe(3);
+    cache.renewedHere('c1', { ...token, accessToken: 'new', version: 4 });
+    expect(cache.token('c1')?.accessToken).toBe('new');
+  });
+
+  it('parses notification payloads and rejects unknown ones', () => {
+    expect(parseChange('connections:acme:1b2c')).toEqual({ table: 'connections', tenantId: 'acme', id: '1b2c' });
+    expect(parseChange('tenant_api_keys:acme:k:1')).toEqual({ table: 'tenant_api_keys', tenantId: 'acme', id: 'k:1' });
+    expect(parseChange('users:acme:1')).toBeNull();
+    expect(parseChange('connections:acme')).toBeNull();
+  });
+});
