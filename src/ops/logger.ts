@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { RequestMethod } from '@nestjs/common';
 import type { Params } from 'nestjs-pino';
 import type { DestinationStream } from 'pino';
 import { assignRequestId } from '../common/request-id.js';
@@ -33,5 +34,9 @@ export function loggerParams(config: AppConfig, destination?: DestinationStream)
     autoLogging: { ignore: (req: IncomingMessage) => req.url === '/health/live' || req.url === '/metrics' },
     base: { instance: config.instanceId },
   };
-  return { pinoHttp: destination ? [options, destination] : options };
+  // Facade calls (the proxy's hot path) get no per-request access line: pino-http's child logger and
+  // serializers alone cost most of a proxied call. Their errors are still logged (AppExceptionFilter),
+  // and FacadeService sets x-request-id itself.
+  const facade = ['workflows', 'workflows/*path', 'me', 'proxy/*path'].map((p) => ({ path: `v1/tenants/:tenantId/${p}`, method: RequestMethod.ALL }));
+  return { pinoHttp: destination ? [options, destination] : options, exclude: facade };
 }

@@ -22,14 +22,14 @@ export class RefreshMetrics {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     });
-    const self = this;
+    const isCollecting = () => this.collecting;
     new Gauge({
       name: 'cws_refresh_overdue_seconds',
       help: 'How long the most overdue active connection has been due for renewal (0: none is overdue).',
       registers,
       // Computed at scrape by one index-backed query; skipped once the app is closing (the pool may be gone).
       async collect() {
-        if (!self.collecting) return;
+        if (!isCollecting()) return;
         this.set(await repo.oldestOverdueSeconds().catch(() => 0));
       },
     });

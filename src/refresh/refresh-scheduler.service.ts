@@ -62,41 +62,64 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
     }
   }
 
+  /**
+   * Workers take claimed rows from a local queue; the next batch is claimed while the queue still holds
+   * work, so no worker idles behind the slowest renewal of a batch. Stops when a claim comes back short.
+   */
   private async pass(): Promise<number> {
-    const { batchSize, leaseMs } = this.config.refresh;
-    let claimed = 0;
-    while (!this.stopping) {
-      const takenAt = performance.now();
-      const batch = await this.repo.claimDueForRefresh(this.config.instanceId, leaseMs, batchSize);
-      claimed += batch.length;
-      await this.renewAll(batch, takenAt);
-      if (batch.length < batchSize) break;
-    }
-    return claimed;
-  }
-
-  private async renewAll(batch: LeasedConnection[], takenAt: number): Promise<void> {
-    const { concurrency, leaseMs } = this.config.refresh;
+    const { batchSize, concurrency, leaseMs } = this.config.refresh;
+    const me = this.config.instanceId;
     // A row that waited its turn this long could see its lease lapse during the token call: extend it first.
     const extendAfter = (leaseMs - 2 * this.config.upstream.tokenTimeoutMs - this.config.upstream.connectTimeoutMs) / 2;
-    let next = 0;
-    const skipped: string[] = [];
+    const queue: Array<{ leased: LeasedConnection; takenAt: number }> = [];
+    let claimed = 0;
+    let exhausted = false;
+    let claiming: Promise<void> | null = null;
+    let claimError: unknown = null;
+    const refill = async () => {
+      const takenAt = performance.now();
+      const batch = await this.repo.claimDueForRefresh(me, leaseMs, batchSize);
+      claimed += batch.length;
+      for (const leased of batch) queue.push({ leased, takenAt });
+      if (batch.length < batchSize) exhausted = true;
+    };
     const worker = async () => {
-      while (next < batch.length) {
-        const item = batch[next++];
+      for (;;) {
+        if (!exhausted && !claiming && !this.stopping && claimError === null && queue.length < concurrency) {
+          claiming = refill()
+            .catch((e: unknown) => {
+              claimError = e;
+            })
+            .finally(() => {
+              claiming = null;
+            });
+        }
+        const next = queue.shift();
+        if (!next) {
+          if (claiming) {
+            await claiming;
+            continue;
+          }
+          return;
+        }
         if (this.stopping) {
-          skipped.push(item.connection.id);
-          continue;
+          queue.unshift(next);
+          return;
         }
-        let leaseFrom = takenAt;
-        if (performance.now() - takenAt > extendAfter) {
+        let leaseFrom = next.takenAt;
+        if (performance.now() - next.takenAt > extendAfter) {
           leaseFrom = performance.now();
-          if (!(await this.repo.extendLease(item.connection.id, this.config.instanceId, item.connection.version, leaseMs))) continue;
+          if (!(await this.repo.extendLease(next.leased.connection.id, me, next.leased.connection.version, leaseMs))) continue;
         }
-        await this.renewal.renewClaimed(item, leaseFrom);
+        await this.renewal.renewClaimed(next.leased, leaseFrom);
       }
     };
-    await Promise.all(Array.from({ length: Math.min(concurrency, batch.length) }, worker));
-    await this.repo.releaseLeases(skipped, this.config.instanceId);
+    await Promise.all(Array.from({ length: concurrency }, worker));
+    await this.repo.releaseLeases(
+      queue.map((q) => q.leased.connection.id),
+      me,
+    );
+    if (claimError !== null) throw claimError;
+    return claimed;
   }
 }

@@ -98,6 +98,29 @@ export class RefreshRepository {
     );
   }
 
+  /** saveRenewed for many rows in one statement (one COMMIT); each row keeps its own version and lease condition. */
+  async saveRenewedMany(owner: string, items: Array<RenewedFields & { id: string; version: number }>): Promise<Map<string, ConnectionEntity>> {
+    const sorted = [...items].sort((x, y) => (x.id < y.id ? -1 : 1));
+    const rows = await this.query(
+      `UPDATE connections c SET access_token_enc = v.at, refresh_token_enc = v.rt, access_token_expires_at = v.exp, refresh_due_at = v.due,
+              last_refreshed_at = v.at_now, refresh_failures = 0, version = c.version + 1, lease_owner = NULL, lease_until = NULL, updated_at = v.at_now
+         FROM unnest($2::uuid[], $3::bigint[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::timestamptz[]) AS v(id, version, at, rt, exp, due, at_now)
+        WHERE c.id = v.id AND c.version = v.version AND c.lease_owner = $1
+        RETURNING c.*`,
+      [
+        owner,
+        sorted.map((i) => i.id),
+        sorted.map((i) => i.version),
+        sorted.map((i) => i.accessTokenEnc),
+        sorted.map((i) => i.refreshTokenEnc),
+        sorted.map((i) => i.accessTokenExpiresAt),
+        sorted.map((i) => i.refreshDueAt),
+        sorted.map((i) => i.now),
+      ],
+    );
+    return new Map(rows.map((r) => [r.id as string, toConnection(r)]));
+  }
+
   /** A failed attempt that leaves the tokens as they are: count it, schedule the next try, release the lease. */
   async recordFailure(id: string, owner: string, version: number, nextDueAt: Date): Promise<boolean> {
     const rows = await this.query(

@@ -13,7 +13,8 @@ import { TokenEndpointError, UpstreamTimeoutError } from '../upstream/upstream.e
 import type { TokenSet } from '../upstream/upstream.types.js';
 import { TokenVault } from '../vault/token-vault.service.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
-import { type LeasedConnection, RefreshRepository } from './refresh.repository.js';
+import { CommitBatcher } from './commit-batcher.js';
+import { type LeasedConnection, RefreshRepository, type RenewedFields } from './refresh.repository.js';
 import { backoffDelayMs, classifyFailure, describeFailure, needsRenewal, retryAt } from './renewal-timing.js';
 
 export interface UsableToken {
@@ -64,6 +65,9 @@ export class RenewalService implements OnModuleDestroy {
   private readonly logger = new Logger(RenewalService.name);
   private readonly inflight = new Map<string, Promise<Outcome>>();
   private closing = false;
+  private readonly batcher = new CommitBatcher<RenewedFields & { id: string; version: number }, ConnectionEntity>((items) =>
+    this.repo.saveRenewedMany(this.config.instanceId, items),
+  );
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -269,7 +273,8 @@ export class RenewalService implements OnModuleDestroy {
     const saveUntil = takenAt + this.config.refresh.leaseMs - 500;
     for (let attempt = 0; ; attempt++) {
       try {
-        const saved = await this.repo.saveRenewed(row.id, me, row.version, fields);
+        // The first try joins the group commit; retries after a database error go alone.
+        const saved = attempt === 0 ? await this.batcher.save({ ...fields, id: row.id, version: row.version }) : await this.repo.saveRenewed(row.id, me, row.version, fields);
         if (saved) {
           this.metrics.record('success', seconds(started));
           return { connection: saved, accessToken: tokens.accessToken };

@@ -7,7 +7,7 @@ import { ApiKeyResponseDto, CreateApiKeyDto, CreatedApiKeyResponseDto } from './
 import { CreatedTenantResponseDto, CreateTenantDto, EventsSecretResponseDto, TenantResponseDto, UpdateTenantDto } from './dto/tenant.dto.js';
 import { TenantsService } from './tenants.service.js';
 
-const keyIdPipe = new ParseUUIDPipe({ exceptionFactory: () => new AppError('api_key_not_found', 'No such API key.') });
+export const keyIdPipe = new ParseUUIDPipe({ exceptionFactory: () => new AppError('api_key_not_found', 'No such API key.') });
 
 @ApiTags('tenants')
 @ApiBearerAuth()

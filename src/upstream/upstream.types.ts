@@ -1,3 +1,4 @@
+import type { EventEmitter } from 'node:events';
 import type { Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
@@ -28,7 +29,8 @@ export interface ResourceRequest {
   accessToken: string;
   /** Idempotent calls may be retried on connection errors and 502/503/504. */
   retry?: boolean;
-  signal?: AbortSignal;
+  /** undici also takes an EventEmitter that emits 'abort' (cheaper per call than an AbortController). */
+  signal?: AbortSignal | EventEmitter;
 }
 
 export interface ResourceResponse {

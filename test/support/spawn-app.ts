@@ -32,7 +32,7 @@ export interface SpawnedApp {
 
 /** Starts `node dist/src/main.js` with the given environment and waits until /health/ready answers 200. */
 export async function spawnApp(env: Record<string, string | undefined>, options: { readyTimeoutMs?: number; port?: number } = {}): Promise<SpawnedApp> {
-  const port = options.port ?? Number(env.PORT ?? 0) ?? 0;
+  const port = options.port ?? Number(env.PORT ?? 0);
   const actualPort = port || (await freePort());
   const childEnv: Record<string, string> = {};
   for (const [k, v] of Object.entries({ ...process.env, LOG_LEVEL: 'warn', ...env, PORT: String(actualPort) })) if (v !== undefined) childEnv[k] = v;
