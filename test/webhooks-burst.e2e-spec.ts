@@ -7,7 +7,7 @@ import pg from 'pg';
 import { parseVaultKeys } from '../src/config/app-config.js';
 import { SandboxServer } from '../src/sandbox/sandbox-server.js';
 import { TokenVault } from '../src/vault/token-vault.service.js';
-import { buildApp, freePort, spawnApp, type SpawnedApp } from './support/spawn-app.js';
+import { freePort, spawnApp, type SpawnedApp } from './support/spawn-app.js';
 import { createTestDatabase } from './support/test-database.js';
 import { waitUntil, WebhookSink } from './support/webhook-sink.js';
 
@@ -29,7 +29,6 @@ describe('webhooks under load: two instances, a failing partner, a SIGKILL (inva
   const authorization = `Bearer ${randomBytes(32).toString('base64url')}`;
 
   beforeAll(async () => {
-    buildApp();
     const databaseUrl = await createTestDatabase();
     db = new pg.Pool({ connectionString: databaseUrl, max: 4 });
     sink = await WebhookSink.start();
