@@ -17,8 +17,8 @@ import { RoutingService } from './routing.service.js';
 const env = { name: 'sandbox', apiUrl: 'http://up', authUrl: 'http://up', clientId: 'c', clientSecret: 's', scopes: [], tokenAuth: 'body', userinfoMethod: 'GET' } as const;
 const config = { environments: { sandbox: env }, refresh: { onDemandMarginMs: 60_000 } } as unknown as AppConfig;
 
-function connection(id: string, kind: 'admin' | 'user', userId: string | null, status: 'active' | 'reauth_required' = 'active'): ConnectionEntity {
-  return { id, tenantId: 't', kind, userId, status, accessTokenEnc: 'sealed', version: 1 } as ConnectionEntity;
+function connection(id: string, kind: 'admin' | 'user', userId: string | null, status: 'active' | 'reauth_required' = 'active', isAdmin = kind === 'admin'): ConnectionEntity {
+  return { id, tenantId: 't', kind, userId, status, isAdmin, accessTokenEnc: 'sealed', version: 1 } as ConnectionEntity;
 }
 
 function setup(design: Design, rows: ConnectionEntity[], upstreamStatuses: number[] = [200]) {
@@ -76,6 +76,14 @@ describe('RoutingService: which token serves a call (API.md 7, invariant 6)', ()
     expect(sent.map((s) => s.token)).toEqual(['token-of-adm']);
     expect(await codeOf(setup('admin+users', rows.slice(1)).service.resolve('t', 'admin', 'u-alice'))).toBe('admin_not_connected');
     expect(await codeOf(setup('users', rows).service.resolve('t', 'admin', undefined))).toBe('admin_not_connected');
+  });
+
+  it('an admin connection whose admin check failed never serves an admin route, but still serves design admin user routes', async () => {
+    const notAdmin = [connection('adm', 'admin', null, 'active', false), ...rows.slice(1)];
+    const { service, sent } = setup('admin', notAdmin);
+    expect(await codeOf(service.call('t', 'admin', undefined, { method: 'GET', path: '/webhooks', headers: {} }))).toBe('admin_not_connected');
+    expect(sent).toHaveLength(0);
+    expect((await service.resolve('t', 'user', undefined)).connection.id).toBe('adm');
   });
 
   it('design admin: a user route without X-User-Id uses the admin connection', async () => {

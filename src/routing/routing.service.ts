@@ -92,6 +92,11 @@ export class RoutingService {
         ? new AppError('admin_not_connected', 'No admin connection for this tenant: connect one with a connect session of kind "admin".')
         : new AppError('user_not_connected', 'This user has no connection: connect them with a connect session of kind "user".');
     }
+    if (route === 'admin' && !connection.isAdmin) {
+      // Admin-only endpoints (webhooks) are refused to non-admin tokens upstream (spec section 1, rule 5):
+      // a connection whose admin check failed never carries its token there.
+      throw new AppError('admin_not_connected', 'The admin connection belongs to a user without company administrator permission: connect an administrator (a connect session of kind "admin").');
+    }
     if (connection.status === 'reauth_required' || connection.accessTokenEnc === null) {
       throw new AppError('reauth_required', 'This connection needs the user to authorize again (a new connect session).', { connectionId: connection.id });
     }
