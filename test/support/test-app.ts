@@ -7,6 +7,7 @@ import { loadConfig } from '../../src/config/app-config.js';
 import { createApp } from '../../src/app.factory.js';
 import type { Clock } from '../../src/common/clock.js';
 import { SandboxServer, type SandboxOptions } from '../../src/sandbox/sandbox-server.js';
+import { freePort } from './spawn-app.js';
 import { createTestDatabase, openPool } from './test-database.js';
 
 export interface HttpAnswer<T = unknown> {
@@ -58,7 +59,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   let sandbox: SandboxServer | null = null;
   const sandboxEnv: Record<string, string> = {};
   if (options.sandbox !== false) {
-    const port = await freePortOf();
+    const port = await freePort();
     const publicUrl = options.env?.PUBLIC_URL ?? `http://127.0.0.1:${port}`;
     const extra = typeof options.sandbox === 'object' ? options.sandbox : {};
     sandbox = await SandboxServer.start({ redirectUris: [`${publicUrl}/oauth/callback`], ...extra });
@@ -123,17 +124,4 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       await sandbox?.close();
     },
   };
-}
-
-async function freePortOf(): Promise<number> {
-  const { createServer } = await import('node:net');
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const a = srv.address();
-      const port = typeof a === 'object' && a ? a.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
 }
