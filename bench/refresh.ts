@@ -6,7 +6,9 @@
 // database is created and dropped), BENCH_CONNECTIONS (10000 renewals per round), BENCH_CONCURRENCY (16:
 // the app's REFRESH_CONCURRENCY, i.e. its in-flight token calls, and the baseline's parallel calls),
 // BENCH_BATCH (100: REFRESH_BATCH_SIZE), BENCH_ROUNDS (5 measured rounds after one warm-up round),
-// BENCH_PROFILE (a directory: the app child runs with --cpu-prof and writes its profile there on exit).
+// BENCH_PROFILE (a directory: the app child is CPU-profiled and writes its profile there on exit),
+// BENCH_LOG_STATEMENTS=1 (every statement on the bench database goes to the PostgreSQL server log, with its
+// duration: to count and time what one renewal sends; it slows the run down, so its numbers do not count).
 //
 // Fairness, because the ratio is only as good as its baseline:
 // - the baseline is the sandbox token endpoint at the app's own concurrency, through the same client
@@ -59,9 +61,12 @@ async function main(): Promise<void> {
   const admin = new pg.Client({ connectionString: SERVER_URL });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${dbName}`);
+  if (process.env.BENCH_LOG_STATEMENTS === '1') await admin.query(`ALTER DATABASE ${dbName} SET log_min_duration_statement = 0`);
   let sandbox: { proc: ChildProcess; serverPid: number; url: string } | null = null;
   let app: SpawnedApp | null = null;
   const db = new pg.Pool({ connectionString: databaseUrl, max: 2, application_name: 'cws-bench' });
+  // DROP DATABASE ... WITH (FORCE) at the end may still find a connection of this pool closing.
+  db.on('error', () => undefined);
   try {
     await runMigrations(databaseUrl);
     sandbox = await startSandbox();
@@ -92,6 +97,7 @@ async function main(): Promise<void> {
         REFRESH_CONCURRENCY: String(CONCURRENCY),
         LOG_LEVEL: 'warn',
         ...(PROFILE_DIR ? { NODE_OPTIONS: `--require ${profilerPreload(PROFILE_DIR)}` } : {}),
+        ...(process.env.XAPP_NODE_OPTIONS ? { NODE_OPTIONS: process.env.XAPP_NODE_OPTIONS } : {}),
       },
       { readyTimeoutMs: 60_000 },
     );
@@ -264,13 +270,13 @@ function childrenOf(pid: number): number[] {
   }
 }
 
-/** User + system CPU time of a process, in milliseconds (0 when it is gone). */
-function cpuMsOf(pid: number): number {
+/** User + system (or, with `systemOnly`, system) CPU time of a process, in milliseconds (0 when it is gone). */
+function cpuMsOf(pid: number, systemOnly = false): number {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     // Fields 14 and 15 of /proc/<pid>/stat (utime, stime), counted after the command name.
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+    return (((systemOnly ? 0 : Number(fields[11])) + Number(fields[12])) * 1000) / CLOCK_TICKS;
   } catch {
     return 0;
   }
@@ -279,24 +285,22 @@ function cpuMsOf(pid: number): number {
 /** CPU of the app, the sandbox, this process and the PostgreSQL backends serving the app, over one phase. */
 async function cpuMeter(db: pg.Pool, procs: { app: number; sandbox: number }) {
   const backends = async () => (await db.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'cws-connect%'`)).rows.map((r) => r.pid);
-  const read = async () => {
-    const pgPids = await backends();
-    return {
-      app: cpuMsOf(procs.app),
-      sandbox: cpuMsOf(procs.sandbox),
-      bench: process.cpuUsage().user / 1000 + process.cpuUsage().system / 1000,
-      postgres: pgPids.reduce((sum, pid) => sum + cpuMsOf(pid), 0),
-      pgPids,
-    };
-  };
+  const read = async () => ({
+    app: cpuMsOf(procs.app),
+    appKernel: cpuMsOf(procs.app, true),
+    sandbox: cpuMsOf(procs.sandbox),
+    bench: (process.cpuUsage().user + process.cpuUsage().system) / 1000,
+    postgres: new Map((await backends()).map((pid) => [pid, cpuMsOf(pid)])),
+  });
   const before = await read();
   return {
     async perThousand(n: number): Promise<Record<string, number>> {
       const after = await read();
-      // A backend the app's pool opened during the phase counts from zero.
-      const pgBefore = before.pgPids.filter((p) => after.pgPids.includes(p)).length === before.pgPids.length ? before.postgres : 0;
+      // A backend the app's pool opened during the phase counts from zero; one it closed is lost (rare: idle ones only).
+      let postgres = 0;
+      for (const [pid, ms] of after.postgres) postgres += ms - (before.postgres.get(pid) ?? 0);
       const k = 1000 / n;
-      return { app: (after.app - before.app) * k, sandbox: (after.sandbox - before.sandbox) * k, postgres: (after.postgres - pgBefore) * k, bench: (after.bench - before.bench) * k };
+      return { app: (after.app - before.app) * k, 'app in kernel': (after.appKernel - before.appKernel) * k, sandbox: (after.sandbox - before.sandbox) * k, postgres: postgres * k, bench: (after.bench - before.bench) * k };
     },
   };
 }

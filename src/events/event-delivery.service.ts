@@ -71,14 +71,14 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
       maintenanceIntervalSeconds: events.maintenanceSeconds,
     });
     boss.on('error', (err: Error) => this.logger.warn({ err: { name: err.name, message: err.message } }, 'pg-boss reported an error'));
-    await boss.start();
-    this.boss = boss;
     // pg-boss's own retries only cover a job that threw (database trouble) or expired with a killed
     // instance; delivery failures are counted in the events table and scheduled by us.
     const queueOptions = { name: DELIVERY_QUEUE, retryLimit: 100_000, retryDelay: 1, retryBackoff: true, expireInSeconds: events.jobExpireSeconds };
-    await boss.createQueue(DELIVERY_QUEUE, queueOptions).catch(async (e: unknown) => {
-      if (!(await boss.getQueue(DELIVERY_QUEUE))) throw e;
+    await this.events.withQueueSetupLock(async () => {
+      await boss.start();
+      if (!(await boss.getQueue(DELIVERY_QUEUE))) await boss.createQueue(DELIVERY_QUEUE, queueOptions);
     });
+    this.boss = boss;
     for (let i = 0; i < WORKERS; i++) {
       this.workerIds.push(
         await boss.work<DeliveryJob>(DELIVERY_QUEUE, { batchSize: events.batchSize, pollingIntervalSeconds: events.pollIntervalMs / 1000 }, (jobs) =>

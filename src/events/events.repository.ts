@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import { LOCKS, withAdvisoryLock } from '../database/advisory-lock.js';
 
 export type EventSource = 'upstream' | 'service';
 export type DeliveryState = 'pending' | 'delivered' | 'dead' | 'no_target';
@@ -32,6 +33,11 @@ export interface StoredEvent {
 @Injectable()
 export class EventsRepository {
   constructor(@InjectDataSource() private readonly db: DataSource) {}
+
+  /** Runs the job queue's schema set-up one instance at a time (pg-boss deadlocks when two start together). */
+  withQueueSetupLock<T>(work: () => Promise<T>): Promise<T> {
+    return withAdvisoryLock(this.db, LOCKS.jobQueueSetup, work);
+  }
 
   /**
    * Records an event. Pass the transaction's manager when the event belongs to a state change, so that

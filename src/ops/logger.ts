@@ -35,8 +35,9 @@ export function loggerParams(config: AppConfig, destination?: DestinationStream)
     base: { instance: config.instanceId },
   };
   // Facade calls (the proxy's hot path) get no per-request access line: pino-http's child logger and
-  // serializers alone cost most of a proxied call. Their errors are still logged (AppExceptionFilter),
-  // and FacadeService sets x-request-id itself.
+  // serializers alone cost most of a proxied call. Most never reach Express (facade/fast-lane.ts); this
+  // covers those that do. Their errors are still logged (logFailure, as in AppExceptionFilter), and
+  // FacadeService or the fast lane sets x-request-id.
   const facade = ['workflows', 'workflows/*path', 'me', 'proxy/*path'].map((p) => ({ path: `v1/tenants/:tenantId/${p}`, method: RequestMethod.ALL }));
   return { pinoHttp: destination ? [options, destination] : options, exclude: facade };
 }

@@ -8,6 +8,13 @@ import { type LeasedConnection, RefreshRepository } from './refresh.repository.j
 import { RenewalService } from './renewal.service.js';
 
 const INTERVAL_NAME = 'cws-refresh-scheduler';
+/**
+ * Renewals whose token call returned wait for their group commit without holding a call slot. This many,
+ * per unit of REFRESH_CONCURRENCY, may wait at once: enough that commits never starve the calls (a flush
+ * takes a few ms, calls return every fraction of one), few enough that a stalled database stops new token
+ * calls quickly instead of piling up rotated pairs that exist only in this process's memory.
+ */
+const COMMIT_BACKLOG_PER_SLOT = 4;
 
 /**
  * Runs in every instance: each tick claims due connections in batches (the lease is taken in the claiming
@@ -64,7 +71,11 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
 
   /**
    * Workers take claimed rows from a local queue; the next batch is claimed while the queue still holds
-   * work, so no worker idles behind the slowest renewal of a batch. Stops when a claim comes back short.
+   * work, so no worker idles behind the slowest renewal of a batch. A worker is a slot for one token call:
+   * once the call returns it starts the next one while the renewed pair waits for its group commit, so
+   * `concurrency` calls stay in flight (what the upstream sees) and commits grow into large groups instead
+   * of each worker paying a round trip and a WAL flush per renewal. Stops when a claim comes back short,
+   * and returns once every renewal it started has stored its outcome.
    */
   private async pass(): Promise<number> {
     const { batchSize, concurrency, leaseMs } = this.config.refresh;
@@ -72,6 +83,8 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
     // A row that waited its turn this long could see its lease lapse during the token call: extend it first.
     const extendAfter = (leaseMs - 2 * this.config.upstream.tokenTimeoutMs - this.config.upstream.connectTimeoutMs) / 2;
     const queue: Array<{ leased: LeasedConnection; takenAt: number }> = [];
+    const unfinished = new Set<Promise<void>>();
+    const maxUnfinished = concurrency * (1 + COMMIT_BACKLOG_PER_SLOT);
     let claimed = 0;
     let exhausted = false;
     let claiming: Promise<void> | null = null;
@@ -111,10 +124,15 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
           leaseFrom = performance.now();
           if (!(await this.repo.extendLease(next.leased.connection.id, me, next.leased.connection.version, leaseMs))) continue;
         }
-        await this.renewal.renewClaimed(next.leased, leaseFrom);
+        const { called, done } = this.renewal.renewClaimed(next.leased, leaseFrom);
+        unfinished.add(done);
+        void done.then(() => unfinished.delete(done));
+        await called;
+        while (unfinished.size >= maxUnfinished) await Promise.race(unfinished);
       }
     };
     await Promise.all(Array.from({ length: concurrency }, worker));
+    await Promise.all(unfinished);
     await this.repo.releaseLeases(
       queue.map((q) => q.leased.connection.id),
       me,

@@ -14,7 +14,7 @@ import type { TokenSet } from '../upstream/upstream.types.js';
 import { TokenVault } from '../vault/token-vault.service.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
 import { CommitBatcher } from './commit-batcher.js';
-import { type LeasedConnection, RefreshRepository, type RenewedFields } from './refresh.repository.js';
+import { type LeasedConnection, RefreshRepository, type RenewalRow, type RenewedItem } from './refresh.repository.js';
 import { backoffDelayMs, classifyFailure, describeFailure, needsRenewal, retryAt } from './renewal-timing.js';
 
 export interface UsableToken {
@@ -27,10 +27,10 @@ export interface UsableToken {
 type Mode = 'scheduled' | 'on_demand' | 'rejected' | 'forced';
 
 /** Whether the row, as it is now, still needs the renewal its caller asked for. */
-type Need = (row: ConnectionEntity, now: Date) => boolean;
+type Need = (row: RenewalRow, now: Date) => boolean;
 
 interface Outcome {
-  connection: ConnectionEntity;
+  connection: RenewalRow;
   /** The new access token when this renewal produced it (saves opening it again); null otherwise. */
   accessToken: string | null;
 }
@@ -65,9 +65,7 @@ export class RenewalService implements OnModuleDestroy {
   private readonly logger = new Logger(RenewalService.name);
   private readonly inflight = new Map<string, Promise<Outcome>>();
   private closing = false;
-  private readonly batcher = new CommitBatcher<RenewedFields & { id: string; version: number }, ConnectionEntity>((items) =>
-    this.repo.saveRenewedMany(this.config.instanceId, items),
-  );
+  private readonly batcher = new CommitBatcher<RenewedItem>((items) => this.repo.saveRenewedMany(this.config.instanceId, items));
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -123,21 +121,31 @@ export class RenewalService implements OnModuleDestroy {
   }
 
   /**
-   * Renews a connection the scheduler claimed (its lease is already held). Never throws: the outcome is
-   * stored (new pair, backoff, or reauth_required), logged and counted.
+   * Renews a connection the scheduler claimed (its lease is already held). `called` resolves when the token
+   * call is over (the scheduler may then start another one: its concurrency bounds calls to the upstream,
+   * not commits), `done` when the outcome is stored (new pair, backoff, or reauth_required), logged and
+   * counted. Neither rejects.
    */
-  async renewClaimed(leased: LeasedConnection, leaseTakenAt: number): Promise<void> {
+  renewClaimed(leased: LeasedConnection, leaseTakenAt: number): { called: Promise<void>; done: Promise<void> } {
     const id = leased.connection.id;
-    const run = this.renewHeld(leased, () => true, 'scheduled', leaseTakenAt);
+    let callOver: () => void = () => undefined;
+    const called = new Promise<void>((resolve) => (callOver = resolve));
+    const run = this.renewHeld(leased, () => true, 'scheduled', leaseTakenAt, callOver);
     if (!this.inflight.has(id)) {
       this.inflight.set(id, run);
       void run.finally(() => this.inflight.get(id) === run && this.inflight.delete(id)).catch(() => undefined);
     }
-    await run.catch(() => undefined);
+    const done = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    // Also when renewHeld threw before it reached the call.
+    void done.then(callOver);
+    return { called, done };
   }
 
   /** Shares an in-flight renewal; a caller whose need the shared one did not meet (it had another reason) gets one more round. */
-  private async ensure(id: string, need: Need, mode: Mode): Promise<[ConnectionEntity, string | null]> {
+  private async ensure(id: string, need: Need, mode: Mode): Promise<[RenewalRow, string | null]> {
     let outcome = await this.shared(id, need, mode);
     if (need(outcome.connection, this.clock.now())) outcome = await this.shared(id, need, mode);
     return [outcome.connection, outcome.accessToken];
@@ -170,8 +178,8 @@ export class RenewalService implements OnModuleDestroy {
     }
   }
 
-  /** The lease is ours from `takenAt` (a local time no later than the database's). */
-  private async renewHeld(leased: LeasedConnection, need: Need, mode: Mode, takenAt: number): Promise<Outcome> {
+  /** The lease is ours from `takenAt` (a local time no later than the database's). `callOver` runs once no token call of this renewal is in flight any more. */
+  private async renewHeld(leased: LeasedConnection, need: Need, mode: Mode, takenAt: number, callOver?: () => void): Promise<Outcome> {
     const row = leased.connection;
     const started = performance.now();
     const me = this.config.instanceId;
@@ -201,12 +209,14 @@ export class RenewalService implements OnModuleDestroy {
         this.logger.error({ connectionId: row.id, tenantId: row.tenantId, error: e instanceof Error ? e.name : 'unknown' }, 'renewal failed before the token call');
       }
       throw e;
+    } finally {
+      callOver?.();
     }
     return this.commit(row, tokens, takenAt, started);
   }
 
   /** One token call, retried while the caller waits only when its token is already unusable. */
-  private async callTokenEndpoint(row: ConnectionEntity, env: CwsEnvironment, refreshToken: string, mode: Mode, takenAt: number, started: number): Promise<TokenSet> {
+  private async callTokenEndpoint(row: RenewalRow, env: CwsEnvironment, refreshToken: string, mode: Mode, takenAt: number, started: number): Promise<TokenSet> {
     const me = this.config.instanceId;
     const worstCall = 2 * this.config.upstream.tokenTimeoutMs + this.config.upstream.connectTimeoutMs;
     for (let attempt = 0; ; attempt++) {
@@ -237,7 +247,7 @@ export class RenewalService implements OnModuleDestroy {
    * that is a lost race, not a revocation; otherwise the connection needs its user again, and the
    * partner hears of it in the same transaction.
    */
-  private async onRejected(row: ConnectionEntity, started: number): Promise<Outcome> {
+  private async onRejected(row: RenewalRow, started: number): Promise<Outcome> {
     const me = this.config.instanceId;
     const marked = await this.repo.transaction(async (m) => {
       const c = await this.repo.markReauthRequired(m, row.id, me, row.version, REAUTH_REASON, this.clock.now());
@@ -261,7 +271,7 @@ export class RenewalService implements OnModuleDestroy {
    * Saves the new pair before anyone may use it. The refresh token we sent is spent, so giving up here loses
    * the grant: database errors are retried with backoff for as long as our lease keeps others away.
    */
-  private async commit(row: ConnectionEntity, tokens: TokenSet, takenAt: number, started: number): Promise<Outcome> {
+  private async commit(row: RenewalRow, tokens: TokenSet, takenAt: number, started: number): Promise<Outcome> {
     const me = this.config.instanceId;
     const now = this.clock.now();
     const fields = {
@@ -277,7 +287,16 @@ export class RenewalService implements OnModuleDestroy {
         const saved = attempt === 0 ? await this.batcher.save({ ...fields, id: row.id, version: row.version }) : await this.repo.saveRenewed(row.id, me, row.version, fields);
         if (saved) {
           this.metrics.record('success', seconds(started));
-          return { connection: saved, accessToken: tokens.accessToken };
+          // The CAS matched our version and lease, so the row now holds exactly what we wrote on top of what we read.
+          const renewed: RenewalRow = {
+            ...row,
+            accessTokenEnc: fields.accessTokenEnc,
+            refreshTokenEnc: fields.refreshTokenEnc,
+            accessTokenExpiresAt: fields.accessTokenExpiresAt,
+            refreshFailures: 0,
+            version: row.version + 1,
+          };
+          return { connection: renewed, accessToken: tokens.accessToken };
         }
         const current = await this.repo.getById(row.id);
         if (current && current.accessTokenEnc === fields.accessTokenEnc) {
@@ -309,7 +328,7 @@ export class RenewalService implements OnModuleDestroy {
     }
   }
 
-  private usable(connection: ConnectionEntity, accessToken: string | null): UsableToken {
+  private usable(connection: RenewalRow, accessToken: string | null): UsableToken {
     if (connection.status !== 'active') throw reauthRequired();
     if (!connection.accessTokenEnc || !connection.accessTokenExpiresAt) throw reauthRequired();
     return {

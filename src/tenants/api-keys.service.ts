@@ -34,6 +34,20 @@ export class ApiKeysService {
     this.operatorHash = sha256(config.operatorApiKey);
   }
 
+  /**
+   * The credential of a `/v1` call (its Authorization header) checked against the tenant in its path.
+   * Tenant isolation lives here, once (API.md section 2): a tenant key on another tenant's path answers
+   * 404 tenant_not_found, exactly as if that tenant did not exist. Used by ApiKeyAuthGuard and by the
+   * facade's fast lane.
+   */
+  async authorize(authorization: string | undefined, tenantId: string | undefined): Promise<Principal> {
+    const principal = await this.authenticate(bearerOf(authorization));
+    if (principal.kind === 'tenant' && tenantId !== undefined && tenantId !== principal.tenantId) {
+      throw new AppError('tenant_not_found', 'No such tenant.');
+    }
+    return principal;
+  }
+
   async authenticate(presented: string | null): Promise<Principal> {
     if (!presented) throw new AppError('unauthorized', 'An API key is required: Authorization: Bearer <key>.');
     const hash = sha256(presented);
@@ -79,6 +93,12 @@ export class ApiKeysService {
   async revoke(tenantId: string, id: string): Promise<void> {
     if (!(await this.repo.revoke(tenantId, id, this.clock.now()))) throw new AppError('api_key_not_found', 'No such API key.');
   }
+}
+
+function bearerOf(header: string | undefined): string | null {
+  if (!header) return null;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return match ? match[1] : null;
 }
 
 function sha256(s: string): Buffer {

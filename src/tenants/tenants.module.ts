@@ -16,6 +16,6 @@ import { TenantsService } from './tenants.service.js';
   imports: [TypeOrmModule.forFeature([TenantEntity, TenantApiKeyEntity]), ChangesModule],
   controllers: [TenantsController],
   providers: [TenantsRepository, TenantApiKeysRepository, TenantsService, ApiKeysService, ApiKeyCache, { provide: APP_GUARD, useClass: ApiKeyAuthGuard }],
-  exports: [TenantsService],
+  exports: [TenantsService, ApiKeysService],
 })
 export class TenantsModule {}
