@@ -101,14 +101,22 @@ describe('the connect flow (API.md sections 5 and 6)', () => {
     expect((await t.db.query('SELECT count(*)::int AS n FROM connections')).rows[0].n).toBe(count.rows[0].n);
   });
 
-  it('refuses an expired state with connect_session_expired', async () => {
+  it('refuses an expired state with connect_state_invalid, and an expired connect link with connect_session_expired', async () => {
     const session = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', { body: { kind: 'user', userId: 'u-late', returnUrl: 'http://localhost:5173/x' } });
     const callback = await authorizeAtSandbox(session.body.connectUrl, 'dave', 'approve');
     await t.db.query(`UPDATE connect_sessions SET state_expires_at = now() - interval '1 second', expires_at = now() - interval '1 second' WHERE user_id = 'u-late'`);
     const res = await fetch(callback, { redirect: 'manual' });
     expect(res.status).toBe(400);
-    expect(((await res.json()) as ErrorBody).error.code).toBe('connect_session_expired');
+    const body = (await res.json()) as ErrorBody;
+    expect(body.error.code).toBe('connect_state_invalid');
+    expect(body.error.message).toContain('expired');
     expect((await t.db.query(`SELECT count(*)::int AS n FROM connections WHERE user_id = 'u-late'`)).rows[0].n).toBe(0);
+
+    const stale = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', { body: { kind: 'user', userId: 'u-stale', returnUrl: 'http://localhost:5173/x' } });
+    await t.db.query(`UPDATE connect_sessions SET expires_at = now() - interval '1 second' WHERE user_id = 'u-stale'`);
+    const opened = await fetch(stale.body.connectUrl, { redirect: 'manual' });
+    expect(opened.status).toBe(400);
+    expect(((await opened.json()) as ErrorBody).error.code).toBe('connect_session_expired');
   });
 
   it('a connect URL is single use', async () => {

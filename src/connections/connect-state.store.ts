@@ -52,14 +52,17 @@ export class ConnectStateStore {
     );
   }
 
-  /** Consumes a state once. Throws connect_state_invalid (unknown or reused) or connect_session_expired. */
+  /**
+   * Consumes a state once. An unknown, reused or expired state is connect_state_invalid (API.md 5.2);
+   * connect_session_expired is for a connect link opened too late or twice.
+   */
   async consume(state: unknown): Promise<ConnectSessionEntity> {
     if (typeof state !== 'string' || !state) throw new AppError('connect_state_invalid', 'The OAuth state is missing.');
     const now = this.clock.now();
     const session = await this.sessions.consumeState(hashState(state), now);
     if (!session) throw new AppError('connect_state_invalid', 'The OAuth state is unknown or was already used. Start the connection again.');
     if (!session.stateExpiresAt || session.stateExpiresAt <= now) {
-      throw new AppError('connect_session_expired', 'The connect session has expired. Start the connection again.');
+      throw new AppError('connect_state_invalid', 'The OAuth state has expired (states live 10 minutes). Start the connection again.');
     }
     return session;
   }
