@@ -124,9 +124,12 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
           leaseFrom = performance.now();
           if (!(await this.repo.extendLease(next.leased.connection.id, me, next.leased.connection.version, leaseMs))) continue;
         }
-        const { called, done } = this.renewal.renewClaimed(next.leased, leaseFrom);
+        let callOver: () => void = () => undefined;
+        const called = new Promise<void>((resolve) => (callOver = resolve));
+        const done: Promise<void> = this.renewal.renewClaimed(next.leased, leaseFrom, callOver).then(() => {
+          unfinished.delete(done);
+        });
         unfinished.add(done);
-        void done.then(() => unfinished.delete(done));
         await called;
         while (unfinished.size >= maxUnfinished) await Promise.race(unfinished);
       }

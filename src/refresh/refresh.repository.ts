@@ -29,7 +29,10 @@ export interface LeasedConnection {
 /** A renewed pair for the group commit, with the version and lease it was renewed under. */
 export type RenewedItem = RenewedFields & { id: string; version: number };
 
-const RENEWAL_COLUMNS = `c.id, c.tenant_id, c.status, c.version, c.access_token_enc, c.refresh_token_enc, c.access_token_expires_at, c.refresh_failures,
+// The expiry comes back as epoch milliseconds (a float8, parsed by parseFloat) rather than as timestamptz text,
+// whose parser cost more than the rest of the row.
+const RENEWAL_COLUMNS = `c.id, c.tenant_id, c.status, c.version, c.access_token_enc, c.refresh_token_enc, c.refresh_failures,
+        (extract(epoch FROM c.access_token_expires_at) * 1000)::float8 AS access_token_expires_ms,
         (SELECT t.environment FROM tenants t WHERE t.id = c.tenant_id) AS environment`;
 
 type Row = Record<string, unknown>;
@@ -100,8 +103,8 @@ export class RefreshRepository {
    * instance still holds the lease. A new version tells every cache and every waiter that the token moved.
    * True when it landed; the caller knows every column it wrote, so nothing else comes back.
    */
-  async saveRenewed(id: string, owner: string, version: number, f: RenewedFields): Promise<boolean> {
-    return (await this.saveRenewedMany(owner, [{ ...f, id, version }])).has(id);
+  async saveRenewed(owner: string, item: RenewedItem): Promise<boolean> {
+    return (await this.saveRenewedMany(owner, [item])).has(item.id);
   }
 
   /**
@@ -111,23 +114,28 @@ export class RefreshRepository {
    */
   async saveRenewedMany(owner: string, items: RenewedItem[]): Promise<Set<string>> {
     const sorted = [...items].sort((x, y) => (x.id < y.id ? -1 : 1));
+    const n = sorted.length;
+    const [ids, versions, ats, rts, exps, dues, nows] = [new Array<string>(n), new Array<number>(n), new Array<string>(n), new Array<string>(n), new Array<number>(n), new Array<number>(n), new Array<number>(n)];
+    for (let k = 0; k < n; k++) {
+      const i = sorted[k];
+      ids[k] = i.id;
+      versions[k] = i.version;
+      ats[k] = i.accessTokenEnc;
+      rts[k] = i.refreshTokenEnc;
+      // Times travel as epoch milliseconds: formatting Dates as timestamptz text was a visible share of the CPU.
+      exps[k] = i.accessTokenExpiresAt.getTime();
+      dues[k] = i.refreshDueAt.getTime();
+      nows[k] = i.now.getTime();
+    }
     const rows = await this.prepared(
       'cws_refresh_save',
-      `UPDATE connections c SET access_token_enc = v.at, refresh_token_enc = v.rt, access_token_expires_at = v.exp, refresh_due_at = v.due,
-              last_refreshed_at = v.at_now, refresh_failures = 0, version = c.version + 1, lease_owner = NULL, lease_until = NULL, updated_at = v.at_now
-         FROM unnest($2::uuid[], $3::bigint[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::timestamptz[]) AS v(id, version, at, rt, exp, due, at_now)
+      `UPDATE connections c SET access_token_enc = v.at, refresh_token_enc = v.rt, access_token_expires_at = to_timestamp(v.exp_ms / 1000),
+              refresh_due_at = to_timestamp(v.due_ms / 1000), last_refreshed_at = to_timestamp(v.now_ms / 1000), refresh_failures = 0,
+              version = c.version + 1, lease_owner = NULL, lease_until = NULL, updated_at = to_timestamp(v.now_ms / 1000)
+         FROM unnest($2::uuid[], $3::bigint[], $4::text[], $5::text[], $6::float8[], $7::float8[], $8::float8[]) AS v(id, version, at, rt, exp_ms, due_ms, now_ms)
         WHERE c.id = v.id AND c.version = v.version AND c.lease_owner = $1
         RETURNING c.id`,
-      [
-        owner,
-        sorted.map((i) => i.id),
-        sorted.map((i) => i.version),
-        sorted.map((i) => i.accessTokenEnc),
-        sorted.map((i) => i.refreshTokenEnc),
-        sorted.map((i) => i.accessTokenExpiresAt),
-        sorted.map((i) => i.refreshDueAt),
-        sorted.map((i) => i.now),
-      ],
+      [owner, ids, versions, ats, rts, exps, dues, nows],
     );
     return new Set(rows.map((r) => r.id as string));
   }
@@ -205,7 +213,7 @@ function leased(r: Row): LeasedConnection {
       version: Number(r.version),
       accessTokenEnc: (r.access_token_enc as string | null) ?? null,
       refreshTokenEnc: (r.refresh_token_enc as string | null) ?? null,
-      accessTokenExpiresAt: (r.access_token_expires_at as Date | null) ?? null,
+      accessTokenExpiresAt: r.access_token_expires_ms === null ? null : new Date(r.access_token_expires_ms as number),
       refreshFailures: Number(r.refresh_failures),
     },
     environment: (r.environment as string | null) ?? null,

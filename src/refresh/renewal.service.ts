@@ -36,6 +36,8 @@ interface Outcome {
 }
 
 const REAUTH_REASON = 'refresh_token_rejected';
+/** The scheduler renews whatever it claimed: the claim itself checked that the row is due. */
+const ALWAYS: Need = () => true;
 const INLINE_ATTEMPTS = 3;
 const POLL_MIN_MS = 50;
 const POLL_JITTER_MS = 50;
@@ -121,27 +123,23 @@ export class RenewalService implements OnModuleDestroy {
   }
 
   /**
-   * Renews a connection the scheduler claimed (its lease is already held). `called` resolves when the token
-   * call is over (the scheduler may then start another one: its concurrency bounds calls to the upstream,
-   * not commits), `done` when the outcome is stored (new pair, backoff, or reauth_required), logged and
-   * counted. Neither rejects.
+   * Renews a connection the scheduler claimed (its lease is already held). `callOver` runs once the token
+   * call is over, so the scheduler may start another one while this pair waits for its group commit (its
+   * concurrency bounds calls to the upstream, not commits). The promise resolves once the outcome is stored
+   * (new pair, backoff, or reauth_required), logged and counted; it never rejects.
    */
-  renewClaimed(leased: LeasedConnection, leaseTakenAt: number): { called: Promise<void>; done: Promise<void> } {
+  renewClaimed(leased: LeasedConnection, leaseTakenAt: number, callOver: () => void): Promise<void> {
     const id = leased.connection.id;
-    let callOver: () => void = () => undefined;
-    const called = new Promise<void>((resolve) => (callOver = resolve));
-    const run = this.renewHeld(leased, () => true, 'scheduled', leaseTakenAt, callOver);
-    if (!this.inflight.has(id)) {
-      this.inflight.set(id, run);
-      void run.finally(() => this.inflight.get(id) === run && this.inflight.delete(id)).catch(() => undefined);
-    }
-    const done = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    // Also when renewHeld threw before it reached the call.
-    void done.then(callOver);
-    return { called, done };
+    const run = this.renewHeld(leased, ALWAYS, 'scheduled', leaseTakenAt, callOver);
+    // On-demand callers in this process share it instead of polling the row until the lease is released.
+    const shared = !this.inflight.has(id);
+    if (shared) this.inflight.set(id, run);
+    const settle = () => {
+      if (shared && this.inflight.get(id) === run) this.inflight.delete(id);
+      // Also when renewHeld failed before it reached the call.
+      callOver();
+    };
+    return run.then(settle, settle);
   }
 
   /** Shares an in-flight renewal; a caller whose need the shared one did not meet (it had another reason) gets one more round. */
@@ -274,8 +272,12 @@ export class RenewalService implements OnModuleDestroy {
   private async commit(row: RenewalRow, tokens: TokenSet, takenAt: number, started: number): Promise<Outcome> {
     const me = this.config.instanceId;
     const now = this.clock.now();
-    const fields = {
-      ...sealTokens(this.vault, row.id, tokens),
+    const sealed = sealTokens(this.vault, row.id, tokens);
+    const item: RenewedItem = {
+      id: row.id,
+      version: row.version,
+      accessTokenEnc: sealed.accessTokenEnc,
+      refreshTokenEnc: sealed.refreshTokenEnc,
       accessTokenExpiresAt: new Date(now.getTime() + tokens.expiresIn * 1000),
       refreshDueAt: refreshDueAt(now, tokens.expiresIn, this.config.refresh.at),
       now,
@@ -284,22 +286,22 @@ export class RenewalService implements OnModuleDestroy {
     for (let attempt = 0; ; attempt++) {
       try {
         // The first try joins the group commit; retries after a database error go alone.
-        const saved = attempt === 0 ? await this.batcher.save({ ...fields, id: row.id, version: row.version }) : await this.repo.saveRenewed(row.id, me, row.version, fields);
+        const saved = attempt === 0 ? await this.batcher.save(item) : await this.repo.saveRenewed(me, item);
         if (saved) {
           this.metrics.record('success', seconds(started));
           // The CAS matched our version and lease, so the row now holds exactly what we wrote on top of what we read.
           const renewed: RenewalRow = {
             ...row,
-            accessTokenEnc: fields.accessTokenEnc,
-            refreshTokenEnc: fields.refreshTokenEnc,
-            accessTokenExpiresAt: fields.accessTokenExpiresAt,
+            accessTokenEnc: item.accessTokenEnc,
+            refreshTokenEnc: item.refreshTokenEnc,
+            accessTokenExpiresAt: item.accessTokenExpiresAt,
             refreshFailures: 0,
             version: row.version + 1,
           };
           return { connection: renewed, accessToken: tokens.accessToken };
         }
         const current = await this.repo.getById(row.id);
-        if (current && current.accessTokenEnc === fields.accessTokenEnc) {
+        if (current && current.accessTokenEnc === item.accessTokenEnc) {
           // An earlier attempt committed but its answer was lost.
           this.metrics.record('success', seconds(started));
           return { connection: current, accessToken: tokens.accessToken };

@@ -80,7 +80,7 @@ export class UpstreamClient implements OnModuleDestroy {
   }
 
   private async token(env: CwsEnvironment, params: Record<string, string>, withScope: boolean): Promise<TokenSet> {
-    const url = new URL(`${env.authUrl}/oauth/token`);
+    const url = tokenUrlOf(env.authUrl);
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
     const body: Record<string, string> = { ...params };
     if (env.tokenAuth === 'header') {
@@ -191,6 +191,19 @@ function mapError(e: unknown): Error {
   }
   if (e instanceof Error && e.name === 'AbortError') return e;
   return new UpstreamUnavailableError(`the upstream could not be reached: ${e instanceof Error ? (e as NodeJS.ErrnoException).code ?? e.name : 'unknown error'}`, e);
+}
+
+const tokenUrls = new Map<string, { origin: string; pathname: string }>();
+
+/** Origin and path of an environment's token endpoint, parsed once (the scheduler calls it thousands of times a second). */
+function tokenUrlOf(authUrl: string): { origin: string; pathname: string } {
+  let url = tokenUrls.get(authUrl);
+  if (!url) {
+    const parsed = new URL(`${authUrl}/oauth/token`);
+    url = { origin: parsed.origin, pathname: parsed.pathname };
+    tokenUrls.set(authUrl, url);
+  }
+  return url;
 }
 
 const apiBases = new Map<string, { origin: string; prefix: string }>();
