@@ -3,7 +3,7 @@
 //   npx tsx bench/refresh.ts
 //
 // Env: DATABASE_URL (a PostgreSQL server; default postgres://postgres@127.0.0.1:5432/postgres; a fresh
-// database is created and dropped), BENCH_CONNECTIONS (10000 renewals per round), BENCH_CONCURRENCY (16:
+// database is created and dropped), BENCH_CONNECTIONS (10000 renewals per round), BENCH_CONCURRENCY (64:
 // the app's REFRESH_CONCURRENCY, i.e. its in-flight token calls, and the baseline's parallel calls),
 // BENCH_BATCH (100: REFRESH_BATCH_SIZE), BENCH_ROUNDS (5 measured rounds after one warm-up round),
 // BENCH_BASELINE_CALLS (4 x BENCH_CONNECTIONS direct refresh calls per baseline measurement),
@@ -41,7 +41,7 @@ import { buildApp, freePort, spawnApp, type SpawnedApp } from '../test/support/s
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const N = Number(process.env.BENCH_CONNECTIONS ?? 10_000);
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 64);
 const BATCH = Number(process.env.BENCH_BATCH ?? 100);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 // The sandbox alone is several times faster than a renewal: N of its calls took a third of a second, short

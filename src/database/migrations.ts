@@ -3,9 +3,10 @@ import { CreateConnections1763776900000 } from '../../migrations/1763776900000-C
 import { CreateEvents1763777000000 } from '../../migrations/1763777000000-CreateEvents.js';
 import { ConnectionChangeNotify1795313268226 } from '../../migrations/1795313268226-ConnectionChangeNotify.js';
 import { CreateWebhookReceivers1795313322858 } from '../../migrations/1795313322858-CreateWebhookReceivers.js';
+import { ConnectionsFillfactor1795316400000 } from '../../migrations/1795316400000-ConnectionsFillfactor.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
  * tsx and under jest.
  */
-export const MIGRATIONS = [CreateTenants1763776800000, CreateConnections1763776900000, CreateEvents1763777000000, ConnectionChangeNotify1795313268226, CreateWebhookReceivers1795313322858];
+export const MIGRATIONS = [CreateTenants1763776800000, CreateConnections1763776900000, CreateEvents1763777000000, ConnectionChangeNotify1795313268226, CreateWebhookReceivers1795313322858, ConnectionsFillfactor1795316400000];
