@@ -57,6 +57,32 @@ export class EventsRepository {
     return toEvent(rows[0]);
   }
 
+  /**
+   * Records several events in one statement (group commit of inbound deliveries), in the given order.
+   * Answers the ids stored: an event whose tenant no longer exists is left out.
+   */
+  async recordMany(events: Array<NewEvent & { id: string }>): Promise<Set<string>> {
+    const rows = (await this.db.query(
+      `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, delivery_state, next_attempt_at)
+       SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, v.payload::jsonb,
+              CASE WHEN t.events_target_url IS NULL THEN 'no_target' ELSE 'pending' END, now()
+         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
+              WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, payload, ord)
+         JOIN tenants t ON t.id = v.tenant_id
+        ORDER BY v.ord
+       RETURNING id`,
+      [
+        events.map((e) => e.id),
+        events.map((e) => e.tenantId),
+        events.map((e) => e.source),
+        events.map((e) => e.receiverId ?? null),
+        events.map((e) => e.type),
+        events.map((e) => JSON.stringify(e.payload ?? null)),
+      ],
+    )) as Array<{ id: string }>;
+    return new Set(rows.map((r) => r.id));
+  }
+
   async listAfter(tenantId: string, afterSeq: number, limit: number): Promise<StoredEvent[]> {
     const rows = (await this.db.query(`SELECT * FROM events WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, [tenantId, afterSeq, limit])) as Array<Record<string, unknown>>;
     return rows.map(toEvent);

@@ -13,7 +13,7 @@ import { TokenEndpointError, UpstreamTimeoutError } from '../upstream/upstream.e
 import type { TokenSet } from '../upstream/upstream.types.js';
 import { TokenVault } from '../vault/token-vault.service.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
-import { CommitBatcher } from './commit-batcher.js';
+import { CommitBatcher } from '../common/commit-batcher.js';
 import { type LeasedConnection, RefreshRepository, type RenewalRow, type RenewedItem } from './refresh.repository.js';
 import { backoffDelayMs, classifyFailure, describeFailure, needsRenewal, retryAt } from './renewal-timing.js';
 

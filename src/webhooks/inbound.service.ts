@@ -1,8 +1,9 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
+import { CommitBatcher } from '../common/commit-batcher.js';
 import { EventDeliveryService } from '../events/event-delivery.service.js';
-import { EventsRepository } from '../events/events.repository.js';
+import { EventsRepository, type NewEvent } from '../events/events.repository.js';
 import { TokenVault } from '../vault/token-vault.service.js';
 import { WebhookReceiversRepository } from './webhook-receivers.repository.js';
 import { receiverRef } from './webhooks.service.js';
@@ -23,13 +24,17 @@ const TYPE_FIELDS = ['event', 'type', 'eventType'] as const;
 export class InboundService {
   // Receivers never change once created, so their expected digest can be kept briefly (never the secret).
   private readonly digests = new Map<string, { digest: Buffer; until: number }>();
+  // Deliveries arriving while one INSERT commits go together in the next: one WAL flush for many.
+  private readonly inserts: CommitBatcher<NewEvent & { id: string }>;
 
   constructor(
     private readonly receivers: WebhookReceiversRepository,
     private readonly vault: TokenVault,
     private readonly events: EventsRepository,
     private readonly delivery: EventDeliveryService,
-  ) {}
+  ) {
+    this.inserts = new CommitBatcher((events) => this.events.recordMany(events));
+  }
 
   async accept(tenantId: string, receiverId: string, authorization: string | undefined, body: unknown): Promise<{ id: string }> {
     const expected = await this.expectedDigest(tenantId, receiverId);
@@ -39,9 +44,12 @@ export class InboundService {
     const match = timingSafeEqual(given, expected ?? NO_RECEIVER);
     if (!match || !expected || authorization === undefined) throw new AppError('unauthorized', "The webhook's Authorization is missing or wrong.");
     if (body === undefined) throw new AppError('validation_failed', 'A delivery is a JSON body (content-type: application/json).');
-    const event = await this.events.record({ tenantId, source: 'upstream', type: eventTypeOf(body), payload: body, receiverId });
+    const id = randomUUID();
+    const stored = await this.inserts.save({ id, tenantId, source: 'upstream', type: eventTypeOf(body), payload: body, receiverId });
+    // Not stored: the tenant (and with it the receiver) was deleted since the digest was cached.
+    if (!stored) throw new AppError('unauthorized', "The webhook's Authorization is missing or wrong.");
     this.delivery.kick();
-    return { id: event.id };
+    return { id };
   }
 
   private async expectedDigest(tenantId: string, receiverId: string): Promise<Buffer | null> {

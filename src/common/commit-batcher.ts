@@ -1,8 +1,9 @@
 /**
- * Group commit for renewed pairs: while one statement is writing, the pairs that arrive meanwhile wait and
- * go together in the next one. Nothing waits on a timer, so a lone renewal commits at once, and under load
- * one COMMIT (one WAL flush, one round trip) carries many rows: the database's commit rate stops capping
- * renewals. Each row keeps its own compare-and-swap condition inside the shared statement.
+ * Group commit: while one statement is writing, the items that arrive meanwhile wait and go together in
+ * the next one. Nothing waits on a timer, so a lone item commits at once, and under load one COMMIT (one
+ * WAL flush, one round trip) carries many rows: the database's commit rate stops capping throughput.
+ * Used for renewed token pairs (each row keeps its own compare-and-swap condition inside the shared
+ * statement) and for inbound deliveries.
  */
 export class CommitBatcher<Item extends { id: string }> {
   private pending: Array<{ item: Item; resolve: (saved: boolean) => void; reject: (e: unknown) => void }> = [];
