@@ -162,14 +162,15 @@ describe('token vault and key rotation over real PostgreSQL (invariants 1 and 2)
 
   it('re-encrypts everything to the new key with the real CLI (npx tsx src/cli.ts vault:reencrypt)', async () => {
     const ring = `${NEW},${OLD}`;
-    const res = await run('npx', ['tsx', 'src/cli.ts', 'vault:reencrypt'], {
+    const cliEnv = {
       NODE_ENV: 'test',
       SANDBOX: 'off',
       DATA_DIR: dataDir,
       DATABASE_URL: databaseUrl,
       VAULT_KEYS: ring,
       OPERATOR_API_KEY: OPERATOR_KEY,
-    });
+    };
+    const res = await run('npx', ['tsx', 'src/cli.ts', 'vault:reencrypt'], cliEnv);
     expect({ code: res.code, stderr: res.stderr.replace(/^npm warn.*\n/gm, '') }).toEqual({ code: 0, stderr: '' });
     expect(res.stdout).toContain(`re-encrypted ${plaintexts.size} secrets to key "new"`);
     for (const secret of [...plaintexts.values(), ...ring.split(',').map((k) => k.split(':')[1])]) {
@@ -180,14 +181,7 @@ describe('token vault and key rotation over real PostgreSQL (invariants 1 and 2)
     // Every value opens with the new key alone: the old one can now be dropped from VAULT_KEYS.
     await expectAllUnder('new', NEW);
 
-    const again = await run('npx', ['tsx', 'src/cli.ts', 'vault:reencrypt'], {
-      NODE_ENV: 'test',
-      SANDBOX: 'off',
-      DATA_DIR: dataDir,
-      DATABASE_URL: databaseUrl,
-      VAULT_KEYS: ring,
-      OPERATOR_API_KEY: OPERATOR_KEY,
-    });
+    const again = await run('npx', ['tsx', 'src/cli.ts', 'vault:reencrypt'], cliEnv);
     expect(again.code).toBe(0);
     expect(again.stdout).toContain('nothing to do');
   });
