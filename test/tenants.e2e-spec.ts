@@ -211,5 +211,7 @@ describe('tenants and keys (API.md sections 2 to 4)', () => {
     expect(all).toContain('/v1/tenants');
     expect(all).not.toContain(secret);
     expect(all).not.toContain(t.operatorKey);
+    const completed = t.logs.map((l) => JSON.parse(l) as { msg?: string; res?: { statusCode?: number } }).filter((l) => l.msg === 'request completed');
+    expect(completed.some((l) => l.res?.statusCode === 401)).toBe(true);
   });
 });

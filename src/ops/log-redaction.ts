@@ -8,6 +8,10 @@ export function redactSecrets(value: unknown, depth = 0): unknown {
   if (Buffer.isBuffer(value)) return value;
   if (Array.isArray(value)) return value.map((v) => redactSecrets(v, depth + 1));
   if (value instanceof Error) return { name: value.name, message: value.message, stack: value.stack };
+  // Only plain data is walked: class instances (the request and response pino-http hands to its own
+  // serializers) pass through untouched, to be serialized (and redacted) there.
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return value;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) {
     out[k] = SECRET_KEY.test(k) && v !== null && v !== undefined ? REDACTED : redactSecrets(v, depth + 1);
