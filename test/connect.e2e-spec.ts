@@ -165,12 +165,18 @@ describe('the connect flow (API.md sections 5 and 6)', () => {
     expect(ev.rows.map((r: { type: string }) => r.type)).toContain('connection.deleted');
   });
 
-  it('sends the client credentials in a Basic header and reads /userinfo with POST when the environment says so', async () => {
-    const other = await startTestApp({ env: { CWS_SANDBOX_TOKEN_AUTH: 'header', CWS_SANDBOX_USERINFO_METHOD: 'POST' } });
+  it('sends the client credentials in a Basic header, reads /userinfo with POST when the environment says so, and takes the expiry from expiresIn', async () => {
+    // This sandbox issues 1234-second tokens: the stored expiry must follow expiresIn, not the spec's 21600.
+    const other = await startTestApp({ env: { CWS_SANDBOX_TOKEN_AUTH: 'header', CWS_SANDBOX_USERINFO_METHOD: 'POST' }, sandbox: { accessTokenTtlSeconds: 1234 } });
     try {
       await newTenant(other, 'hdr');
+      const before = Date.now();
       const out = await connectViaHttp(other, 'hdr', { userId: 'u-h', as: 'bob' });
       expect(out.status).toBe('connected');
+      const conn = await other.request<Connection>('GET', `/v1/tenants/hdr/connections/${out.connectionId}`);
+      const expires = Date.parse(conn.body.accessTokenExpiresAt);
+      expect(expires).toBeGreaterThanOrEqual(before + 1234_000 - 1000);
+      expect(expires).toBeLessThanOrEqual(Date.now() + 1234_000 + 1000);
       const records = other.sandbox!.records();
       const token = records.filter((r) => r.path === '/oauth/token');
       expect(token.length).toBe(1);
