@@ -15,7 +15,8 @@ import { startEmbeddedPostgres } from '../src/database/embedded-postgres.js';
 import { runMigrations } from '../src/database/migrate.js';
 import { SandboxServer } from '../src/sandbox/sandbox-server.js';
 import { TokenVault } from '../src/vault/token-vault.service.js';
-import { buildApp, freePort, spawnApp } from '../test/support/spawn-app.js';
+import { freePort } from '../src/common/free-port.js';
+import { buildApp, spawnApp } from '../test/support/spawn-app.js';
 
 const DURATION = Number(process.env.DURATION ?? 10);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);

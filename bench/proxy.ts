@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import autocannon, { type Result } from 'autocannon';
 import pg from 'pg';
 import { authorizeAtSandbox } from '../test/support/connect.js';
-import { freePort } from '../test/support/spawn-app.js';
+import { freePort } from '../src/common/free-port.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);

@@ -36,7 +36,8 @@ import pg from 'pg';
 import { Pool } from 'undici';
 import { runMigrations } from '../src/database/migrate.js';
 import { seedConnections, type IssuedPair } from '../test/support/seed-connections.js';
-import { buildApp, freePort, spawnApp, type SpawnedApp } from '../test/support/spawn-app.js';
+import { freePort } from '../src/common/free-port.js';
+import { buildApp, spawnApp, type SpawnedApp } from '../test/support/spawn-app.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';

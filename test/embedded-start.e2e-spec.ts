@@ -3,7 +3,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, spawnApp, waitForOutput, type SpawnedApp } from './support/spawn-app.js';
+import { freePort } from '../src/common/free-port.js';
+import { spawnApp, waitForOutput, type SpawnedApp } from './support/spawn-app.js';
 
 /**
  * The README's default, proven: no DATABASE_URL, no keys, no upstream configured. The service starts an

@@ -4,7 +4,8 @@ import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { SandboxServer } from '../src/sandbox/sandbox-server.js';
 import { authorizeAtSandbox } from './support/connect.js';
-import { freePort, spawnApp, type SpawnedApp } from './support/spawn-app.js';
+import { freePort } from '../src/common/free-port.js';
+import { spawnApp, type SpawnedApp } from './support/spawn-app.js';
 import { testVaultKey } from './support/test-app.js';
 import { createTestDatabase } from './support/test-database.js';
 

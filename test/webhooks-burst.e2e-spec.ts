@@ -7,7 +7,8 @@ import pg from 'pg';
 import { parseVaultKeys } from '../src/config/app-config.js';
 import { SandboxServer } from '../src/sandbox/sandbox-server.js';
 import { TokenVault } from '../src/vault/token-vault.service.js';
-import { freePort, spawnApp, type SpawnedApp } from './support/spawn-app.js';
+import { freePort } from '../src/common/free-port.js';
+import { spawnApp, type SpawnedApp } from './support/spawn-app.js';
 import { createTestDatabase } from './support/test-database.js';
 import { waitUntil, WebhookSink } from './support/webhook-sink.js';
 

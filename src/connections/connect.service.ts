@@ -121,9 +121,9 @@ export class ConnectService {
 
     const { tokens, user, session } = outcome.result;
     const isAdmin = session.kind === 'admin' ? await this.checkAdmin(env, tokens) : false;
-    const connection = await this.connections.saveFromConnect(session, tokens, user, isAdmin);
-    if (session.kind === 'admin' && !isAdmin) return redirectBack(res, session, { status: 'error', error: 'not_admin', connectionId: connection.id });
-    return redirectBack(res, session, { status: 'connected', connectionId: connection.id });
+    const connectionId = await this.connections.saveFromConnect(session, tokens, user, isAdmin);
+    if (session.kind === 'admin' && !isAdmin) return redirectBack(res, session, { status: 'error', error: 'not_admin', connectionId });
+    return redirectBack(res, session, { status: 'connected', connectionId });
   }
 
   /** An admin connection must reach the admin-only webhook endpoints (spec section 1, rule 5). */

@@ -47,8 +47,9 @@ export class ConnectionsService {
   /**
    * Stores the outcome of a completed authorization: a new connection, or new tokens on the owner's
    * existing one (same id). Tokens are sealed with the row id in their AAD, so the id is settled first.
+   * Answers the connection's id.
    */
-  async saveFromConnect(session: ConnectSessionEntity, tokens: TokenSet, user: UpstreamUser, isAdmin: boolean): Promise<ConnectionEntity> {
+  async saveFromConnect(session: ConnectSessionEntity, tokens: TokenSet, user: UpstreamUser, isAdmin: boolean): Promise<string> {
     const now = this.clock.now();
     const expiresAt = new Date(now.getTime() + tokens.expiresIn * 1000);
     const fieldsFor = (id: string): ConnectedFields => ({
@@ -62,13 +63,13 @@ export class ConnectionsService {
       refreshDueAt: refreshDueAt(now, tokens.expiresIn, this.config.refresh.at),
       now,
     });
-    const id = await this.repo.transaction(async (m) => {
+    return this.repo.transaction(async (m) => {
       let existing = await this.repo.findOwner(session.tenantId, session.kind, session.userId, m);
       if (!existing) {
         const id = randomUUID();
         if (await this.repo.insert(m, session.tenantId, id, session.kind, session.userId, fieldsFor(id))) {
-          const created = await this.repo.findOwner(session.tenantId, session.kind, session.userId, m);
-          if (created) await this.events.record({ tenantId: session.tenantId, source: 'service', type: 'connection.created', payload: eventPayload('connection.created', created) }, m);
+          const created = { id, tenantId: session.tenantId, kind: session.kind, userId: session.userId, upstreamUserId: user.id };
+          await this.events.record({ tenantId: session.tenantId, source: 'service', type: 'connection.created', payload: eventPayload('connection.created', created) }, m);
           return id;
         }
         existing = await this.repo.findOwner(session.tenantId, session.kind, session.userId, m);
@@ -80,7 +81,6 @@ export class ConnectionsService {
       }
       return existing.id;
     });
-    return this.get(session.tenantId, id);
   }
 }
 

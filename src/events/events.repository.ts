@@ -43,26 +43,22 @@ export class EventsRepository {
    * Records an event. Pass the transaction's manager when the event belongs to a state change, so that
    * both commit together (or neither does).
    */
-  async record(event: NewEvent, manager?: EntityManager): Promise<StoredEvent> {
-    const runner = manager ?? this.db.manager;
-    const rows = (await runner.query(
-      `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, delivery_state, next_attempt_at)
-       SELECT $1, $2, $3, $4, $5, $6::jsonb,
-              CASE WHEN t.events_target_url IS NULL THEN 'no_target' ELSE 'pending' END, now()
-         FROM tenants t WHERE t.id = $2
-       RETURNING *`,
-      [randomUUID(), event.tenantId, event.source, event.receiverId ?? null, event.type, JSON.stringify(event.payload ?? null)],
-    )) as Array<Record<string, unknown>>;
-    if (!rows[0]) throw new Error('event for an unknown tenant');
-    return toEvent(rows[0]);
+  async record(event: NewEvent, manager?: EntityManager): Promise<void> {
+    const id = randomUUID();
+    const stored = await this.insert(manager ?? this.db.manager, [{ ...event, id }]);
+    if (!stored.has(id)) throw new Error('event for an unknown tenant');
   }
 
   /**
    * Records several events in one statement (group commit of inbound deliveries), in the given order.
    * Answers the ids stored: an event whose tenant no longer exists is left out.
    */
-  async recordMany(events: Array<NewEvent & { id: string }>): Promise<Set<string>> {
-    const rows = (await this.db.query(
+  recordMany(events: Array<NewEvent & { id: string }>): Promise<Set<string>> {
+    return this.insert(this.db.manager, events);
+  }
+
+  private async insert(runner: EntityManager, events: Array<NewEvent & { id: string }>): Promise<Set<string>> {
+    const rows = (await runner.query(
       `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, delivery_state, next_attempt_at)
        SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, v.payload::jsonb,
               CASE WHEN t.events_target_url IS NULL THEN 'no_target' ELSE 'pending' END, now()

@@ -1,8 +1,8 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../../src/common/free-port.js';
 
 /**
  * Tests that need the service as a real separate process (several instances on one database, SIGKILL,
@@ -79,16 +79,4 @@ export async function waitForOutput(app: SpawnedApp, pattern: RegExp, timeoutMs 
     if (Date.now() > deadline) throw new Error(`no output matching ${pattern} in time:\n${app.output.join('')}`);
     await new Promise((r) => setTimeout(r, 20));
   }
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const a = srv.address();
-      const p = typeof a === 'object' && a ? a.port : 0;
-      srv.close(() => resolvePort(p));
-    });
-  });
 }

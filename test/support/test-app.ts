@@ -7,7 +7,7 @@ import { loadConfig } from '../../src/config/app-config.js';
 import { createApp } from '../../src/app.factory.js';
 import type { Clock } from '../../src/common/clock.js';
 import { SandboxServer, type SandboxOptions } from '../../src/sandbox/sandbox-server.js';
-import { freePort } from './spawn-app.js';
+import { freePort } from '../../src/common/free-port.js';
 import { createTestDatabase, openPool } from './test-database.js';
 
 export interface HttpAnswer<T = unknown> {
