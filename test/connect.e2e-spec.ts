@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { ConnectService } from '../src/connections/connect.service.js';
 import { authorizeAtSandbox, connectViaHttp, newTenant } from './support/connect.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
 
@@ -185,5 +186,14 @@ describe('the connect flow (API.md sections 5 and 6)', () => {
     } finally {
       await other.close();
     }
+  });
+
+  it('sweeps connect sessions once they and their state are past their life', async () => {
+    await t.request('POST', '/v1/tenants/acme/connect-sessions', { body: { kind: 'user', userId: 'u-old', returnUrl: 'http://localhost:5173/x' } });
+    await t.request('POST', '/v1/tenants/acme/connect-sessions', { body: { kind: 'user', userId: 'u-fresh', returnUrl: 'http://localhost:5173/x' } });
+    await t.db.query(`UPDATE connect_sessions SET expires_at = now() - interval '11 minutes' WHERE user_id = 'u-old'`);
+    expect(await t.app.get(ConnectService).sweepExpiredSessions()).toBeGreaterThanOrEqual(1);
+    const left = await t.db.query<{ user_id: string }>(`SELECT user_id FROM connect_sessions WHERE user_id IN ('u-old', 'u-fresh')`);
+    expect(left.rows.map((r) => r.user_id)).toEqual(['u-fresh']);
   });
 });

@@ -1,5 +1,6 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Interval } from '@nestjs/schedule';
 import type { NextFunction, Request, Response } from 'express';
 import passport from 'passport';
 import { AppError } from '../common/app-error.js';
@@ -12,12 +13,13 @@ import { TokenEndpointError, UpstreamStatusError, UpstreamTimeoutError, Upstream
 import type { TokenSet } from '../upstream/upstream.types.js';
 import { ConnectSessionEntity } from './connect-session.entity.js';
 import { ConnectSessionsRepository } from './connect-sessions.repository.js';
-import { ConnectStateStore, type ConnectRequest } from './connect-state.store.js';
+import { ConnectStateStore, STATE_LIFETIME_MS, type ConnectRequest } from './connect-state.store.js';
 import { ConnectionsService } from './connections.service.js';
 import { createCwsStrategy, strategyName, type OAuthResult, type PassportInstance } from './cws-oauth2.strategy.js';
 import type { CreateConnectSessionDto } from './dto/connect-session.dto.js';
 
 export const SESSION_LIFETIME_MS = 10 * 60_000;
+const SESSION_SWEEP_MS = 15 * 60_000;
 
 type PassportOutcome = { kind: 'redirected' } | { kind: 'success'; result: OAuthResult } | { kind: 'fail'; info: unknown };
 
@@ -26,6 +28,7 @@ type PassportOutcome = { kind: 'redirected' } | { kind: 'success'; result: OAuth
 export class ConnectService {
   private readonly passport: PassportInstance = new passport.Passport();
   private readonly stateStore: ConnectStateStore;
+  private readonly logger = new Logger('ConnectService');
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -75,6 +78,20 @@ export class ConnectService {
       }),
     );
     return { connectUrl: `${this.config.publicUrl}/connect/${token}`, expiresAt };
+  }
+
+  /**
+   * Connect sessions are single use and short-lived; past their life (and their state's, which can start
+   * at the last moment) they are clutter. Every instance sweeps; the DELETE is idempotent.
+   */
+  @Interval(SESSION_SWEEP_MS)
+  async sweepExpiredSessions(): Promise<number> {
+    try {
+      return await this.sessions.deleteExpired(new Date(this.clock.now().getTime() - STATE_LIFETIME_MS));
+    } catch (e) {
+      this.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'could not sweep expired connect sessions');
+      return 0;
+    }
   }
 
   /** GET {connectUrl}: opens the session once and redirects to the upstream's authorize page. */
