@@ -4,9 +4,18 @@ import { CreateEvents1763777000000 } from '../../migrations/1763777000000-Create
 import { ConnectionChangeNotify1795313268226 } from '../../migrations/1795313268226-ConnectionChangeNotify.js';
 import { CreateWebhookReceivers1795313322858 } from '../../migrations/1795313322858-CreateWebhookReceivers.js';
 import { ConnectionsFillfactor1795316400000 } from '../../migrations/1795316400000-ConnectionsFillfactor.js';
+import { LeaseChangesUnannounced1795400000000 } from '../../migrations/1795400000000-LeaseChangesUnannounced.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
  * tsx and under jest.
  */
-export const MIGRATIONS = [CreateTenants1763776800000, CreateConnections1763776900000, CreateEvents1763777000000, ConnectionChangeNotify1795313268226, CreateWebhookReceivers1795313322858, ConnectionsFillfactor1795316400000];
+export const MIGRATIONS = [
+  CreateTenants1763776800000,
+  CreateConnections1763776900000,
+  CreateEvents1763777000000,
+  ConnectionChangeNotify1795313268226,
+  CreateWebhookReceivers1795313322858,
+  ConnectionsFillfactor1795316400000,
+  LeaseChangesUnannounced1795400000000,
+];

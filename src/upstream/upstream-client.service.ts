@@ -1,4 +1,5 @@
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
+import type { IncomingHttpHeaders } from 'node:http';
 import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
 import type { AppConfig, CwsEnvironment } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
@@ -89,9 +90,9 @@ export class UpstreamClient implements OnModuleDestroy {
       body.client_id = env.clientId;
       body.client_secret = env.clientSecret;
     }
-    let res: Dispatcher.ResponseData;
+    let res: SmallResponse;
     try {
-      res = await this.agent.request({
+      res = await postSmall(this.agent, {
         origin: url.origin,
         path: url.pathname,
         method: 'POST',
@@ -103,17 +104,56 @@ export class UpstreamClient implements OnModuleDestroy {
     } catch (e) {
       throw mapError(e);
     }
-    let text: string;
-    try {
-      text = await res.body.text();
-    } catch (e) {
-      throw mapError(e);
-    }
-    if (res.statusCode !== 200) {
-      throw new TokenEndpointError(res.statusCode, oauthErrorOf(text), retryAfterOf(res.headers['retry-after']));
+    const text = res.body;
+    if (res.status !== 200) {
+      throw new TokenEndpointError(res.status, oauthErrorOf(text), retryAfterOf(res.headers['retry-after']));
     }
     return parseTokenSet(text, withScope);
   }
+}
+
+/**
+ * A token endpoint answer is a few hundred bytes. Past this much the rest is read and dropped, not kept: the
+ * cut text then fails to parse like any other malformed answer, and the status still decides what happens.
+ */
+const TOKEN_RESPONSE_LIMIT = 64 * 1024;
+
+interface SmallResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/**
+ * One request whose answer is read whole into a string, through undici's handler API (`dispatch`) rather than
+ * `request`: no body stream, no consumer promise chain per call. The scheduler makes thousands of token calls a
+ * second, and that machinery was a measurable share of a renewal's CPU. Errors (connect, timeouts, a socket
+ * closed mid-answer) reject with undici's own error classes, exactly as `request` would.
+ */
+function postSmall(agent: Dispatcher, options: Dispatcher.DispatchOptions): Promise<SmallResponse> {
+  return new Promise((resolve, reject) => {
+    let status = 0;
+    let headers: IncomingHttpHeaders = {};
+    const chunks: Buffer[] = [];
+    let size = 0;
+    agent.dispatch(options, {
+      onRequestStart() {},
+      onResponseStart(_controller, statusCode, responseHeaders) {
+        status = statusCode;
+        headers = responseHeaders;
+      },
+      onResponseData(_controller, chunk) {
+        size += chunk.length;
+        if (size <= TOKEN_RESPONSE_LIMIT) chunks.push(chunk);
+      },
+      onResponseEnd() {
+        resolve({ status, headers, body: (chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)).toString('utf8') });
+      },
+      onResponseError(_controller, error) {
+        reject(error);
+      },
+    });
+  });
 }
 
 export function parseTokenSet(text: string, withScope: boolean): TokenSet {

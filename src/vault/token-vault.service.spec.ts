@@ -60,6 +60,16 @@ describe('TokenVault', () => {
     expect(a.split('.')[2]).not.toBe(b.split('.')[2]);
   });
 
+  it('never repeats an IV across refills of its random pool, and every value still opens', () => {
+    const v = vault(oldKey);
+    // The pool holds 512 IVs: 2,000 seals refill it three times.
+    const sealed = Array.from({ length: 2000 }, (_, i) => v.seal(`${secret}-${i}`, ref));
+    const ivs = sealed.map((s) => s.split('.')[2]);
+    expect(new Set(ivs).size).toBe(ivs.length);
+    expect(ivs).not.toContain(Buffer.alloc(12).toString('base64url'));
+    sealed.forEach((s, i) => expect(v.open(s, ref)).toBe(`${secret}-${i}`));
+  });
+
   it('does not open a value moved to another row, column or table', () => {
     const v = vault(oldKey);
     const sealed = v.seal(secret, ref);

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createSecretKey, KeyObject, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createSecretKey, KeyObject, randomFillSync } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
@@ -31,6 +31,8 @@ const VERSION = 'v1';
 const AAD_PREFIX = 'cws-connect/v1';
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
+/** IVs are cut from one random pool: a randomBytes(12) per seal cost more than the encryption (2 µs against 0.1 µs). */
+const IV_POOL_BYTES = IV_BYTES * 512;
 const BASE64URL = /^[A-Za-z0-9_-]*$/;
 // The kid is echoed in errors, so it must look like a kid (app-config's rule) before it is trusted that far.
 const KID = /^[A-Za-z0-9_-]{1,32}$/;
@@ -44,6 +46,8 @@ const KID = /^[A-Za-z0-9_-]{1,32}$/;
 export class TokenVault {
   private readonly keys: ReadonlyMap<string, KeyObject>;
   readonly activeKid: string;
+  private readonly ivPool = Buffer.alloc(IV_POOL_BYTES);
+  private ivOffset = IV_POOL_BYTES;
 
   constructor(@Inject(APP_CONFIG) config: Pick<AppConfig, 'vaultKeys'>) {
     if (config.vaultKeys.length === 0) throw new Error('the vault needs at least one key');
@@ -52,7 +56,7 @@ export class TokenVault {
   }
 
   seal(plaintext: string, ref: SealedRef): string {
-    const iv = randomBytes(IV_BYTES);
+    const iv = this.nextIv();
     const cipher = createCipheriv('aes-256-gcm', this.key(this.activeKid, ref), iv, { authTagLength: TAG_BYTES });
     cipher.setAAD(aad(ref));
     const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
@@ -91,6 +95,21 @@ export class TokenVault {
   /** Sealed under the active key, so re-encryption has nothing to do for it. */
   isCurrent(sealed: string): boolean {
     return sealed.startsWith(`${VERSION}.${this.activeKid}.`);
+  }
+
+  /**
+   * 96 fresh random bits for one seal: a slice of a pool refilled from the CSPRNG once it is used up, never
+   * handed out twice (a repeated IV under one GCM key would expose the key's authentication). Copied out,
+   * so the pool's next refill cannot change an IV already in use.
+   */
+  private nextIv(): Buffer {
+    if (this.ivOffset + IV_BYTES > IV_POOL_BYTES) {
+      randomFillSync(this.ivPool);
+      this.ivOffset = 0;
+    }
+    const iv = Buffer.from(this.ivPool.subarray(this.ivOffset, this.ivOffset + IV_BYTES));
+    this.ivOffset += IV_BYTES;
+    return iv;
   }
 
   private key(kid: string, ref: SealedRef): KeyObject {
