@@ -57,6 +57,33 @@ describe('RouteCache', () => {
     expect(cache.owner('t2', ownerKey('user', 'u9'))).toBeNull();
   });
 
+  it('follows an owner whose connection was replaced or who went from none to one, and drops only what a change names', () => {
+    const { feed, cache } = setup();
+    const [u1, u2, u3] = ['u1', 'u2', 'u3'].map((u) => ownerKey('user', u));
+    cache.setOwner('t1', u1, conn('c1'), cache.mark());
+    cache.setOwner('t1', u1, conn('c1b'), cache.mark());
+    cache.setOwner('t1', u2, null, cache.mark());
+    cache.setOwner('t1', u2, conn('c2'), cache.mark());
+    cache.setOwner('t1', u3, conn('c3'), cache.mark());
+    feed.emit('connections:t1:c1');
+    feed.emit('connections:t1:c9');
+    expect([cache.owner('t1', u1)?.id, cache.owner('t1', u2)?.id, cache.owner('t1', u3)?.id]).toEqual(['c1b', 'c2', 'c3']);
+    feed.emit('connections:t1:c1b');
+    feed.emit('connections:t1:c3');
+    expect([cache.owner('t1', u1), cache.owner('t1', u2)?.id, cache.owner('t1', u3)]).toEqual([undefined, 'c2', undefined]);
+  });
+
+  it('a change in a tenant of many cached owners drops its own owner and the "none" entries, nothing else', () => {
+    const { feed, cache } = setup();
+    for (let i = 0; i < 20_000; i++) cache.setOwner('t1', ownerKey('user', `u${i}`), i % 1000 === 0 ? null : conn(`c${i}`), cache.mark());
+    feed.emit('connections:t1:c4242');
+    const left = Array.from({ length: 20_000 }, (_, i) => cache.owner('t1', ownerKey('user', `u${i}`)));
+    expect(left.filter((o) => o === undefined)).toHaveLength(1 + 20);
+    expect(left[4242]).toBeUndefined();
+    expect(left[0]).toBeUndefined();
+    expect(left[4243]?.id).toBe('c4243');
+  });
+
   it('refuses to store a load that raced with a change', () => {
     const { feed, cache } = setup();
     const epoch = cache.mark();

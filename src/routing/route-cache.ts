@@ -26,6 +26,17 @@ export function ownerKey(kind: 'admin' | 'user', userId: string | null): OwnerKe
 const MAX_OWNERS = 100_000;
 
 /**
+ * One tenant's owners, indexed both ways: a change names a connection id, and must find its owner without
+ * walking every owner of the tenant (a big tenant's cache holds tens of thousands, and every renewal of any
+ * of them is a change). `none` holds the owners known to have no connection: any new row may be theirs.
+ */
+interface TenantOwners {
+  byOwner: Map<OwnerKey, ConnectionEntity | null>;
+  byConnection: Map<string, OwnerKey>;
+  none: Set<OwnerKey>;
+}
+
+/**
  * What routing needs per call, kept in memory so that a call whose connection is known and fresh costs
  * no database round trip: the tenant's environment and design, the connection of each owner (or that
  * there is none), and each connection's decrypted access token with its version and expiry.
@@ -38,7 +49,7 @@ const MAX_OWNERS = 100_000;
 export class RouteCache {
   private readonly tenants = new Map<string, CachedTenant>();
   /** tenantId → owner → connection, or null: known to have none. */
-  private readonly owners = new Map<string, Map<OwnerKey, ConnectionEntity | null>>();
+  private readonly owners = new Map<string, TenantOwners>();
   private readonly tokens = new Map<string, CachedToken>();
   private ownerCount = 0;
   private epoch = 0;
@@ -62,16 +73,19 @@ export class RouteCache {
 
   /** undefined: not known; null: known to have no connection. */
   owner(tenantId: string, key: OwnerKey): ConnectionEntity | null | undefined {
-    return this.feed.live ? this.owners.get(tenantId)?.get(key) : undefined;
+    return this.feed.live ? this.owners.get(tenantId)?.byOwner.get(key) : undefined;
   }
 
   setOwner(tenantId: string, key: OwnerKey, connection: ConnectionEntity | null, epoch: number): void {
     if (!this.usable(epoch)) return;
     if (this.ownerCount >= MAX_OWNERS) this.clear();
-    let map = this.owners.get(tenantId);
-    if (!map) this.owners.set(tenantId, (map = new Map()));
-    if (!map.has(key)) this.ownerCount++;
-    map.set(key, connection);
+    let t = this.owners.get(tenantId);
+    if (!t) this.owners.set(tenantId, (t = { byOwner: new Map(), byConnection: new Map(), none: new Set() }));
+    if (!t.byOwner.has(key)) this.ownerCount++;
+    else this.unindex(t, key);
+    t.byOwner.set(key, connection);
+    if (connection) t.byConnection.set(connection.id, key);
+    else t.none.add(key);
   }
 
   token(connectionId: string): CachedToken | undefined {
@@ -105,21 +119,32 @@ export class RouteCache {
     }
     if (change.table !== 'connections') return;
     this.tokens.delete(change.id);
-    const map = this.owners.get(change.tenantId);
-    if (!map) return;
-    // A change may be a new connection (a "none" entry is now wrong) or a change of this one.
-    for (const [key, value] of map) {
-      if (value === null || value.id === change.id) {
-        map.delete(key);
-        this.ownerCount--;
-      }
+    const t = this.owners.get(change.tenantId);
+    if (!t) return;
+    // A change may be a change of this connection, or a new one (every "none" entry of the tenant is now in doubt).
+    const key = t.byConnection.get(change.id);
+    if (key !== undefined) this.drop(t, key);
+    for (const none of t.none) this.drop(t, none);
+  }
+
+  private drop(t: TenantOwners, key: OwnerKey): void {
+    this.unindex(t, key);
+    if (t.byOwner.delete(key)) this.ownerCount--;
+  }
+
+  private unindex(t: TenantOwners, key: OwnerKey): void {
+    const previous = t.byOwner.get(key);
+    if (previous) {
+      if (t.byConnection.get(previous.id) === key) t.byConnection.delete(previous.id);
+    } else {
+      t.none.delete(key);
     }
   }
 
   private dropTenantOwners(tenantId: string): void {
-    const map = this.owners.get(tenantId);
-    if (!map) return;
-    this.ownerCount -= map.size;
+    const t = this.owners.get(tenantId);
+    if (!t) return;
+    this.ownerCount -= t.byOwner.size;
     this.owners.delete(tenantId);
   }
 
