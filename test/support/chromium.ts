@@ -1,0 +1,22 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+
+/** Where the browser suite finds Chromium: Debian's package (playwright-core cannot download a browser here). */
+export const CHROMIUM = '/usr/bin/chromium';
+
+/**
+ * Makes sure Debian's Chromium is installed before the suites run, so that `npm ci && npm test` passes on a
+ * fresh machine: installed once per machine with apt-get (about a minute) when missing and this is root;
+ * otherwise the run stops here, saying how to install it.
+ */
+export function ensureChromium(): void {
+  if (existsSync(CHROMIUM)) return;
+  if (process.getuid?.() !== 0 || !existsSync('/usr/bin/apt-get')) {
+    throw new Error(`the browser suite needs Chromium at ${CHROMIUM}: install it first (sudo apt-get install -y chromium)`);
+  }
+  console.log(`\nChromium is missing: installing Debian's chromium package for the browser suite (once per machine)...`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  execFileSync('apt-get', ['update', '-qq'], { env, stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync('apt-get', ['install', '-y', '-qq', 'chromium'], { env, stdio: ['ignore', 'ignore', 'inherit'] });
+  if (!existsSync(CHROMIUM)) throw new Error(`apt-get installed chromium, but ${CHROMIUM} is still missing`);
+}
