@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { CHANGES_CHANNEL } from '../src/changes/change-feed.service.js';
+import { CHANGES_CHANNEL, parseChanges, type Change } from '../src/changes/change-feed.service.js';
 import { createTestDatabase } from './support/test-database.js';
 
 /** What the triggers of the migrated schema announce on cws_changes, heard by a plain LISTEN. */
@@ -17,52 +17,87 @@ describe('change announcements (NOTIFY triggers)', () => {
     await Promise.all([db.connect(), listener.connect()]);
     listener.on('notification', (n) => heard.push(n.payload ?? ''));
     await listener.query(`LISTEN ${CHANGES_CHANNEL}`);
-    await db.query(`INSERT INTO tenants (id, name, environment, events_secret_enc) VALUES ('acme', 'Acme', 'sandbox', 'not-opened-here')`);
+    for (const t of ['acme', 'globex']) {
+      await db.query(`INSERT INTO tenants (id, name, environment, events_secret_enc) VALUES ($1, $1, 'sandbox', 'not-opened-here')`, [t]);
+    }
   });
 
   afterAll(async () => {
     await Promise.all([db.end(), listener.end()]);
   });
 
-  /** The notifications that arrive while `work` runs, after a marker round trip that flushes the ones before. */
+  async function marker(): Promise<string> {
+    const m = `marker:${randomUUID()}`;
+    await db.query(`SELECT pg_notify($1, $2)`, [CHANGES_CHANNEL, m]);
+    for (let i = 0; i < 200 && !heard.includes(m); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(heard).toContain(m);
+    return m;
+  }
+
+  /** The payloads announced while `work` runs (between two marker notifications). */
   async function announced(work: () => Promise<unknown>): Promise<string[]> {
-    const marker = `marker:${randomUUID()}`;
-    const flush = async () => {
-      await db.query(`SELECT pg_notify($1, $2)`, [CHANGES_CHANNEL, marker]);
-      for (let i = 0; i < 100 && !heard.includes(marker); i++) await new Promise((r) => setTimeout(r, 10));
-      expect(heard).toContain(marker);
-      heard.splice(0, heard.length);
-    };
-    await flush();
+    await marker();
+    heard.splice(0, heard.length);
     await work();
-    const end = `marker:${randomUUID()}`;
-    await db.query(`SELECT pg_notify($1, $2)`, [CHANGES_CHANNEL, end]);
-    for (let i = 0; i < 100 && !heard.includes(end); i++) await new Promise((r) => setTimeout(r, 10));
+    const end = await marker();
     return heard.filter((h) => h !== end);
   }
+
+  const changes = (payloads: string[]): Change[] => payloads.flatMap((p) => parseChanges(p) ?? []);
+
+  const insert = (id: string, tenant = 'acme', user = `u-${id}`) =>
+    db.query(`INSERT INTO connections (id, tenant_id, kind, user_id, upstream_user_id, refresh_due_at) VALUES ($1, $2, 'user', $3, 'alice', now())`, [id, tenant, user]);
 
   it('announces every change of a connection except taking, extending or giving back its renewal lease', async () => {
     const id = randomUUID();
     const key = `connections:acme:${id}`;
-    expect(
-      await announced(() =>
-        db.query(`INSERT INTO connections (id, tenant_id, kind, user_id, upstream_user_id, refresh_due_at) VALUES ($1, 'acme', 'user', 'u-1', 'alice', now())`, [id]),
-      ),
-    ).toEqual([key]);
+    expect(await announced(() => insert(id))).toEqual([key]);
     expect(await announced(() => db.query(`UPDATE connections SET lease_owner = 'i-1', lease_until = now() + interval '1 minute' WHERE id = $1`, [id]))).toEqual([]);
     expect(await announced(() => db.query(`UPDATE connections SET lease_until = now() + interval '2 minutes' WHERE id = $1`, [id]))).toEqual([]);
     expect(await announced(() => db.query(`UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = $1`, [id]))).toEqual([]);
-    expect(await announced(() => db.query(`UPDATE connections SET version = version + 1, lease_owner = NULL WHERE id = $1`, [id]))).toEqual([key]);
+    expect(await announced(() => db.query(`UPDATE connections SET version = version + 1, lease_owner = 'i-2' WHERE id = $1`, [id]))).toEqual([key]);
     expect(await announced(() => db.query(`UPDATE connections SET refresh_failures = 1 WHERE id = $1`, [id]))).toEqual([key]);
     expect(await announced(() => db.query(`UPDATE connections SET scopes = '["workflows.read"]' WHERE id = $1`, [id]))).toEqual([key]);
+    expect(await announced(() => db.query(`UPDATE connections SET upstream_email = NULL WHERE id = $1`, [id]))).toEqual([]);
+    expect(await announced(() => db.query(`UPDATE connections SET upstream_email = 'a@example.com' WHERE id = $1`, [id]))).toEqual([key]);
+    expect(await announced(() => db.query(`UPDATE connections SET status = 'active' WHERE id = $1 AND false`, [id]))).toEqual([]);
     expect(await announced(() => db.query(`DELETE FROM connections WHERE id = $1`, [id]))).toEqual([key]);
   });
 
+  it('announces a statement once per tenant and per 100 rows, naming every changed row and only those', async () => {
+    const acme = Array.from({ length: 250 }, () => randomUUID());
+    const globex = Array.from({ length: 3 }, () => randomUUID());
+    const rows = [...acme.map((id) => [id, 'acme']), ...globex.map((id) => [id, 'globex'])];
+    const inserted = await announced(() =>
+      db.query(
+        `INSERT INTO connections (id, tenant_id, kind, user_id, upstream_user_id) SELECT r.id::uuid, r.tenant, 'user', 'u-' || r.id, 'x' FROM jsonb_to_recordset($1::jsonb) AS r(id text, tenant text)`,
+        [JSON.stringify(rows.map(([id, tenant]) => ({ id, tenant })))],
+      ),
+    );
+    expect(inserted).toHaveLength(4);
+    expect(inserted.every((p) => Buffer.byteLength(p) < 8000)).toBe(true);
+    expect(
+      changes(inserted)
+        .map((c) => `${c.tenantId}:${c.id}`)
+        .sort(),
+    ).toEqual(rows.map(([id, tenant]) => `${tenant}:${id}`).sort());
+
+    // A renewal's group commit: new tokens on some rows, a lease-only update on the others, in one statement.
+    const renewed = acme.slice(0, 40);
+    const saved = await announced(() =>
+      db.query(
+        `UPDATE connections SET version = version + CASE WHEN id = ANY($1::uuid[]) THEN 1 ELSE 0 END, lease_owner = 'i-1' WHERE tenant_id = 'acme'`,
+        [renewed],
+      ),
+    );
+    expect(changes(saved).map((c) => c.id).sort()).toEqual([...renewed].sort());
+    expect(changes(await announced(() => db.query(`DELETE FROM connections WHERE tenant_id = 'globex'`))).map((c) => c.id).sort()).toEqual([...globex].sort());
+  });
+
   it('the update trigger compares every column of connections but the two lease columns (a new column must join it)', async () => {
-    const columns = await db.query<{ column_name: string }>(`SELECT column_name FROM information_schema.columns WHERE table_name = 'connections' ORDER BY ordinal_position`);
-    const def = await db.query<{ def: string }>(`SELECT pg_get_triggerdef(oid) AS def FROM pg_trigger WHERE tgname = 'tr_connections_notify_update'`);
-    expect(def.rows).toHaveLength(1);
-    const compared = columns.rows.map((c) => c.column_name).filter((c) => new RegExp(`\\bold\\.${c}\\b`, 'i').test(def.rows[0].def));
-    expect(compared).toEqual(columns.rows.map((c) => c.column_name).filter((c) => c !== 'lease_owner' && c !== 'lease_until'));
+    const columns = (await db.query<{ column_name: string }>(`SELECT column_name FROM information_schema.columns WHERE table_name = 'connections'`)).rows.map((c) => c.column_name);
+    const def = await db.query<{ def: string }>(`SELECT pg_get_functiondef('cws_notify_connection_updates'::regproc) AS def`);
+    const compared = columns.filter((c) => new RegExp(`\\b${c}\\b`).test(def.rows[0].def));
+    expect(compared.sort()).toEqual(columns.filter((c) => c !== 'lease_owner' && c !== 'lease_until').sort());
   });
 });

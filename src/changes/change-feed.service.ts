@@ -163,22 +163,31 @@ export class ChangeFeed implements OnModuleInit, OnModuleDestroy {
   }
 
   private deliver(payload: string): void {
-    const change = parseChange(payload);
-    if (!change) {
+    const changes = parseChanges(payload);
+    if (!changes) {
       // Unknown shape: the safe answer is to forget everything.
       this.reset();
       return;
     }
-    for (const h of this.handlers) h(change);
+    for (const change of changes) for (const h of this.handlers) h(change);
   }
 }
 
-/** `<table>:<tenant_id>:<id>`; a tenant id is a slug (no colon), so the id is everything after the second colon. */
-export function parseChange(payload: string): Change | null {
+/**
+ * `<table>:<tenant_id>:<id>`; a tenant id is a slug (no colon), so the id is everything after the second colon.
+ * Connections are announced per statement and tenant (migration GroupedConnectionChanges): their ids are UUIDs,
+ * comma-separated, `connections:<tenant_id>:<id>,<id>,...`.
+ */
+export function parseChanges(payload: string): Change[] | null {
   const a = payload.indexOf(':');
   const b = a < 0 ? -1 : payload.indexOf(':', a + 1);
   if (b < 0) return null;
   const table = payload.slice(0, a);
   if (table !== 'connections' && table !== 'tenants' && table !== 'tenant_api_keys') return null;
-  return { table, tenantId: payload.slice(a + 1, b), id: payload.slice(b + 1) };
+  const tenantId = payload.slice(a + 1, b);
+  const rest = payload.slice(b + 1);
+  if (table !== 'connections') return [{ table, tenantId, id: rest }];
+  const ids = rest.split(',');
+  if (ids.some((id) => id.length === 0)) return null;
+  return ids.map((id) => ({ table, tenantId, id }));
 }

@@ -4,7 +4,7 @@ import { CreateEvents1763777000000 } from '../../migrations/1763777000000-Create
 import { ConnectionChangeNotify1795313268226 } from '../../migrations/1795313268226-ConnectionChangeNotify.js';
 import { CreateWebhookReceivers1795313322858 } from '../../migrations/1795313322858-CreateWebhookReceivers.js';
 import { ConnectionsFillfactor1795316400000 } from '../../migrations/1795316400000-ConnectionsFillfactor.js';
-import { LeaseChangesUnannounced1795400000000 } from '../../migrations/1795400000000-LeaseChangesUnannounced.js';
+import { GroupedConnectionChanges1795400000000 } from '../../migrations/1795400000000-GroupedConnectionChanges.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
@@ -17,5 +17,5 @@ export const MIGRATIONS = [
   ConnectionChangeNotify1795313268226,
   CreateWebhookReceivers1795313322858,
   ConnectionsFillfactor1795316400000,
-  LeaseChangesUnannounced1795400000000,
+  GroupedConnectionChanges1795400000000,
 ];

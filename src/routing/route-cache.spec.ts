@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { ChangeFeed, ChangeHandler } from '../changes/change-feed.service.js';
-import { parseChange } from '../changes/change-feed.service.js';
+import { parseChanges } from '../changes/change-feed.service.js';
 import type { ConnectionEntity } from '../connections/connection.entity.js';
 import { ownerKey, RouteCache } from './route-cache.js';
 
@@ -15,8 +15,7 @@ class FakeFeed {
     this.resets.push(h);
   }
   emit(payload: string) {
-    const c = parseChange(payload);
-    if (c) for (const h of this.handlers) h(c);
+    for (const c of parseChanges(payload) ?? []) for (const h of this.handlers) h(c);
   }
   reset() {
     for (const h of this.resets) h();
@@ -125,9 +124,14 @@ describe('RouteCache', () => {
   });
 
   it('parses notification payloads and rejects unknown ones', () => {
-    expect(parseChange('connections:acme:1b2c')).toEqual({ table: 'connections', tenantId: 'acme', id: '1b2c' });
-    expect(parseChange('tenant_api_keys:acme:k:1')).toEqual({ table: 'tenant_api_keys', tenantId: 'acme', id: 'k:1' });
-    expect(parseChange('users:acme:1')).toBeNull();
-    expect(parseChange('connections:acme')).toBeNull();
+    expect(parseChanges('connections:acme:1b2c')).toEqual([{ table: 'connections', tenantId: 'acme', id: '1b2c' }]);
+    expect(parseChanges('connections:acme:1b2c,3d4e')).toEqual([
+      { table: 'connections', tenantId: 'acme', id: '1b2c' },
+      { table: 'connections', tenantId: 'acme', id: '3d4e' },
+    ]);
+    expect(parseChanges('tenant_api_keys:acme:k:1')).toEqual([{ table: 'tenant_api_keys', tenantId: 'acme', id: 'k:1' }]);
+    expect(parseChanges('users:acme:1')).toBeNull();
+    expect(parseChanges('connections:acme')).toBeNull();
+    expect(parseChanges('connections:acme:1b2c,')).toBeNull();
   });
 });

@@ -24,7 +24,7 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   env = { name: 'sandbox', authUrl: base, apiUrl: base, clientId: 'client-1', clientSecret: 'not-a-real-secret', scopes: [], tokenAuth: 'body', userinfoMethod: 'GET' };
-  client = new UpstreamClient({ upstream } as AppConfig);
+  client = new UpstreamClient({ upstream, refresh: { concurrency: 2 } } as AppConfig);
 });
 
 afterEach(() => {
@@ -92,6 +92,23 @@ describe('UpstreamClient token calls', () => {
     handler = (_req, _body, res) => res.writeHead(502, { 'content-type': 'text/html' }).end(`<html>${'x'.repeat(100_000)}</html>`);
     const bad = (await failureOf(client.refresh(env, 'rt'))) as TokenEndpointError;
     expect([bad.status, bad.isTransient, bad.error]).toEqual([502, true, null]);
+  });
+
+  it('token calls share as many connections as the renewal concurrency; more calls wait for one', async () => {
+    const sockets = new Set<unknown>();
+    let inFlight = 0;
+    let most = 0;
+    handler = (req, _body, res) => {
+      sockets.add(req.socket);
+      most = Math.max(most, ++inFlight);
+      setTimeout(() => {
+        inFlight--;
+        json(res, 200, { access_token: 'a', refresh_token: 'r', expiresIn: 60 });
+      }, 20);
+    };
+    const answers = await Promise.all(Array.from({ length: 10 }, () => client.refresh(env, 'rt')));
+    expect(answers).toHaveLength(10);
+    expect([sockets.size, most]).toEqual([2, 2]);
   });
 
   it('no answer within the token timeout is an UpstreamTimeoutError; a socket cut mid-answer and a refused connection are UpstreamUnavailableError', async () => {
