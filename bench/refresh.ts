@@ -5,7 +5,7 @@
 // Env: DATABASE_URL (a PostgreSQL server; default postgres://postgres@127.0.0.1:5432/postgres; a fresh
 // database is created and dropped), BENCH_CONNECTIONS (10000 renewals per round), BENCH_CONCURRENCY (64:
 // the app's REFRESH_CONCURRENCY, i.e. its in-flight token calls, and the baseline's parallel calls),
-// BENCH_BATCH (100: REFRESH_BATCH_SIZE), BENCH_ROUNDS (5 measured rounds after one warm-up round),
+// BENCH_BATCH (100: REFRESH_BATCH_SIZE), BENCH_ROUNDS (9 measured rounds after one warm-up round: single rounds swing with the host's load),
 // BENCH_BASELINE_CALLS (4 x BENCH_CONNECTIONS direct refresh calls per baseline measurement),
 // BENCH_PROFILE (a directory: the app child is CPU-profiled and writes its profile there on exit),
 // BENCH_LOG_STATEMENTS=1 (every statement on the bench database goes to the PostgreSQL server log, with its
@@ -44,7 +44,7 @@ const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:54
 const N = Number(process.env.BENCH_CONNECTIONS ?? 10_000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 64);
 const BATCH = Number(process.env.BENCH_BATCH ?? 100);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 9);
 // The sandbox alone is several times faster than a renewal: N of its calls took a third of a second, short
 // enough for one GC pause or a neighbour's burst to move the result by half. This many last about as long
 // as the app's N renewals.
