@@ -219,7 +219,7 @@ export class RenewalService implements OnModuleDestroy {
     const worstCall = 2 * this.config.upstream.tokenTimeoutMs + this.config.upstream.connectTimeoutMs;
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.upstream.refresh(env, refreshToken);
+        return await this.upstream.refresh(env, refreshToken, { background: mode === 'scheduled' });
       } catch (e) {
         const kind = classifyFailure(e);
         if (kind === 'rejected') throw new GrantRejected();

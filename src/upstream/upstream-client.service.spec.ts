@@ -94,21 +94,43 @@ describe('UpstreamClient token calls', () => {
     expect([bad.status, bad.isTransient, bad.error]).toEqual([502, true, null]);
   });
 
-  it('token calls share as many connections as the renewal concurrency; more calls wait for one', async () => {
+  it("the scheduler's calls share as many sockets as its concurrency, and interactive calls never queue behind them", async () => {
     const sockets = new Set<unknown>();
     let inFlight = 0;
     let most = 0;
-    handler = (req, _body, res) => {
+    let held: Array<() => void> = [];
+    handler = (req, body, res) => {
       sockets.add(req.socket);
       most = Math.max(most, ++inFlight);
-      setTimeout(() => {
+      const answer = () => {
         inFlight--;
         json(res, 200, { access_token: 'a', refresh_token: 'r', expiresIn: 60 });
-      }, 20);
+      };
+      if ((JSON.parse(body) as { refresh_token: string }).refresh_token === 'hold') held.push(answer);
+      else setTimeout(answer, 20);
     };
-    const answers = await Promise.all(Array.from({ length: 10 }, () => client.refresh(env, 'rt')));
-    expect(answers).toHaveLength(10);
+    const background = await Promise.all(Array.from({ length: 10 }, () => client.refresh(env, 'rt', { background: true })));
+    expect(background).toHaveLength(10);
     expect([sockets.size, most]).toEqual([2, 2]);
+
+    // Both background sockets busy: a third background call waits, an interactive one goes out at once.
+    held = [];
+    const waiting = [0, 1, 2].map(() => client.refresh(env, 'hold', { background: true }));
+    for (let i = 0; i < 100 && held.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    await expect(client.refresh(env, 'rt')).resolves.toMatchObject({ accessToken: 'a' });
+    expect(held).toHaveLength(2);
+    // Answering the held calls one by one lets the third go out on a freed socket.
+    for (let answered = 0, i = 0; answered < 3 && i < 300; i++) {
+      const answer = held.shift();
+      if (answer) {
+        answer();
+        answered++;
+      } else {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    }
+    await expect(Promise.all(waiting)).resolves.toHaveLength(3);
+    expect(sockets.size).toBe(3);
   });
 
   it('no answer within the token timeout is an UpstreamTimeoutError; a socket cut mid-answer and a refused connection are UpstreamUnavailableError', async () => {

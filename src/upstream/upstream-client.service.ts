@@ -16,12 +16,14 @@ const RETRYABLE_STATUS = new Set([502, 503, 504]);
 export class UpstreamClient implements OnModuleDestroy {
   private readonly agent: Agent;
   /**
-   * Token calls have sockets of their own, as many per origin as the renewal scheduler keeps calls in flight
-   * (REFRESH_CONCURRENCY); more calls wait for a free one. Sharing the resource pool (256), undici opened a new
-   * connection whenever the next call was dispatched in the same tick as its predecessor's answer ended: 128
-   * connections for 64 calls, and the upstream paid for the extra sockets on every call (bench/refresh.ts).
+   * The scheduler's token calls have sockets of their own, as many per origin as it keeps calls in flight
+   * (REFRESH_CONCURRENCY); more wait for a free one. On the shared pool (256), undici opened a new connection
+   * whenever the next call was dispatched in the same tick as its predecessor's answer ended: 128 connections
+   * for 64 calls, and the upstream paid for the extra sockets on every call (bench/refresh.ts). Interactive
+   * token calls (a code exchange, an on-demand or forced renewal) stay on the shared pool, never queued behind
+   * the scheduler.
    */
-  private readonly tokenAgent: Agent;
+  private readonly backgroundTokenAgent: Agent;
 
   constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {
     const common = {
@@ -32,21 +34,22 @@ export class UpstreamClient implements OnModuleDestroy {
       pipelining: 1,
     };
     this.agent = new Agent({ ...common, connections: 256 });
-    this.tokenAgent = new Agent({ ...common, connections: config.refresh.concurrency });
+    this.backgroundTokenAgent = new Agent({ ...common, connections: config.refresh.concurrency });
   }
 
   async onModuleDestroy(): Promise<void> {
-    await Promise.all([this.agent.close(), this.tokenAgent.close()]);
+    await Promise.all([this.agent.close(), this.backgroundTokenAgent.close()]);
   }
 
   exchangeCode(env: CwsEnvironment, code: string, redirectUri: string): Promise<TokenSet> {
-    return this.token(env, { grant_type: 'authorization_code', code, redirect_uri: redirectUri }, true);
+    return this.token(env, { grant_type: 'authorization_code', code, redirect_uri: redirectUri }, true, this.agent);
   }
 
-  refresh(env: CwsEnvironment, refreshToken: string, scope?: string[]): Promise<TokenSet> {
+  /** `background`: a scheduled renewal, sent on the scheduler's own pool of sockets. */
+  refresh(env: CwsEnvironment, refreshToken: string, options: { scope?: string[]; background?: boolean } = {}): Promise<TokenSet> {
     const params: Record<string, string> = { grant_type: 'refresh_token', refresh_token: refreshToken };
-    if (scope?.length) params.scope = scope.join(' ');
-    return this.token(env, params, false);
+    if (options.scope?.length) params.scope = options.scope.join(' ');
+    return this.token(env, params, false, options.background ? this.backgroundTokenAgent : this.agent);
   }
 
   async userinfo(env: CwsEnvironment, accessToken: string): Promise<UpstreamUser> {
@@ -88,7 +91,7 @@ export class UpstreamClient implements OnModuleDestroy {
     }
   }
 
-  private async token(env: CwsEnvironment, params: Record<string, string>, withScope: boolean): Promise<TokenSet> {
+  private async token(env: CwsEnvironment, params: Record<string, string>, withScope: boolean, agent: Agent): Promise<TokenSet> {
     const url = tokenUrlOf(env.authUrl);
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
     const body: Record<string, string> = { ...params };
@@ -100,7 +103,7 @@ export class UpstreamClient implements OnModuleDestroy {
     }
     let res: SmallResponse;
     try {
-      res = await postSmall(this.tokenAgent, {
+      res = await postSmall(agent, {
         origin: url.origin,
         path: url.pathname,
         method: 'POST',
