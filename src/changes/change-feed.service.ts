@@ -3,7 +3,7 @@ import pg from 'pg';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 
-/** The channel the triggers of migration ConnectionChangeNotify notify on. */
+/** The channel the triggers of migrations ConnectionChangeNotify and GroupedConnectionChanges notify on. */
 export const CHANGES_CHANNEL = 'cws_changes';
 
 export type ChangedTable = 'connections' | 'tenants' | 'tenant_api_keys';
