@@ -94,6 +94,21 @@ describe('change announcements (NOTIFY triggers)', () => {
     expect(changes(await announced(() => db.query(`DELETE FROM connections WHERE tenant_id = 'globex'`))).map((c) => c.id).sort()).toEqual([...globex].sort());
   });
 
+  it('a tenant deleted with its connections (foreign-key cascade) announces the tenant and each connection', async () => {
+    await db.query(`INSERT INTO tenants (id, name, environment, events_secret_enc) VALUES ('initech', 'Initech', 'sandbox', 'not-opened-here')`);
+    const ids = [randomUUID(), randomUUID()];
+    for (const id of ids) await insert(id, 'initech');
+    const payloads = await announced(() => db.query(`DELETE FROM tenants WHERE id = 'initech'`));
+    const heardChanges = changes(payloads);
+    expect(heardChanges.filter((c) => c.table === 'tenants')).toEqual([{ table: 'tenants', tenantId: 'initech', id: 'initech' }]);
+    expect(
+      heardChanges
+        .filter((c) => c.table === 'connections')
+        .map((c) => c.id)
+        .sort(),
+    ).toEqual([...ids].sort());
+  });
+
   it('the update trigger compares every column of connections but the two lease columns (a new column must join it)', async () => {
     const columns = (await db.query<{ column_name: string }>(`SELECT column_name FROM information_schema.columns WHERE table_name = 'connections'`)).rows.map((c) => c.column_name);
     const def = await db.query<{ def: string }>(`SELECT pg_get_functiondef('cws_notify_connection_updates'::regproc) AS def`);
