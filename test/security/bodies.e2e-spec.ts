@@ -147,6 +147,16 @@ describe('bad bytes get 400 validation_failed at the edge, on every kind of rout
     }
   });
 
+  it('a body over the size limits is 413 payload_too_large, JSON and form alike', async () => {
+    const before = await snapshot();
+    const big = `{"name": "${'x'.repeat(1024 * 1024)}"}`;
+    expectError(await t.request('PATCH', '/v1/tenants/acme', { body: big }), 413, 'payload_too_large', 'JSON over 1 MiB');
+    expectError(await deliver(t, receiver, big), 413, 'payload_too_large', 'inbound JSON over 1 MiB');
+    const form = `name=${'x'.repeat(65 * 1024)}`;
+    expectError(await t.request('PATCH', '/v1/tenants/acme', { body: form, headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 413, 'payload_too_large', 'form over 64 KiB');
+    expect(await snapshot()).toEqual(before);
+  });
+
   it('a body that is not an object or an array, or not JSON, is 400 as before', async () => {
     for (const body of ['"a string"', '42', 'null', '{"unterminated": ', '{"a": 1}}', "{'single': 1}"]) {
       expectError(await t.request('PATCH', '/v1/tenants/acme', { body }), 400, 'validation_failed', body);
