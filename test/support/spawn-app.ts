@@ -7,16 +7,15 @@ import { freePort } from '../../src/common/free-port.js';
 /**
  * Tests that need the service as a real separate process (several instances on one database, SIGKILL,
  * resident memory) run the compiled app: `node dist/src/main.js`. tsx cannot run it: esbuild does not
- * emit decorator metadata, which NestJS's injection needs. The global setup compiles once per run.
+ * emit decorator metadata, which NestJS's injection needs. The global setup compiles once per run, with
+ * the same build as `npm start` (SWC, skipped when nothing changed).
  */
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const MAIN_JS = resolve(ROOT, 'dist/src/main.js');
 
 export function buildApp(): void {
-  const tsc = resolve(ROOT, 'node_modules/typescript/bin/tsc');
-  // Type errors are the typecheck step's business; the emit is what matters here.
-  spawnSync(process.execPath, [tsc, '-p', resolve(ROOT, 'tsconfig.build.json')], { cwd: ROOT, stdio: 'ignore' });
-  if (!existsSync(MAIN_JS)) throw new Error('the build produced no dist/src/main.js');
+  const built = spawnSync(process.execPath, [resolve(ROOT, 'tools/build.mjs')], { cwd: ROOT, encoding: 'utf8' });
+  if (built.status !== 0 || !existsSync(MAIN_JS)) throw new Error(`the build failed:\n${built.stderr}`);
 }
 
 export interface SpawnedApp {
