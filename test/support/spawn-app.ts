@@ -29,13 +29,27 @@ export interface SpawnedApp {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
+export interface SpawnOptions {
+  readyTimeoutMs?: number;
+  port?: number;
+  /**
+   * Run `npm start` in this directory (a clone of the project) instead of `node dist/src/main.js` here, in
+   * a process group of its own: stop() then signals the group, as Ctrl-C in a terminal does.
+   */
+  npmStartIn?: string;
+}
+
 /** Starts `node dist/src/main.js` with the given environment and waits until /health/ready answers 200. */
-export async function spawnApp(env: Record<string, string | undefined>, options: { readyTimeoutMs?: number; port?: number } = {}): Promise<SpawnedApp> {
+export async function spawnApp(env: Record<string, string | undefined>, options: SpawnOptions = {}): Promise<SpawnedApp> {
   const port = options.port ?? Number(env.PORT ?? 0);
   const actualPort = port || (await freePort());
   const childEnv: Record<string, string> = {};
   for (const [k, v] of Object.entries({ ...process.env, LOG_LEVEL: 'warn', ...env, PORT: String(actualPort) })) if (v !== undefined) childEnv[k] = v;
-  const proc = spawn(process.execPath, [MAIN_JS], { cwd: ROOT, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const group = options.npmStartIn !== undefined;
+  // An `npm start` of its own, not one that inherits this test run's npm settings.
+  if (group) for (const k of Object.keys(childEnv)) if (/^npm_/i.test(k) || k === 'INIT_CWD') delete childEnv[k];
+  const [file, args, cwd] = group ? ['npm', ['start'], options.npmStartIn] : [process.execPath, [MAIN_JS], ROOT];
+  const proc = spawn(file, args, { cwd, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: group });
   const output: string[] = [];
   proc.stdout?.on('data', (d: Buffer) => output.push(d.toString()));
   proc.stderr?.on('data', (d: Buffer) => output.push(d.toString()));
@@ -51,7 +65,8 @@ export async function spawnApp(env: Record<string, string | undefined>, options:
       /* not listening yet */
     }
     if (Date.now() > deadline) {
-      proc.kill('SIGKILL');
+      if (group && proc.pid) process.kill(-proc.pid, 'SIGKILL');
+      else proc.kill('SIGKILL');
       throw new Error(`the app was not ready in time:\n${output.join('')}`);
     }
     await new Promise((r) => setTimeout(r, 50));
@@ -63,10 +78,29 @@ export async function spawnApp(env: Record<string, string | undefined>, options:
     pid: proc.pid ?? 0,
     output,
     async stop(signal: NodeJS.Signals = 'SIGTERM') {
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
-      return exited;
+      if (proc.exitCode === null && proc.signalCode === null) {
+        if (group && proc.pid) process.kill(-proc.pid, signal);
+        else proc.kill(signal);
+      }
+      const code = await exited;
+      // npm exits as soon as its child has; wait for the rest of the group too (there should be none).
+      if (group && proc.pid) await groupGone(proc.pid);
+      return code;
     },
   };
+}
+
+async function groupGone(pgid: number, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      process.kill(-pgid, 0);
+    } catch {
+      return;
+    }
+    if (Date.now() > deadline) throw new Error(`process group ${pgid} still running after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 /** Waits until the process has written something matching `pattern` (e.g. its start-up banner). */
