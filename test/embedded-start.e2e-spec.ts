@@ -4,6 +4,7 @@ import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rea
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { stripVTControlCharacters } from 'node:util';
 import { freePort } from '../src/common/free-port.js';
 import { ROOT, spawnApp, waitForOutput, type SpawnedApp } from './support/spawn-app.js';
 
@@ -79,6 +80,52 @@ describe('npm start on the embedded default', () => {
 });
 
 /**
+ * What a person sees in a terminal (a pseudo-terminal from `script`): readable lines, not JSON, and a short
+ * start: the banner and warnings, at most 12 lines before the first request (npm's own lines included;
+ * warnings npm prints about its own configuration on a given machine are not the service's, and not counted).
+ */
+describe('npm start on a terminal', () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'cws-connect-tty-'));
+  let running: SpawnedApp | null = null;
+
+  afterAll(async () => {
+    await running?.stop('SIGINT');
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('prints the banner and warnings, at most 12 lines before the first request, then one readable line per request', async () => {
+    const env = {
+      DATABASE_URL: undefined,
+      OPERATOR_API_KEY: undefined,
+      VAULT_KEYS: undefined,
+      LOG_LEVEL: undefined,
+      LOG_FORMAT: undefined,
+      NODE_ENV: undefined,
+      DATA_DIR: dataDir,
+      SANDBOX_PORT: String(await freePort()),
+    };
+    for (const start of ['first start', 'restart']) {
+      running = await spawnApp(env, { command: ['script', '-qfec', 'npm start', '/dev/null'], readyTimeoutMs: 120_000 });
+      await waitForOutput(running, /GET \/health\/ready 200/);
+      const screen = stripVTControlCharacters(running.output.join(''))
+        .split(/\r?\n/)
+        .filter((line) => !/^npm warn /.test(line));
+      const firstRequest = screen.findIndex((line) => /GET \/health\/ready 200/.test(line));
+      const before = screen.slice(0, firstRequest);
+      expect(before.length).toBeLessThanOrEqual(12);
+      expect(before.join('\n')).toMatch(/cws-connect is ready on http:\/\/localhost:\d+/);
+      expect(before.join('\n')).toContain('warning:       VAULT_KEYS, OPERATOR_API_KEY unset');
+      expect(before.some((line) => /Mapped|RouterExplorer|InstanceLoader|dependencies initialized/.test(line))).toBe(false);
+      expect(screen.some((line) => line.trimStart().startsWith('{'))).toBe(false);
+      expect(screen[firstRequest]).toMatch(/^\[\d\d:\d\d:\d\d\] INFO: GET \/health\/ready 200 \d+ ms$/);
+      if (start === 'first start') expect(before.join('\n')).toContain('initialising the embedded PostgreSQL');
+      await running.stop('SIGINT');
+      running = null;
+    }
+  }, 240_000);
+});
+
+/**
  * A newcomer's first run: a fresh clone (the project's files, its dependencies, no dist/, no .data/) in a
  * directory only its owner may enter, as /root is for root, then `npm start` with nothing configured.
  * As root PostgreSQL runs as the postgres user, which can enter neither the clone nor its node_modules.
@@ -114,7 +161,7 @@ describe('npm start in a fresh clone under a directory only its owner may enter'
     makeClone(clone);
     expect(existsSync(join(clone, 'dist'))).toBe(false);
 
-    running = await spawnApp(await env(), { npmStartIn: clone, readyTimeoutMs: 150_000 });
+    running = await spawnApp(await env(), { command: ['npm', 'start'], cwd: clone, readyTimeoutMs: 150_000 });
     const [, named] = await waitForOutput(running, /local data:\s+(\S+)/);
     localData = named;
     if (asRoot) {
@@ -147,7 +194,7 @@ describe('npm start in a fresh clone under a directory only its owner may enter'
 
     // What the README says to delete is all there is: the next start is a first start again.
     rmSync(named, { recursive: true, force: true });
-    running = await spawnApp(await env(), { npmStartIn: clone, readyTimeoutMs: 150_000 });
+    running = await spawnApp(await env(), { command: ['npm', 'start'], cwd: clone, readyTimeoutMs: 150_000 });
     expect((await waitForOutput(running, /local data:\s+(\S+)/))[1]).toBe(named);
     expect((await waitForOutput(running, /operator key:\s+(cwsop_[A-Za-z0-9_-]+)/))[1]).not.toBe(key);
     await running.stop('SIGINT');

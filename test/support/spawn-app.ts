@@ -33,10 +33,12 @@ export interface SpawnOptions {
   readyTimeoutMs?: number;
   port?: number;
   /**
-   * Run `npm start` in this directory (a clone of the project) instead of `node dist/src/main.js` here, in
-   * a process group of its own: stop() then signals the group, as Ctrl-C in a terminal does.
+   * Run this command (e.g. `npm start`) instead of `node dist/src/main.js`, in a process group of its own:
+   * stop() then signals the group, as Ctrl-C in a terminal does.
    */
-  npmStartIn?: string;
+  command?: string[];
+  /** Where to run it (default: this checkout). */
+  cwd?: string;
 }
 
 /** Starts `node dist/src/main.js` with the given environment and waits until /health/ready answers 200. */
@@ -45,11 +47,11 @@ export async function spawnApp(env: Record<string, string | undefined>, options:
   const actualPort = port || (await freePort());
   const childEnv: Record<string, string> = {};
   for (const [k, v] of Object.entries({ ...process.env, LOG_LEVEL: 'warn', ...env, PORT: String(actualPort) })) if (v !== undefined) childEnv[k] = v;
-  const group = options.npmStartIn !== undefined;
+  const group = options.command !== undefined;
   // An `npm start` of its own, not one that inherits this test run's npm settings.
   if (group) for (const k of Object.keys(childEnv)) if (/^npm_/i.test(k) || k === 'INIT_CWD') delete childEnv[k];
-  const [file, args, cwd] = group ? ['npm', ['start'], options.npmStartIn] : [process.execPath, [MAIN_JS], ROOT];
-  const proc = spawn(file, args, { cwd, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: group });
+  const [file, ...args] = options.command ?? [process.execPath, MAIN_JS];
+  const proc = spawn(file, args, { cwd: options.cwd ?? ROOT, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: group });
   const output: string[] = [];
   proc.stdout?.on('data', (d: Buffer) => output.push(d.toString()));
   proc.stderr?.on('data', (d: Buffer) => output.push(d.toString()));
