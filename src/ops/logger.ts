@@ -1,8 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createRequire } from 'node:module';
 import { RequestMethod } from '@nestjs/common';
 import type { Params } from 'nestjs-pino';
 import { pino, type DestinationStream, type LevelWithSilent, type Logger } from 'pino';
-import pretty from 'pino-pretty';
+import type PinoPretty from 'pino-pretty';
 import { assignRequestId } from '../common/request-id.js';
 import type { AppConfig } from '../config/app-config.js';
 import { redactSecrets, redactUrl } from './log-redaction.js';
@@ -29,6 +30,8 @@ const hooks = {
  */
 export function logStream(config: AppConfig, out: number | NodeJS.WritableStream = 1): DestinationStream | undefined {
   if (config.logFormat === 'json') return undefined;
+  // Loaded only for a terminal: JSON output, the production case, does without it.
+  const pretty = createRequire(import.meta.url)('pino-pretty') as typeof PinoPretty;
   return pretty({
     destination: out,
     sync: true,
