@@ -291,7 +291,7 @@ function postgresUser(): RunAs {
     execFileSync('groupadd', ['--system', '-f', 'postgres'], { stdio: 'ignore' });
     execFileSync('useradd', ['--system', '--gid', 'postgres', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres'], { stdio: 'ignore' });
   } catch (e) {
-    throw new Error(`the embedded PostgreSQL runs as the postgres user when started as root, and that user could not be created (${(e as Error).message}); create it, or set DATABASE_URL`);
+    throw new Error(`the embedded PostgreSQL runs as the postgres user when started as root, and that user could not be created (${(e as Error).message}); create it, or set DATABASE_URL`, { cause: e });
   }
   const created = lookup();
   if (!created) throw new Error('the embedded PostgreSQL runs as the postgres user when started as root, and that user could not be found after creating it; set DATABASE_URL');
