@@ -61,6 +61,7 @@ export async function createApp(config: AppConfig, options: CreateAppOptions = {
         'Connects a partner SaaS to the Contract Workflow Service: tenants, OAuth connections, a facade that calls the upstream with the right token, webhooks. Errors are `{"error": {"code", "message", "requestId"}}`.',
       )
       .setVersion('1')
+      .addServer('/', 'this service')
       .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'The operator key or a tenant API key.' })
       .build(),
   );
