@@ -1,8 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { RequestMethod } from '@nestjs/common';
 import type { Params } from 'nestjs-pino';
 import type { DestinationStream } from 'pino';
-import { assignRequestId } from '../common/request-id.js';
+import { requestIdOf } from '../common/request-id.js';
 import type { AppConfig } from '../config/app-config.js';
 import { redactSecrets, redactUrl } from './log-redaction.js';
 
@@ -13,7 +12,8 @@ import { redactSecrets, redactUrl } from './log-redaction.js';
 export function loggerParams(config: AppConfig, destination?: DestinationStream): Params {
   const options = {
     level: config.logLevel,
-    genReqId: (req: IncomingMessage, res: ServerResponse) => assignRequestId(req, res),
+    // The front door (facade/front-door.ts) gave every request its id before Express saw it.
+    genReqId: (req: IncomingMessage, res: ServerResponse) => requestIdOf(req, res),
     redact: {
       paths: ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-api-key"]', 'res.headers["set-cookie"]'],
       censor: '[redacted]',
@@ -34,10 +34,7 @@ export function loggerParams(config: AppConfig, destination?: DestinationStream)
     autoLogging: { ignore: (req: IncomingMessage) => req.url === '/health/live' || req.url === '/metrics' },
     base: { instance: config.instanceId },
   };
-  // Facade calls (the proxy's hot path) get no per-request access line: pino-http's child logger and
-  // serializers alone cost most of a proxied call. Most never reach Express (facade/fast-lane.ts); this
-  // covers those that do. Their errors are still logged (logFailure, as in AppExceptionFilter), and
-  // FacadeService or the fast lane sets x-request-id.
-  const facade = ['workflows', 'workflows/*path', 'me', 'proxy/*path'].map((p) => ({ path: `v1/tenants/:tenantId/${p}`, method: RequestMethod.ALL }));
-  return { pinoHttp: destination ? [options, destination] : options, exclude: facade };
+  // The facade's routes never reach Express (and so pino-http): the front door serves them and logs them
+  // as their route table entry says (facade/facade-routes.ts, `log`).
+  return { pinoHttp: destination ? [options, destination] : options };
 }
