@@ -6,7 +6,6 @@ import { errorBody, logFailure } from '../common/app-exception.filter.js';
 import { assignRequestId, mintRequestId } from '../common/request-id.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
-import { redactUrl } from '../ops/log-redaction.js';
 import { ApiKeysService } from '../tenants/api-keys.service.js';
 import { matchRoute, type RouteMatch } from './facade-routes.js';
 import { FacadeService, type FacadeCall } from './facade.service.js';
@@ -51,25 +50,15 @@ export class FacadeDoor {
       res.once('close', release);
       await this.facade.forward(req, res, tenant.value, call);
     } catch (e) {
-      const { status, body } = errorBody(e, requestId);
-      if (status >= 500) logFailure(e, requestId);
+      if (errorBody(e, requestId).status >= 500) logFailure(e, requestId);
       if (res.headersSent) {
         res.destroy(); // as AppExceptionFilter: a streamed answer already started
         return;
       }
-      const json = JSON.stringify(body);
-      res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(json) }).end(json);
+      answerError(req, res, e, requestId);
     }
     if (res.statusCode >= 400 && match.route.log === 'errors') {
-      logger.warn(
-        {
-          req: { id: requestId, method: req.method, url: redactUrl(req.url) },
-          res: { statusCode: res.statusCode },
-          route: match.route.id,
-          responseTime: Math.round(performance.now() - started),
-        },
-        'request completed',
-      );
+      logger.warn({ req, res, route: match.route.id, responseTime: Math.round(performance.now() - started) }, 'request completed');
     }
   }
 }
@@ -129,7 +118,7 @@ export class FrontDoor {
     const url = req.url ?? '';
     if (url.charCodeAt(0) !== 0x2f /* '/' */) {
       // Absolute-form (`GET http://host/...`), authority- and asterisk-form targets are for proxies, not for this server.
-      answerError(res, new AppError('invalid_path', 'The request target must be a path (origin form).'), requestId);
+      answerError(req, res, new AppError('invalid_path', 'The request target must be a path (origin form).'), requestId);
       return;
     }
     const { match } = matchRoute(req.method ?? 'GET', url);
@@ -141,10 +130,14 @@ export class FrontDoor {
   };
 }
 
-function answerError(res: ServerResponse, e: unknown, requestId: string): void {
+/** The contract's error answer, written with node:http. */
+function answerError(req: IncomingMessage, res: ServerResponse, e: unknown, requestId: string): void {
   const { status, body } = errorBody(e, requestId);
   const json = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(json) }).end(json);
+  const headers: Record<string, string | number> = { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(json) };
+  // Refused before its body was read: the rest of that body would be taken for the next request on the connection.
+  if (hasBody(req) && !req.complete) headers.connection = 'close';
+  res.writeHead(status, headers).end(json);
 }
 
 /**
