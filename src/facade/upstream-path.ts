@@ -13,8 +13,18 @@ export type PathVerdict =
   | { ok: true; segments: string[] }
   | { ok: false; reason: 'nul' | 'not_plain' | 'outside_base' };
 
-const CONTROL = /[\u0000-\u001f\u007f]/;
-const NUL = /\u0000/;
+/** A C0 control character or DEL (NUL included). */
+function hasControl(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c === 0x7f) return true;
+  }
+  return false;
+}
+
+function hasNul(s: string): boolean {
+  return s.includes('\u0000');
+}
 
 /**
  * `raw`: the path after the facade route's prefix, without the query, exactly as the caller sent it,
@@ -23,7 +33,7 @@ const NUL = /\u0000/;
 export function checkUpstreamPath(raw: string): PathVerdict {
   if (raw === '') return { ok: false, reason: 'not_plain' };
   // The fast way for the common case: nothing encoded, no backslash, no dot or empty segment.
-  if (!raw.includes('%') && !raw.includes('\\') && !CONTROL.test(raw) && !raw.includes('#')) {
+  if (!raw.includes('%') && !raw.includes('\\') && !hasControl(raw) && !raw.includes('#')) {
     const parts = raw.split('/');
     if (parts[parts.length - 1] === '') parts.pop(); // one trailing slash is plain
     if (parts.length > 0 && parts.every((p) => p !== '' && p !== '.' && p !== '..')) return { ok: true, segments: parts };
@@ -38,7 +48,7 @@ function slowCheck(raw: string): PathVerdict {
   } catch {
     return { ok: false, reason: 'not_plain' }; // a malformed escape: no canonical form
   }
-  if (NUL.test(decoded)) return { ok: false, reason: 'nul' };
+  if (hasNul(decoded)) return { ok: false, reason: 'nul' };
   const canonical = resolveDots(decoded.replaceAll('\\', '/').split('/'));
   if (canonical === null) return { ok: false, reason: 'outside_base' };
 
@@ -55,7 +65,7 @@ function slowCheck(raw: string): PathVerdict {
 
 /** A decoded segment that needs no interpretation: no second layer of encoding, no control character, no separator. */
 function plainSegment(segment: string): boolean {
-  return segment !== '' && segment !== '.' && segment !== '..' && !segment.includes('%') && !segment.includes('\\') && !segment.includes('/') && !segment.includes('#') && !CONTROL.test(segment);
+  return segment !== '' && segment !== '.' && segment !== '..' && !segment.includes('%') && !segment.includes('\\') && !segment.includes('/') && !segment.includes('#') && !hasControl(segment);
 }
 
 /** RFC 3986 5.2.4 on segments; null when `..` would climb above the base. Empty segments are dropped from the result. */
@@ -86,10 +96,10 @@ function decodeOrNull(s: string): string | null {
  * (`validation_failed`); a value that is not one plain segment could move the upstream path (`invalid_path`).
  */
 export function checkParam(raw: string): { ok: true; value: string } | { ok: false; reason: 'nul' | 'not_plain' } {
-  if (!raw.includes('%') && !raw.includes('\\') && !CONTROL.test(raw) && raw !== '.' && raw !== '..' && raw !== '') return { ok: true, value: raw };
+  if (!raw.includes('%') && !raw.includes('\\') && !hasControl(raw) && raw !== '.' && raw !== '..' && raw !== '') return { ok: true, value: raw };
   const value = decodeOrNull(raw);
-  if (value !== null && NUL.test(value)) return { ok: false, reason: 'nul' };
-  if (raw.includes('\u0000')) return { ok: false, reason: 'nul' };
+  if (value !== null && hasNul(value)) return { ok: false, reason: 'nul' };
+  if (hasNul(raw)) return { ok: false, reason: 'nul' };
   if (value === null || !plainSegment(value)) return { ok: false, reason: 'not_plain' };
   return { ok: true, value };
 }
