@@ -154,7 +154,7 @@ describe('the proxied path: one canonical form for the base check and the token'
   it.each([
     (h: string) => `http://${h}/v1/tenants/acme/proxy/workflows`,
     (h: string) => `http://${h}/v1/tenants/acme/workflows`,
-    (h: string) => `http://evil.example/v1/tenants/acme/proxy/webhooks/../workflows`,
+    (_h: string) => `http://evil.example/v1/tenants/acme/proxy/webhooks/../workflows`,
     (h: string) => `HTTP://${h}/v1/tenants/acme/proxy/x/../../oauth/token`,
   ])('refuses the absolute-form target %#', async (form) => {
     await refused('GET', form(new URL(t.url).host), 'invalid_path');
