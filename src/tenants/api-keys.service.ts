@@ -38,7 +38,7 @@ export class ApiKeysService {
    * The credential of a `/v1` call (its Authorization header) checked against the tenant in its path.
    * Tenant isolation lives here, once (API.md section 2): a tenant key on another tenant's path answers
    * 404 tenant_not_found, exactly as if that tenant did not exist. Used by ApiKeyAuthGuard and by the
-   * facade's fast lane.
+   * facade's front door (facade/front-door.ts).
    */
   async authorize(authorization: string | undefined, tenantId: string | undefined): Promise<Principal> {
     const principal = await this.authenticate(bearerOf(authorization));
