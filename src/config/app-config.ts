@@ -41,6 +41,8 @@ export interface AppConfig {
   sandbox: { enabled: boolean; port: number; clientId: string; clientSecret: string; accessTokenTtlSeconds: number };
   refresh: { at: number; intervalMs: number; batchSize: number; concurrency: number; leaseMs: number; onDemandMarginMs: number; schedulerEnabled: boolean };
   upstream: { connectTimeoutMs: number; headersTimeoutMs: number; bodyTimeoutMs: number; tokenTimeoutMs: number; retries: number };
+  /** The HTTP server's timeouts and what one tenant may hold at once on the facade (docs/security.md). */
+  http: { headersTimeoutMs: number; requestTimeoutMs: number; idleTimeoutMs: number; keepAliveTimeoutMs: number; tenantMaxInFlight: number; tenantMaxUploads: number };
   /** Outbound delivery of events to the tenant's eventsTargetUrl (docs/webhooks.md). */
   events: { retryBaseMs: number; retryMaxMs: number; retrySpanMs: number; attemptTimeoutMs: number; pollIntervalMs: number; relayIntervalMs: number; batchSize: number; jobExpireSeconds: number; maintenanceSeconds: number };
   logLevel: string;
@@ -177,6 +179,15 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
       tokenTimeoutMs: int(env, 'UPSTREAM_TOKEN_TIMEOUT_MS', 15_000, 100, 600_000),
       retries: int(env, 'UPSTREAM_RETRIES', 2, 0, 10),
     },
+    http: {
+      headersTimeoutMs: int(env, 'HTTP_HEADERS_TIMEOUT_MS', 15_000, 100, 600_000),
+      requestTimeoutMs: int(env, 'HTTP_REQUEST_TIMEOUT_MS', 3_600_000, 1000, 86_400_000),
+      idleTimeoutMs: int(env, 'HTTP_IDLE_TIMEOUT_MS', 120_000, 100, 3_600_000),
+      keepAliveTimeoutMs: int(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 5000, 100, 600_000),
+      // The upstream pool has 256 sockets per origin: one tenant may hold at most a quarter of them by default.
+      tenantMaxInFlight: int(env, 'FACADE_TENANT_MAX_IN_FLIGHT', 64, 1, 255),
+      tenantMaxUploads: int(env, 'FACADE_TENANT_MAX_UPLOADS', 16, 1, 255),
+    },
     events: {
       retryBaseMs: int(env, 'EVENTS_RETRY_BASE_MS', 10_000, 1, 3_600_000),
       retryMaxMs: int(env, 'EVENTS_RETRY_MAX_MS', 3_600_000, 1, 86_400_000),
@@ -194,6 +205,15 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
   };
   if (config.upstream.tokenTimeoutMs * 2 >= config.refresh.leaseMs) {
     throw new ConfigError('REFRESH_LEASE_MS', 'must be more than twice UPSTREAM_TOKEN_TIMEOUT_MS, so that a renewal lease cannot expire during a token call');
+  }
+  if (config.http.headersTimeoutMs > config.http.requestTimeoutMs) {
+    throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS', 'must not be more than HTTP_REQUEST_TIMEOUT_MS');
+  }
+  if (config.http.idleTimeoutMs <= config.upstream.headersTimeoutMs) {
+    throw new ConfigError('HTTP_IDLE_TIMEOUT_MS', 'must be more than UPSTREAM_TIMEOUT_MS, so that a caller waiting for a slow upstream answer is not cut off first');
+  }
+  if (config.http.tenantMaxUploads > config.http.tenantMaxInFlight) {
+    throw new ConfigError('FACADE_TENANT_MAX_UPLOADS', 'must not be more than FACADE_TENANT_MAX_IN_FLIGHT (an upload is also a call in flight)');
   }
   return deepFreeze(config);
 }

@@ -1,10 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
-import { RequestMethod } from '@nestjs/common';
 import type { Params } from 'nestjs-pino';
 import { pino, type DestinationStream, type LevelWithSilent, type Logger } from 'pino';
 import type PinoPretty from 'pino-pretty';
-import { assignRequestId } from '../common/request-id.js';
+import { requestIdOf } from '../common/request-id.js';
 import type { AppConfig } from '../config/app-config.js';
 import { redactSecrets, redactUrl } from './log-redaction.js';
 
@@ -57,7 +56,8 @@ export function loggerParams(config: AppConfig, destination?: DestinationStream)
   const options = {
     level: config.logLevel,
     hooks,
-    genReqId: (req: IncomingMessage, res: ServerResponse) => assignRequestId(req, res),
+    // The front door (facade/front-door.ts) gave every request its id before Express saw it.
+    genReqId: (req: IncomingMessage, res: ServerResponse) => requestIdOf(req, res),
     redact: {
       paths: ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-api-key"]', 'res.headers["set-cookie"]'],
       censor: '[redacted]',
@@ -84,11 +84,8 @@ export function loggerParams(config: AppConfig, destination?: DestinationStream)
       customErrorMessage: (req: IncomingMessage, res: ServerResponse, err: Error) => `${req.method} ${redactUrl(req.url)} ${res.statusCode} ${err.message}`,
     }),
   };
-  // Facade calls (the proxy's hot path) get no per-request access line: pino-http's child logger and
-  // serializers alone cost most of a proxied call. Most never reach Express (facade/fast-lane.ts); this
-  // covers those that do. Their errors are still logged (logFailure, as in AppExceptionFilter), and
-  // FacadeService or the fast lane sets x-request-id.
-  const facade = ['workflows', 'workflows/*path', 'me', 'proxy/*path'].map((p) => ({ path: `v1/tenants/:tenantId/${p}`, method: RequestMethod.ALL }));
+  // The facade's routes never reach Express (and so pino-http): the front door serves them and logs them
+  // as their route table entry says (facade/facade-routes.ts, `log`).
   const stream = destination ?? logStream(config);
-  return { pinoHttp: stream ? [options, stream] : options, exclude: facade };
+  return { pinoHttp: stream ? [options, stream] : options };
 }
