@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
 import { DataSource, EntityManager, Repository } from 'typeorm';
-import { ConnectionEntity, type ConnectionKind } from './connection.entity.js';
+import { CommitBatcher } from '../common/commit-batcher.js';
+import { ConnectionEntity, type ConnectionKind, type ConnectionStatus } from './connection.entity.js';
 
 export interface ConnectedFields {
   upstreamUserId: string;
@@ -16,8 +17,52 @@ export interface ConnectedFields {
   now: Date;
 }
 
+/** The last failed renewal of a connection that has not worked since (cleared by a success or a reconnect). */
+export interface LastError {
+  code: string;
+  at: Date;
+}
+
+export type RenewalOutcome = 'renewed' | 'failed' | 'reauth_required';
+
+/** One renewal that held the lease: what came of it, and how long it took. */
+export interface RenewalRecord {
+  at: Date;
+  outcome: RenewalOutcome;
+  /** The error code of a failed renewal (`upstream_unavailable`, `refresh_token_rejected`, ...); null when renewed. */
+  error: string | null;
+  durationMs: number;
+}
+
+export interface ConnectionWithHealth {
+  connection: ConnectionEntity;
+  lastError: LastError | null;
+}
+
+/** Where a page starts: after this (created_at, id), created_at as PostgreSQL's exact text (microseconds). */
+export interface PagePosition {
+  createdAt: string;
+  id: string;
+}
+
+export interface ConnectionFilter {
+  userId?: string;
+  kind?: ConnectionKind;
+  status?: ConnectionStatus;
+}
+
+/** How many renewals each connection keeps in its history. */
+export const RENEWAL_HISTORY = 20;
+
+interface HealthItem extends RenewalRecord {
+  id: string;
+}
+
 @Injectable()
 export class ConnectionsRepository {
+  // Renewal outcomes are written after the fact and grouped: under a renewal storm one statement carries many.
+  private readonly health = new CommitBatcher<HealthItem>((items) => this.writeHealth(items));
+
   constructor(
     @InjectRepository(ConnectionEntity) private readonly repo: Repository<ConnectionEntity>,
     @InjectDataSource() private readonly db: DataSource,
@@ -31,8 +76,95 @@ export class ConnectionsRepository {
     return this.repo.findOneBy({ tenantId, id });
   }
 
-  listForTenant(tenantId: string): Promise<ConnectionEntity[]> {
-    return this.repo.find({ where: { tenantId }, order: { createdAt: 'ASC', id: 'ASC' } });
+  /**
+   * One page of a tenant's connections in creation order (created_at, id), after `after`: a keyset read on
+   * ix_connections_tenant_created, so the cost of a page does not grow with its depth. Answers `limit + 1`
+   * rows at most, each with the position that a page starting after it needs.
+   */
+  async listPage(tenantId: string, filter: ConnectionFilter, after: PagePosition | null, limit: number): Promise<Array<ConnectionWithHealth & { position: PagePosition }>> {
+    const q = this.repo
+      .createQueryBuilder('c')
+      .leftJoin('connection_health', 'h', 'h.connection_id = c.id')
+      .addSelect('h.last_error_code', 'health_code')
+      .addSelect('h.last_error_at', 'health_at')
+      .addSelect(`to_char(c.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`, 'position_at')
+      .where('c.tenant_id = :tenantId', { tenantId });
+    if (after) q.andWhere('(c.created_at, c.id) > (CAST(:afterAt AS timestamptz), CAST(:afterId AS uuid))', { afterAt: after.createdAt, afterId: after.id });
+    // A user id names a user connection: saying so lets the planner use the unique (tenant_id, user_id) index.
+    if (filter.userId !== undefined) q.andWhere(`c.kind = 'user' AND c.user_id = :userId`, { userId: filter.userId });
+    if (filter.kind) q.andWhere('c.kind = :kind', { kind: filter.kind });
+    if (filter.status) q.andWhere('c.status = :status', { status: filter.status });
+    const { entities, raw } = await q
+      .orderBy('c.created_at', 'ASC')
+      .addOrderBy('c.id', 'ASC')
+      .limit(limit + 1)
+      .getRawAndEntities<{ c_id: string; health_code: string | null; health_at: Date | null; position_at: string }>();
+    const extra = new Map(raw.map((r) => [r.c_id, r]));
+    return entities.map((connection) => {
+      const r = extra.get(connection.id)!;
+      return { connection, lastError: lastErrorOf(r.health_code, r.health_at), position: { createdAt: r.position_at, id: connection.id } };
+    });
+  }
+
+  async getWithHealth(tenantId: string, id: string): Promise<ConnectionWithHealth | null> {
+    const connection = await this.getById(tenantId, id);
+    if (!connection) return null;
+    const rows = (await this.db.query(`SELECT last_error_code, last_error_at FROM connection_health WHERE connection_id = $1`, [id])) as Array<{
+      last_error_code: string | null;
+      last_error_at: Date | null;
+    }>;
+    return { connection, lastError: lastErrorOf(rows[0]?.last_error_code ?? null, rows[0]?.last_error_at ?? null) };
+  }
+
+  /** The connection's last renewals, newest first; null when the tenant has no such connection. */
+  async renewalHistory(tenantId: string, id: string): Promise<RenewalRecord[] | null> {
+    const rows = (await this.db.query(
+      `SELECT h.renewals FROM connections c LEFT JOIN connection_health h ON h.connection_id = c.id WHERE c.tenant_id = $1 AND c.id = $2`,
+      [tenantId, id],
+    )) as Array<{ renewals: Array<{ at: string; outcome: RenewalOutcome; error: string | null; durationMs: number }> | null }>;
+    if (rows.length === 0) return null;
+    return (rows[0].renewals ?? []).map((r) => ({ at: new Date(r.at), outcome: r.outcome, error: r.error, durationMs: r.durationMs }));
+  }
+
+  /**
+   * Keeps a renewal's outcome: the history (the last RENEWAL_HISTORY) and lastError (set by a failure,
+   * cleared by a success). Group-committed; resolves once written. A connection deleted meanwhile is skipped.
+   */
+  async recordRenewal(connectionId: string, record: RenewalRecord): Promise<void> {
+    await this.health.save({ id: connectionId, ...record });
+  }
+
+  private async writeHealth(items: HealthItem[]): Promise<Set<string>> {
+    // One row per connection in the statement (ON CONFLICT may touch a row only once): several outcomes of one
+    // connection in a batch go together, the newest deciding lastError.
+    const byId = new Map<string, HealthItem[]>();
+    for (const item of items) byId.set(item.id, [...(byId.get(item.id) ?? []), item]);
+    const ids: string[] = [];
+    const codes: Array<string | null> = [];
+    const ats: Array<string | null> = [];
+    const entries: string[] = [];
+    for (const [id, list] of byId) {
+      const newestFirst = [...list].sort((a, b) => b.at.getTime() - a.at.getTime());
+      const newest = newestFirst[0];
+      ids.push(id);
+      codes.push(newest.outcome === 'renewed' ? null : (newest.error ?? 'unknown'));
+      ats.push(newest.outcome === 'renewed' ? null : newest.at.toISOString());
+      entries.push(JSON.stringify(newestFirst.slice(0, RENEWAL_HISTORY).map((r) => ({ at: r.at.toISOString(), outcome: r.outcome, error: r.error, durationMs: r.durationMs }))));
+    }
+    const rows = (await this.db.query(
+      `INSERT INTO connection_health AS h (connection_id, last_error_code, last_error_at, renewals)
+       SELECT v.id, v.code, v.at, v.entries
+         FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::jsonb[]) AS v(id, code, at, entries)
+        WHERE EXISTS (SELECT 1 FROM connections c WHERE c.id = v.id)
+       ON CONFLICT (connection_id) DO UPDATE
+          SET last_error_code = EXCLUDED.last_error_code, last_error_at = EXCLUDED.last_error_at,
+              renewals = (SELECT COALESCE(jsonb_agg(x.e ORDER BY x.n), '[]'::jsonb)
+                            FROM jsonb_array_elements(EXCLUDED.renewals || h.renewals) WITH ORDINALITY AS x(e, n)
+                           WHERE x.n <= ${RENEWAL_HISTORY})
+       RETURNING connection_id`,
+      [ids, codes, ats, entries],
+    )) as Array<{ connection_id: string }>;
+    return new Set(rows.map((r) => r.connection_id));
   }
 
   findUser(tenantId: string, userId: string): Promise<ConnectionEntity | null> {
@@ -69,6 +201,8 @@ export class ConnectionsRepository {
         WHERE id = $1`,
       [id, f.upstreamUserId, f.upstreamEmail, f.upstreamUsername, f.isAdmin, JSON.stringify(f.scopes), f.accessTokenEnc, f.refreshTokenEnc, f.accessTokenExpiresAt, f.refreshDueAt, f.now],
     );
+    // The user connected again: whatever failed before is over (the history keeps it).
+    await manager.query(`UPDATE connection_health SET last_error_code = NULL, last_error_at = NULL WHERE connection_id = $1 AND last_error_code IS NOT NULL`, [id]);
   }
 
   /** Deletes the row and with it both sealed tokens. */
@@ -81,4 +215,8 @@ export class ConnectionsRepository {
     if (!row) return null;
     return Object.assign(new ConnectionEntity(), { id: row.id, tenantId, kind: row.kind, userId: row.user_id, upstreamUserId: row.upstream_user_id });
   }
+}
+
+function lastErrorOf(code: string | null, at: Date | null): LastError | null {
+  return code && at ? { code, at } : null;
 }
