@@ -1,10 +1,11 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, ParseUUIDPipe, Patch, Post } from '@nestjs/common';
-import { ApiBearerAuth, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { ApiBearerAuth, ApiBody, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiErrors } from '../common/api-errors.docs.js';
 import { AppError } from '../common/app-error.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { OperatorOnly } from './auth.decorators.js';
 import { ApiKeyResponseDto, CreateApiKeyDto, CreatedApiKeyResponseDto } from './dto/api-key.dto.js';
-import { CreatedTenantResponseDto, CreateTenantDto, EventsSecretResponseDto, TenantResponseDto, UpdateTenantDto } from './dto/tenant.dto.js';
+import { CreatedTenantResponseDto, CreateTenantDto, EventsSecretResponseDto, RotateEventsSecretDto, TenantResponseDto, UpdateTenantDto } from './dto/tenant.dto.js';
 import { TenantsService } from './tenants.service.js';
 
 export const keyIdPipe = new ParseUUIDPipe({ exceptionFactory: () => new AppError('api_key_not_found', 'No such API key.') });
@@ -56,9 +57,12 @@ export class TenantsController {
 
   @Post(':tenantId/events-secret')
   @OperatorOnly()
+  @ApiOperation({ summary: 'Rotate the events secret, optionally with an overlap during which both secrets sign' })
+  @ApiBody({ type: RotateEventsSecretDto, required: false })
   @ApiCreatedResponse({ type: EventsSecretResponseDto })
-  async rotateEventsSecret(@Param('tenantId') tenantId: string): Promise<EventsSecretResponseDto> {
-    return { eventsSecret: await this.tenants.rotateEventsSecret(tenantId) };
+  @ApiErrors({ 400: '`validation_failed`', 401: '`unauthorized`', 403: '`forbidden` (a tenant key)', 404: '`tenant_not_found`' })
+  async rotateEventsSecret(@Param('tenantId') tenantId: string, @Body() dto: RotateEventsSecretDto): Promise<EventsSecretResponseDto> {
+    return { eventsSecret: await this.tenants.rotateEventsSecret(tenantId, dto.overlapSeconds ?? 0) };
   }
 
   @Post(':tenantId/api-keys')
