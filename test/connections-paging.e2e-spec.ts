@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { connectViaHttp, newTenant } from './support/connect.js';
 import { seedConnections, type IssuedPair } from './support/seed-connections.js';
+import { expectDocumented } from './support/openapi.js';
 import { startTestApp, testVaultKey, type TestApp } from './support/test-app.js';
 import { waitUntil } from './support/webhook-sink.js';
 
@@ -209,5 +210,11 @@ describe('connections at scale: keyset pages, filters, lastError and renewal his
     expect(wrongTenant.status).toBe(404);
     const notUuid = await t.request<ErrorBody>('GET', '/v1/tenants/other/connections/abc/renewals');
     expect(notUuid.status).toBe(404);
+  });
+
+  it('the OpenAPI document describes each operation: summary, security, errors in the contract\'s shape', async () => {
+    await expectDocumented(t, '/v1/tenants/{tenantId}/connections', 'get', ['400', '401', '404']);
+    await expectDocumented(t, '/v1/tenants/{tenantId}/connections/{connectionId}', 'get', ['401', '404']);
+    await expectDocumented(t, '/v1/tenants/{tenantId}/connections/{connectionId}/renewals', 'get', ['401', '404']);
   });
 });

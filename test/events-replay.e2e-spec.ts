@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Webhook } from 'standardwebhooks';
 import { EventDeliveryService } from '../src/events/event-delivery.service.js';
 import { EventsRepository } from '../src/events/events.repository.js';
+import { expectDocumented } from './support/openapi.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
 import { waitUntil, WebhookSink, type SinkDelivery } from './support/webhook-sink.js';
 
@@ -297,5 +298,13 @@ describe('events you can get back: attempts, redelivery, Retry-After, 410 Gone, 
     const other = await emit('att');
     expect((await t.request('GET', `/v1/tenants/att/events/${other}/attempts`, { key })).status).toBe(404);
     expect((await t.request('POST', '/v1/tenants/att/events/redeliver', { key, body: { since: new Date(0).toISOString() } })).status).toBe(404);
+  });
+
+  it('the OpenAPI document describes each operation: summary, security, errors in the contract\'s shape', async () => {
+    await expectDocumented(t, '/v1/tenants/{tenantId}/events', 'get', ['400', '401', '404']);
+    await expectDocumented(t, '/v1/tenants/{tenantId}/events/{eventId}/attempts', 'get', ['401', '404']);
+    await expectDocumented(t, '/v1/tenants/{tenantId}/events/{eventId}/redeliver', 'post', ['401', '404', '409']);
+    await expectDocumented(t, '/v1/tenants/{tenantId}/events/redeliver', 'post', ['400', '401', '404', '409']);
+    await expectDocumented(t, '/v1/tenants/{tenantId}/events-secret', 'post', ['400', '401', '403', '404']);
   });
 });
