@@ -5,7 +5,9 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  *
  * The health lives beside connections, not in it: a renewal writes it after the fact (not on the renewal's
  * compare-and-swap), and a change to it must not announce a connection change to every instance's cache.
- * `renewals` holds the last 20 outcomes, newest first, as `{at, outcome, error, durationMs}`.
+ * The last 20 renewals are four parallel arrays, newest first: prepending and cutting arrays cost a fraction of
+ * rebuilding a jsonb list (measured on this machine's PostgreSQL), and the row stays small enough for HOT updates
+ * (fillfactor 70, no index but the key).
  */
 export class ConnectionPagingAndHealth1796400000000 implements MigrationInterface {
   name = 'ConnectionPagingAndHealth1796400000000';
@@ -19,9 +21,12 @@ export class ConnectionPagingAndHealth1796400000000 implements MigrationInterfac
         connection_id   uuid PRIMARY KEY REFERENCES connections (id) ON DELETE CASCADE,
         last_error_code text,
         last_error_at   timestamptz,
-        renewals        jsonb NOT NULL DEFAULT '[]'::jsonb,
+        renewal_at      timestamptz[] NOT NULL DEFAULT '{}',
+        renewal_outcome text[] NOT NULL DEFAULT '{}',
+        renewal_error   text[] NOT NULL DEFAULT '{}',
+        renewal_ms      integer[] NOT NULL DEFAULT '{}',
         CONSTRAINT ck_connection_health_error CHECK ((last_error_code IS NULL) = (last_error_at IS NULL))
-      )`);
+      ) WITH (fillfactor = 70)`);
   }
 
   async down(q: QueryRunner): Promise<void> {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { ConnectionsRepository } from '../src/connections/connections.repository.js';
 import { connectViaHttp, newTenant } from './support/connect.js';
 import { seedConnections, type IssuedPair } from './support/seed-connections.js';
 import { expectDocumented } from './support/openapi.js';
@@ -177,7 +178,7 @@ describe('connections at scale: keyset pages, filters, lastError and renewal his
     for (let i = 0; i < 22; i++) expect((await t.request('POST', `/v1/tenants/other/connections/${c.id}/refresh`)).status).toBe(200);
     const bounded = await waitUntil('24 renewals recorded, 20 kept', async () => {
       const r = await t.request<{ renewals: Renewal[] }>('GET', `/v1/tenants/other/connections/${c.id}/renewals`);
-      const row = await t.db.query<{ n: number }>(`SELECT jsonb_array_length(renewals) AS n FROM connection_health WHERE connection_id = $1`, [c.id]);
+      const row = await t.db.query<{ n: number }>(`SELECT cardinality(renewal_at) AS n FROM connection_health WHERE connection_id = $1`, [c.id]);
       return r.body.renewals.length === 20 && row.rows[0].n === 20 && r.body.renewals.every((x) => x.outcome === 'renewed') ? r.body.renewals : null;
     });
     const times = bounded.map((r) => Date.parse(r.at));
@@ -201,6 +202,28 @@ describe('connections at scale: keyset pages, filters, lastError and renewal his
     expect(back).toMatchObject({ status: 'connected', connectionId: c.id });
     const recovered = await t.request<Connection>('GET', `/v1/tenants/other/connections/${c.id}`);
     expect(recovered.body).toMatchObject({ status: 'active', lastError: null });
+  });
+
+  it('outcomes of one connection that share a group commit are all kept; the newest decides lastError', async () => {
+    const repo = t.app.get(ConnectionsRepository);
+    const id = seededIds[5];
+    const at = (s: number) => new Date(Date.UTC(2030, 0, 1, 0, 0, s));
+    // The first write goes alone; the two that arrive meanwhile share the next statement.
+    await Promise.all([
+      repo.recordRenewal(id, { at: at(1), outcome: 'failed', error: 'upstream_timeout', durationMs: 5 }),
+      repo.recordRenewal(id, { at: at(3), outcome: 'failed', error: 'upstream_unavailable', durationMs: 7 }),
+      repo.recordRenewal(id, { at: at(2), outcome: 'renewed', error: null, durationMs: 6 }),
+    ]);
+    const history = await t.request<{ renewals: Renewal[] }>('GET', `/v1/tenants/big/connections/${id}/renewals`);
+    expect(history.body.renewals.map((r) => [r.at, r.outcome, r.error])).toEqual([
+      [at(3).toISOString(), 'failed', 'upstream_unavailable'],
+      [at(2).toISOString(), 'renewed', null],
+      [at(1).toISOString(), 'failed', 'upstream_timeout'],
+    ]);
+    const shown = await t.request<Connection>('GET', `/v1/tenants/big/connections/${id}`);
+    expect(shown.body.lastError).toEqual({ code: 'upstream_unavailable', at: at(3).toISOString() });
+    // A connection deleted meanwhile is skipped, not an error for the others.
+    await expect(repo.recordRenewal('00000000-0000-4000-8000-000000000000', { at: at(4), outcome: 'renewed', error: null, durationMs: 1 })).resolves.toBeUndefined();
   });
 
   it('renewals of an unknown connection or tenant are 404', async () => {

@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
 import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
 import { DataSource, EntityManager, Repository } from 'typeorm';
 import { CommitBatcher } from '../common/commit-batcher.js';
@@ -59,9 +59,10 @@ interface HealthItem extends RenewalRecord {
 }
 
 @Injectable()
-export class ConnectionsRepository {
+export class ConnectionsRepository implements BeforeApplicationShutdown {
   // Renewal outcomes are written after the fact and grouped: under a renewal storm one statement carries many.
   private readonly health = new CommitBatcher<HealthItem>((items) => this.writeHealth(items));
+  private readonly healthWrites = new Set<Promise<boolean>>();
 
   constructor(
     @InjectRepository(ConnectionEntity) private readonly repo: Repository<ConnectionEntity>,
@@ -119,11 +120,14 @@ export class ConnectionsRepository {
   /** The connection's last renewals, newest first; null when the tenant has no such connection. */
   async renewalHistory(tenantId: string, id: string): Promise<RenewalRecord[] | null> {
     const rows = (await this.db.query(
-      `SELECT h.renewals FROM connections c LEFT JOIN connection_health h ON h.connection_id = c.id WHERE c.tenant_id = $1 AND c.id = $2`,
+      `SELECT h.renewal_at, h.renewal_outcome, h.renewal_error, h.renewal_ms
+         FROM connections c LEFT JOIN connection_health h ON h.connection_id = c.id
+        WHERE c.tenant_id = $1 AND c.id = $2`,
       [tenantId, id],
-    )) as Array<{ renewals: Array<{ at: string; outcome: RenewalOutcome; error: string | null; durationMs: number }> | null }>;
+    )) as Array<{ renewal_at: Date[] | null; renewal_outcome: RenewalOutcome[] | null; renewal_error: Array<string | null> | null; renewal_ms: number[] | null }>;
     if (rows.length === 0) return null;
-    return (rows[0].renewals ?? []).map((r) => ({ at: new Date(r.at), outcome: r.outcome, error: r.error, durationMs: r.durationMs }));
+    const r = rows[0];
+    return (r.renewal_at ?? []).map((at, i) => ({ at, outcome: r.renewal_outcome![i], error: r.renewal_error![i] ?? null, durationMs: r.renewal_ms![i] }));
   }
 
   /**
@@ -131,40 +135,61 @@ export class ConnectionsRepository {
    * cleared by a success). Group-committed; resolves once written. A connection deleted meanwhile is skipped.
    */
   async recordRenewal(connectionId: string, record: RenewalRecord): Promise<void> {
-    await this.health.save({ id: connectionId, ...record });
+    const write = this.health.save({ id: connectionId, ...record });
+    this.healthWrites.add(write);
+    try {
+      await write;
+    } finally {
+      this.healthWrites.delete(write);
+    }
+  }
+
+  /** Renewals finish during module destruction; their records are written before the pool closes. */
+  async beforeApplicationShutdown(): Promise<void> {
+    await Promise.allSettled([...this.healthWrites]);
   }
 
   private async writeHealth(items: HealthItem[]): Promise<Set<string>> {
-    // One row per connection in the statement (ON CONFLICT may touch a row only once): several outcomes of one
-    // connection in a batch go together, the newest deciding lastError.
-    const byId = new Map<string, HealthItem[]>();
-    for (const item of items) byId.set(item.id, [...(byId.get(item.id) ?? []), item]);
-    const ids: string[] = [];
-    const codes: Array<string | null> = [];
-    const ats: Array<string | null> = [];
-    const entries: string[] = [];
-    for (const [id, list] of byId) {
-      const newestFirst = [...list].sort((a, b) => b.at.getTime() - a.at.getTime());
-      const newest = newestFirst[0];
-      ids.push(id);
-      codes.push(newest.outcome === 'renewed' ? null : (newest.error ?? 'unknown'));
-      ats.push(newest.outcome === 'renewed' ? null : newest.at.toISOString());
-      entries.push(JSON.stringify(newestFirst.slice(0, RENEWAL_HISTORY).map((r) => ({ at: r.at.toISOString(), outcome: r.outcome, error: r.error, durationMs: r.durationMs }))));
+    // ON CONFLICT may touch a row only once per statement: a second outcome of one connection in the same batch
+    // goes in the next statement. Oldest first, so that the newest ends in front and decides lastError.
+    const rounds: HealthItem[][] = [];
+    const seen = new Map<string, number>();
+    for (const item of [...items].sort((a, b) => a.at.getTime() - b.at.getTime())) {
+      const k = seen.get(item.id) ?? 0;
+      seen.set(item.id, k + 1);
+      (rounds[k] ??= []).push(item);
     }
+    const saved = new Set<string>();
+    for (const round of rounds) for (const id of await this.writeHealthRound(round)) saved.add(id);
+    return saved;
+  }
+
+  private async writeHealthRound(items: HealthItem[]): Promise<string[]> {
+    const failed = (i: HealthItem) => i.outcome !== 'renewed';
     const rows = (await this.db.query(
-      `INSERT INTO connection_health AS h (connection_id, last_error_code, last_error_at, renewals)
-       SELECT v.id, v.code, v.at, v.entries
-         FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::jsonb[]) AS v(id, code, at, entries)
+      `INSERT INTO connection_health AS h (connection_id, last_error_code, last_error_at, renewal_at, renewal_outcome, renewal_error, renewal_ms)
+       SELECT v.id, v.code, v.error_at, ARRAY[v.at], ARRAY[v.outcome], ARRAY[v.error], ARRAY[v.ms]
+         FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::text[], $6::text[], $7::integer[])
+              AS v(id, code, error_at, at, outcome, error, ms)
         WHERE EXISTS (SELECT 1 FROM connections c WHERE c.id = v.id)
        ON CONFLICT (connection_id) DO UPDATE
           SET last_error_code = EXCLUDED.last_error_code, last_error_at = EXCLUDED.last_error_at,
-              renewals = (SELECT COALESCE(jsonb_agg(x.e ORDER BY x.n), '[]'::jsonb)
-                            FROM jsonb_array_elements(EXCLUDED.renewals || h.renewals) WITH ORDINALITY AS x(e, n)
-                           WHERE x.n <= ${RENEWAL_HISTORY})
+              renewal_at = (EXCLUDED.renewal_at || h.renewal_at)[1:${RENEWAL_HISTORY}],
+              renewal_outcome = (EXCLUDED.renewal_outcome || h.renewal_outcome)[1:${RENEWAL_HISTORY}],
+              renewal_error = (EXCLUDED.renewal_error || h.renewal_error)[1:${RENEWAL_HISTORY}],
+              renewal_ms = (EXCLUDED.renewal_ms || h.renewal_ms)[1:${RENEWAL_HISTORY}]
        RETURNING connection_id`,
-      [ids, codes, ats, entries],
+      [
+        items.map((i) => i.id),
+        items.map((i) => (failed(i) ? (i.error ?? 'unknown') : null)),
+        items.map((i) => (failed(i) ? i.at : null)),
+        items.map((i) => i.at),
+        items.map((i) => i.outcome),
+        items.map((i) => i.error),
+        items.map((i) => i.durationMs),
+      ],
     )) as Array<{ connection_id: string }>;
-    return new Set(rows.map((r) => r.connection_id));
+    return rows.map((r) => r.connection_id);
   }
 
   findUser(tenantId: string, userId: string): Promise<ConnectionEntity | null> {
