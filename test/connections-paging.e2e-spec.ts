@@ -208,7 +208,7 @@ describe('connections at scale: keyset pages, filters, lastError and renewal his
     const repo = t.app.get(ConnectionsRepository);
     const id = seededIds[5];
     const at = (s: number) => new Date(Date.UTC(2030, 0, 1, 0, 0, s));
-    // The first write goes alone; the two that arrive meanwhile share the next statement.
+    // All three are written in one flush, out of order.
     await Promise.all([
       repo.recordRenewal(id, { at: at(1), outcome: 'failed', error: 'upstream_timeout', durationMs: 5 }),
       repo.recordRenewal(id, { at: at(3), outcome: 'failed', error: 'upstream_unavailable', durationMs: 7 }),

@@ -1,7 +1,6 @@
 import { BeforeApplicationShutdown, Injectable } from '@nestjs/common';
 import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
 import { DataSource, EntityManager, Repository } from 'typeorm';
-import { CommitBatcher } from '../common/commit-batcher.js';
 import { ConnectionEntity, type ConnectionKind, type ConnectionStatus } from './connection.entity.js';
 
 export interface ConnectedFields {
@@ -58,11 +57,13 @@ interface HealthItem extends RenewalRecord {
   id: string;
 }
 
+/** Renewal outcomes wait this long to be written together: they are diagnostics, not part of a renewal. */
+const HEALTH_FLUSH_MS = 50;
+
 @Injectable()
 export class ConnectionsRepository implements BeforeApplicationShutdown {
-  // Renewal outcomes are written after the fact and grouped: under a renewal storm one statement carries many.
-  private readonly health = new CommitBatcher<HealthItem>((items) => this.writeHealth(items));
-  private readonly healthWrites = new Set<Promise<boolean>>();
+  private healthBuffer: HealthItem[] = [];
+  private healthFlush: Promise<void> | null = null;
 
   constructor(
     @InjectRepository(ConnectionEntity) private readonly repo: Repository<ConnectionEntity>,
@@ -132,24 +133,41 @@ export class ConnectionsRepository implements BeforeApplicationShutdown {
 
   /**
    * Keeps a renewal's outcome: the history (the last RENEWAL_HISTORY) and lastError (set by a failure,
-   * cleared by a success). Group-committed; resolves once written. A connection deleted meanwhile is skipped.
+   * cleared by a success). The outcomes of HEALTH_FLUSH_MS go in one transaction that does not wait for its WAL
+   * flush: under a renewal storm a few statements carry thousands of them, and none competes with the renewals'
+   * own commits for the disk. A crash may lose the last moment of history, never a token. Resolves once written;
+   * a connection deleted meanwhile is skipped.
    */
-  async recordRenewal(connectionId: string, record: RenewalRecord): Promise<void> {
-    const write = this.health.save({ id: connectionId, ...record });
-    this.healthWrites.add(write);
-    try {
-      await write;
-    } finally {
-      this.healthWrites.delete(write);
-    }
+  recordRenewal(connectionId: string, record: RenewalRecord): Promise<void> {
+    this.healthBuffer.push({ id: connectionId, ...record });
+    this.healthFlush ??= new Promise((resolve) => setTimeout(resolve, HEALTH_FLUSH_MS)).then(() => this.flushHealth());
+    return this.healthFlush;
   }
 
   /** Renewals finish during module destruction; their records are written before the pool closes. */
   async beforeApplicationShutdown(): Promise<void> {
-    await Promise.allSettled([...this.healthWrites]);
+    await this.healthFlush?.catch(() => undefined);
   }
 
-  private async writeHealth(items: HealthItem[]): Promise<Set<string>> {
+  private async flushHealth(): Promise<void> {
+    const items = this.healthBuffer;
+    this.healthBuffer = [];
+    this.healthFlush = null;
+    const write = () =>
+      this.db.transaction(async (m) => {
+        await m.query(`SET LOCAL synchronous_commit = off`);
+        await this.writeHealth(m, items);
+      });
+    try {
+      await write();
+    } catch (e) {
+      // A connection deleted after the statement's snapshot fails its foreign key; once more, it is skipped.
+      if ((e as { code?: unknown }).code !== '23503') throw e;
+      await write();
+    }
+  }
+
+  private async writeHealth(m: EntityManager, items: HealthItem[]): Promise<void> {
     // ON CONFLICT may touch a row only once per statement: a second outcome of one connection in the same batch
     // goes in the next statement. Oldest first, so that the newest ends in front and decides lastError.
     const rounds: HealthItem[][] = [];
@@ -159,14 +177,12 @@ export class ConnectionsRepository implements BeforeApplicationShutdown {
       seen.set(item.id, k + 1);
       (rounds[k] ??= []).push(item);
     }
-    const saved = new Set<string>();
-    for (const round of rounds) for (const id of await this.writeHealthRound(round)) saved.add(id);
-    return saved;
+    for (const round of rounds) await this.writeHealthRound(m, round);
   }
 
-  private async writeHealthRound(items: HealthItem[]): Promise<string[]> {
+  private async writeHealthRound(m: EntityManager, items: HealthItem[]): Promise<void> {
     const failed = (i: HealthItem) => i.outcome !== 'renewed';
-    const rows = (await this.db.query(
+    await m.query(
       `INSERT INTO connection_health AS h (connection_id, last_error_code, last_error_at, renewal_at, renewal_outcome, renewal_error, renewal_ms)
        SELECT v.id, v.code, v.error_at, ARRAY[v.at], ARRAY[v.outcome], ARRAY[v.error], ARRAY[v.ms]
          FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::text[], $6::text[], $7::integer[])
@@ -177,8 +193,7 @@ export class ConnectionsRepository implements BeforeApplicationShutdown {
               renewal_at = (EXCLUDED.renewal_at || h.renewal_at)[1:${RENEWAL_HISTORY}],
               renewal_outcome = (EXCLUDED.renewal_outcome || h.renewal_outcome)[1:${RENEWAL_HISTORY}],
               renewal_error = (EXCLUDED.renewal_error || h.renewal_error)[1:${RENEWAL_HISTORY}],
-              renewal_ms = (EXCLUDED.renewal_ms || h.renewal_ms)[1:${RENEWAL_HISTORY}]
-       RETURNING connection_id`,
+              renewal_ms = (EXCLUDED.renewal_ms || h.renewal_ms)[1:${RENEWAL_HISTORY}]`,
       [
         items.map((i) => i.id),
         items.map((i) => (failed(i) ? (i.error ?? 'unknown') : null)),
@@ -188,8 +203,7 @@ export class ConnectionsRepository implements BeforeApplicationShutdown {
         items.map((i) => i.error),
         items.map((i) => i.durationMs),
       ],
-    )) as Array<{ connection_id: string }>;
-    return rows.map((r) => r.connection_id);
+    );
   }
 
   findUser(tenantId: string, userId: string): Promise<ConnectionEntity | null> {
