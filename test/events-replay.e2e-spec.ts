@@ -121,7 +121,7 @@ describe('events you can get back: attempts, redelivery, Retry-After, 410 Gone, 
       expect([path, res.status, res.body.error.code]).toEqual([path, 404, 'event_not_found']);
     }
     const post = await t.request<ErrorBody>('POST', `/v1/tenants/own/events/${theirs}/redeliver`);
-    expect([post.status, post.body.error.code]).toEqual([404, 'not_found']);
+    expect([post.status, post.body.error.code]).toEqual([404, 'event_not_found']);
     const tenant = await t.request<ErrorBody>('GET', `/v1/tenants/ghost/events/${theirs}/attempts`);
     expect([tenant.status, tenant.body.error.code]).toEqual([404, 'tenant_not_found']);
   });
