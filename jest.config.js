@@ -12,7 +12,12 @@ const swc = [
 ];
 const common = {
   extensionsToTreatAsEsm: ['.ts'],
-  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
+  // The sandbox package from its sources (its package.json points a plain import at its built dist/).
+  moduleNameMapper: {
+    '^(\\.{1,2}/.*)\\.js$': '$1',
+    '^cws-sandbox$': '<rootDir>/packages/cws-sandbox/src/index.ts',
+    '^cws-sandbox/testing$': '<rootDir>/packages/cws-sandbox/test/helpers.ts',
+  },
   transform: { '^.+\\.ts$': swc },
   testEnvironment: 'node',
 };
@@ -20,6 +25,7 @@ export default {
   // Per-project testTimeout is ignored by jest 30: it is a global option.
   testTimeout: 60000,
   projects: [
+    '<rootDir>/packages/cws-sandbox',
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/src/**/*.spec.ts'] },
     {
       ...common,

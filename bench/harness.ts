@@ -116,7 +116,7 @@ async function startStack(databaseUrl: string, appEnv: Record<string, string>): 
   const clientSecret = randomBytes(24).toString('base64url');
   const operatorKey = `cwsop_bench_${randomBytes(24).toString('base64url')}`;
 
-  const sandboxProc = start('sandbox', ['--import', 'tsx', 'src/sandbox/standalone.ts'], {
+  const sandboxProc = start('sandbox', ['--import', 'tsx', 'packages/cws-sandbox/src/standalone.ts'], {
     SANDBOX_PORT: String(sandboxPort),
     SANDBOX_CLIENT_ID: 'bench',
     SANDBOX_CLIENT_SECRET: clientSecret,

@@ -13,7 +13,7 @@ import pg from 'pg';
 import { parseVaultKeys } from '../src/config/app-config.js';
 import { startEmbeddedPostgres } from '../src/database/embedded-postgres.js';
 import { runMigrations } from '../src/database/migrate.js';
-import { SandboxServer } from '../src/sandbox/sandbox-server.js';
+import { SandboxServer } from 'cws-sandbox';
 import { TokenVault } from '../src/vault/token-vault.service.js';
 import { freePort } from '../src/common/free-port.js';
 import { buildApp, spawnApp } from '../test/support/spawn-app.js';

@@ -23,7 +23,7 @@
 //   medians are reported: on a shared two-core machine one run says little;
 // - CPU time per renewal of each process (app, sandbox, this bench, the PostgreSQL backends of this
 //   database) is read from /proc, so the output says where the time goes, not just how much there was.
-// The sandbox runs in its own process (tsx src/sandbox/standalone.ts), the app as a compiled process
+// The sandbox runs in its own process (tsx packages/cws-sandbox/src/standalone.ts), the app as a compiled process
 // (node dist/src/main.js, built first: NestJS needs decorator metadata, which tsx does not emit).
 // Not part of `npm test`.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
@@ -223,7 +223,7 @@ async function main(): Promise<void> {
 
 async function startSandbox(): Promise<{ proc: ChildProcess; serverPid: number; url: string }> {
   const port = await freePort();
-  const proc = spawn(join(ROOT, 'node_modules', '.bin', 'tsx'), ['src/sandbox/standalone.ts'], {
+  const proc = spawn(join(ROOT, 'node_modules', '.bin', 'tsx'), ['packages/cws-sandbox/src/standalone.ts'], {
     cwd: ROOT,
     env: {
       ...process.env,

@@ -4,7 +4,7 @@ import { createApp } from './app.factory.js';
 import type { AppConfig } from './config/app-config.js';
 import { runMigrations } from './database/migrate.js';
 import { EmbeddedDatabase, startEmbeddedPostgres } from './database/embedded-postgres.js';
-import { SandboxServer } from './sandbox/sandbox-server.js';
+import { SandboxServer } from 'cws-sandbox';
 
 export interface RunningService {
   config: AppConfig;

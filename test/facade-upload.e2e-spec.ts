@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { SandboxServer } from '../src/sandbox/sandbox-server.js';
+import { SandboxServer } from 'cws-sandbox';
 import { authorizeAtSandbox, openCallback } from './support/connect.js';
 import { freePort } from '../src/common/free-port.js';
 import { spawnApp, type SpawnedApp } from './support/spawn-app.js';

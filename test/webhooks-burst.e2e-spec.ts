@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { parseVaultKeys } from '../src/config/app-config.js';
-import { SandboxServer } from '../src/sandbox/sandbox-server.js';
+import { SandboxServer } from 'cws-sandbox';
 import { TokenVault } from '../src/vault/token-vault.service.js';
 import { freePort } from '../src/common/free-port.js';
 import { spawnApp, type SpawnedApp } from './support/spawn-app.js';

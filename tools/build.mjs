@@ -1,4 +1,5 @@
-// Compiles src/ and migrations/ to dist/ with the Nest CLI's SWC builder (no type-checking: that is
+// Compiles the sandbox package (packages/cws-sandbox, to its own dist/) and src/ and migrations/ to dist/
+// with SWC (the Nest CLI's builder for the app) (no type-checking: that is
 // `npm run typecheck`), and does nothing when no input changed since the last build. Inputs are
 // fingerprinted by path, size and modification time, so an edit, a new or deleted file, a branch switch
 // or a dependency update all rebuild. `node tools/build.mjs --force` always builds.
@@ -10,7 +11,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const stampFile = join(root, 'dist', '.build-fingerprint');
-const inputs = ['src', 'migrations', 'package.json', 'package-lock.json', 'nest-cli.json', 'tsconfig.json', 'tsconfig.build.json'];
+const SANDBOX = join(root, 'packages', 'cws-sandbox');
+const inputs = ['src', 'migrations', 'packages/cws-sandbox/src', 'packages/cws-sandbox/package.json', 'packages/cws-sandbox/.swcrc', 'package.json', 'package-lock.json', 'nest-cli.json', 'tsconfig.json', 'tsconfig.build.json'];
 
 function* files(path) {
   if (!existsSync(path)) return;
@@ -33,17 +35,24 @@ function fingerprint() {
 export function build({ force = false } = {}) {
   const before = fingerprint();
   const mainJs = join(root, 'dist', 'src', 'main.js');
-  if (!force && existsSync(mainJs) && existsSync(stampFile) && readFileSync(stampFile, 'utf8') === before) return;
+  const sandboxJs = join(SANDBOX, 'dist', 'index.js');
+  if (!force && existsSync(mainJs) && existsSync(sandboxJs) && existsSync(stampFile) && readFileSync(stampFile, 'utf8') === before) return;
 
-  const nest = join(root, 'node_modules', '@nestjs', 'cli', 'bin', 'nest.js');
   // Quiet when it works: `npm start` shows the service's banner, not the compiler's progress.
-  const built = spawnSync(process.execPath, [nest, 'build'], { cwd: root, encoding: 'utf8' });
-  if (built.status !== 0 || !existsSync(mainJs)) {
+  const swc = join(root, 'node_modules', '@swc', 'cli', 'bin', 'swc.js');
+  run([swc, 'src', '-d', 'dist', '--strip-leading-paths', '--config-file', '.swcrc', '--quiet'], SANDBOX, sandboxJs);
+  const nest = join(root, 'node_modules', '@nestjs', 'cli', 'bin', 'nest.js');
+  run([nest, 'build'], root, mainJs);
+  writeFileSync(stampFile, before);
+}
+
+function run(args, cwd, output) {
+  const built = spawnSync(process.execPath, args, { cwd, encoding: 'utf8' });
+  if (built.status !== 0 || !existsSync(output)) {
     process.stderr.write(`${built.stdout ?? ''}${built.stderr ?? ''}${built.error ? `${built.error.message}\n` : ''}`);
     console.error('cws-connect: the build failed (see above)');
     process.exit(built.status || 1);
   }
-  writeFileSync(stampFile, before);
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1]).href) build({ force: process.argv.includes('--force') });

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
+import { SANDBOX_DEFAULTS } from 'cws-sandbox';
 
 export const ENVIRONMENT_NAMES = ['na', 'eu', 'demo', 'sandbox'] as const;
 export type EnvironmentName = (typeof ENVIRONMENT_NAMES)[number];
@@ -124,8 +125,8 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
   const anyAuthUrl = Object.keys(env).some((k) => /^CWS_[A-Z]+_AUTH_URL$/.test(k) && env[k]?.trim());
   const sandboxEnabled = bool(env, 'SANDBOX', !anyAuthUrl && !production);
   const sandboxPort = int(env, 'SANDBOX_PORT', port === 0 ? 0 : port + 1, 0, 65535);
-  const sandboxTtl = int(env, 'SANDBOX_TOKEN_TTL_SECONDS', 21600, 1, 10 * 365 * 86400);
-  let sandboxClientId = 'cws-connect-sandbox';
+  const sandboxTtl = int(env, 'SANDBOX_TOKEN_TTL_SECONDS', SANDBOX_DEFAULTS.accessTokenTtlSeconds, 1, 10 * 365 * 86400);
+  let sandboxClientId = SANDBOX_DEFAULTS.clientId;
   let sandboxClientSecret = '';
   if (sandboxEnabled) {
     if (environments.sandbox) {
@@ -140,7 +141,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
       apiUrl: sandboxUrl,
       clientId: sandboxClientId,
       clientSecret: sandboxClientSecret,
-      scopes: ['workflows.read', 'workflows.write', 'webhooks.manage', 'userinfo.read'],
+      scopes: [...SANDBOX_DEFAULTS.scopes],
       tokenAuth: 'body',
       userinfoMethod: 'GET',
     };

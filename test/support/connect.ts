@@ -1,4 +1,4 @@
-import { hiddenFields } from '../../src/sandbox/sandbox-test-helpers.js';
+import { hiddenFields } from 'cws-sandbox/testing';
 import type { TestApp } from './test-app.js';
 
 export interface ConnectOptions {

@@ -6,7 +6,7 @@ import type { AppConfig } from '../../src/config/app-config.js';
 import { loadConfig } from '../../src/config/app-config.js';
 import { createApp } from '../../src/app.factory.js';
 import type { Clock } from '../../src/common/clock.js';
-import { SandboxServer, type SandboxOptions } from '../../src/sandbox/sandbox-server.js';
+import { SandboxServer, type SandboxOptions } from 'cws-sandbox';
 import { freePort } from '../../src/common/free-port.js';
 import { createTestDatabase, openPool } from './test-database.js';
 

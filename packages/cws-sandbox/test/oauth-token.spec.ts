@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { SandboxServer } from './sandbox-server.js';
-import { authorizeCode, basicAuth, call, connectUser, tokenRequest } from './sandbox-test-helpers.js';
+import { SandboxServer } from '../src/sandbox-server.js';
+import { authorizeCode, basicAuth, call, connectUser, tokenRequest } from './helpers.js';
 
 const REDIRECT = 'http://127.0.0.1:9/oauth/callback';
 const OTHER_REDIRECT = 'http://127.0.0.1:9/other/callback';

@@ -1,5 +1,6 @@
 // A separate program (`npm run sandbox`): the one place in the sandbox that reads process.env.
-import { SandboxServer, type SandboxOptions } from './sandbox-server.js';
+import { SandboxServer } from './sandbox-server.js';
+import type { SandboxOptions } from './types.js';
 
 function options(env: NodeJS.ProcessEnv): SandboxOptions {
   const int = (name: string): number | undefined => {

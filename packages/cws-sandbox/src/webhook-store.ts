@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Clock } from './clock.js';
+import type { Clock } from './types.js';
 
 export interface Webhook {
   readonly id: string;

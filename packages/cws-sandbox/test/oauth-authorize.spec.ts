@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { SandboxServer } from './sandbox-server.js';
-import { authorizePath, call, decideConsent, hiddenFields } from './sandbox-test-helpers.js';
+import { SandboxServer } from '../src/sandbox-server.js';
+import { authorizePath, call, decideConsent, hiddenFields } from './helpers.js';
 
 const REDIRECT = 'http://127.0.0.1:9/oauth/callback';
 const REDIRECT_WITH_QUERY = 'http://127.0.0.1:9/cb?tenant=t1';

@@ -1,21 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import type { Clock } from './clock.js';
+import type { Clock, SandboxDelivery } from './types.js';
 import { RingBuffer } from './ring-buffer.js';
 import type { Webhook, WebhookStore } from './webhook-store.js';
 import type { WorkflowEvent } from './workflow-store.js';
 
-/** What the sandbox remembers of a delivery (without header values: they may hold credentials). */
-export interface SandboxDelivery {
-  readonly id: string;
-  readonly webhookId: string;
-  readonly event: string;
-  readonly workflowId: string;
-  readonly targetURL: string;
-  attempts: number;
-  state: 'pending' | 'delivered' | 'failed';
-  lastStatus: number | null;
-  lastError: string | null;
-}
 
 const ATTEMPT_TIMEOUT_MS = 5000;
 const FIRST_BACKOFF_MS = 200;

@@ -1,29 +1,15 @@
-import type { Clock } from './clock.js';
 import { systemClock } from './clock.js';
 import { randomToken } from './random-tokens.js';
 import { DEFAULT_SCOPES, defaultUsers } from './seed.js';
-import type { SandboxOptions, SandboxUserSeed } from './sandbox-server.js';
+import type { SandboxConfig, SandboxOptions } from './types.js';
 
-export interface SandboxConfig {
-  readonly host: string;
-  readonly port: number;
-  readonly clientId: string;
-  readonly clientSecret: string;
-  readonly clientName: string;
-  readonly redirectUris: ReadonlySet<string>;
-  readonly scopes: readonly string[];
-  readonly scopeSet: ReadonlySet<string>;
-  readonly accessTokenTtlSeconds: number;
-  readonly codeTtlSeconds: number;
-  readonly users: readonly SandboxUserSeed[];
-  readonly recordLimit: number;
-  readonly webhookDeliveryRetries: number;
-  readonly seedWorkflows: boolean;
-  readonly clock: Clock;
-}
 
 // The spec only says scopes have a dotted shape (5.1); this is the sandbox's reading of it.
 const DOTTED_SCOPE = /^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+$/;
+
+/** Defaults a host of the sandbox may need to know before starting it (the client id it registers, its scopes, the token life). */
+export const SANDBOX_DEFAULTS: Readonly<{ clientId: string; accessTokenTtlSeconds: number; scopes: readonly string[] }> = Object.freeze({
+  clientId: 'cws-connect-sandbox', accessTokenTtlSeconds: 21600, scopes: DEFAULT_SCOPES });
 
 export class SandboxConfigError extends Error {
   constructor(option: string, problem: string) {
@@ -34,7 +20,7 @@ export class SandboxConfigError extends Error {
 
 /** Applies defaults and refuses options that would make the emulator behave unlike the spec. */
 export function resolveSandboxConfig(options: SandboxOptions): SandboxConfig {
-  const clientId = options.clientId ?? 'cws-connect-sandbox';
+  const clientId = options.clientId ?? SANDBOX_DEFAULTS.clientId;
   // A colon would make the Basic credentials ambiguous (client_id:client_secret).
   if (!clientId || clientId.includes(':')) throw new SandboxConfigError('clientId', 'must be non-empty and contain no colon');
   const clientSecret = options.clientSecret ?? randomToken(32);
@@ -77,7 +63,7 @@ export function resolveSandboxConfig(options: SandboxOptions): SandboxConfig {
     redirectUris: new Set(options.redirectUris),
     scopes: Object.freeze(scopes),
     scopeSet: new Set(scopes),
-    accessTokenTtlSeconds: wholeNumber('accessTokenTtlSeconds', options.accessTokenTtlSeconds ?? 21600, 1, 10 * 365 * 86400),
+    accessTokenTtlSeconds: wholeNumber('accessTokenTtlSeconds', options.accessTokenTtlSeconds ?? SANDBOX_DEFAULTS.accessTokenTtlSeconds, 1, 10 * 365 * 86400),
     codeTtlSeconds: wholeNumber('codeTtlSeconds', options.codeTtlSeconds ?? 60, 1, 86400),
     users: Object.freeze(users),
     recordLimit: wholeNumber('recordLimit', options.recordLimit ?? 10000, 0, 10_000_000),

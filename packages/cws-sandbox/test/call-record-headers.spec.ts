@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { SandboxServer } from './sandbox-server.js';
-import { call } from './sandbox-test-helpers.js';
+import { SandboxServer } from '../src/sandbox-server.js';
+import { call } from './helpers.js';
 
 describe('the call record names the request headers received (what a proxy forwarded)', () => {
   let sandbox: SandboxServer;

@@ -1,4 +1,4 @@
-import type { Clock } from './clock.js';
+import type { Clock } from './types.js';
 import { randomToken, sha256Hex } from './random-tokens.js';
 import { RingBuffer } from './ring-buffer.js';
 

@@ -2,7 +2,7 @@
  * Helpers for tests that drive a SandboxServer over HTTP the way a client application and a browser
  * would (the unit specs beside this file use them; e2e suites may too). Not used by the server.
  */
-import type { SandboxServer } from './sandbox-server.js';
+import type { SandboxServer } from '../src/sandbox-server.js';
 
 export interface Answer<T = unknown> {
   status: number;

@@ -1,5 +1,5 @@
 import { RingBuffer } from './ring-buffer.js';
-import type { SandboxCallRecord, SandboxStats } from './sandbox-server.js';
+import type { SandboxCallRecord, SandboxStats } from './types.js';
 
 /** The record of calls (bounded) and the counters (never bounded, never cleared by clearRecords). */
 export class CallRecorder {

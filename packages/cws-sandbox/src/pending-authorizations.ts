@@ -1,4 +1,4 @@
-import type { Clock } from './clock.js';
+import type { Clock } from './types.js';
 import { randomToken } from './random-tokens.js';
 
 /** An authorization request that passed validation and waits for the person's decision. */

@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { SandboxConfig } from './sandbox-config.js';
+import type { SandboxConfig } from './types.js';
 
 export type ClientAuthResult =
   | { readonly ok: true; readonly via: 'body' | 'basic-header' }

@@ -1,4 +1,4 @@
-import type { SandboxUserSeed } from './sandbox-server.js';
+import type { SandboxUserSeed } from './types.js';
 
 /** The sandbox emulates one company; every seeded user belongs to it. */
 export const SANDBOX_COMPANY = Object.freeze({ id: 'company-1', name: 'Acme Legal' });

@@ -1,6 +1,6 @@
 import { badRequest, SandboxHttpError } from './http-io.js';
 import type { SandboxRuntime } from './sandbox-runtime.js';
-import type { SandboxFault } from './sandbox-server.js';
+import type { SandboxFault } from './types.js';
 import type { Workflow, WorkflowStep } from './workflow-store.js';
 import { WORKFLOW_STEPS } from './workflow-store.js';
 

@@ -1,5 +1,5 @@
 import { badRequest, isPlainObject } from './http-io.js';
-import type { SandboxFault } from './sandbox-server.js';
+import type { SandboxFault } from './types.js';
 
 /** The injected fault, if any; applies to every path outside /_sandbox/ (the server makes sure of that). */
 export class FaultController {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { SandboxServer } from './sandbox-server.js';
-import { call } from './sandbox-test-helpers.js';
+import { SandboxServer } from '../src/sandbox-server.js';
+import { call } from './helpers.js';
 
 describe('bearer authentication of resource endpoints and /userinfo (spec 4, 2.6)', () => {
   let sandbox: SandboxServer;

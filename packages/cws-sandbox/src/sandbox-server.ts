@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CallRecorder, redactQuery } from './call-recorder.js';
-import type { Clock } from './clock.js';
+import type { SandboxCallRecord, SandboxFault, SandboxOptions, SandboxStats, SandboxUserSeed } from './types.js';
 import { handleControl } from './control-routes.js';
 import { FaultController } from './fault-controller.js';
 import { bodyFormatOf, hasBody, mediaTypeOf, SandboxHttpError, sendError, sendJson } from './http-io.js';
@@ -15,85 +15,13 @@ import { DEMO_WORKFLOWS, SANDBOX_COMPANY } from './seed.js';
 import { TokenStore } from './token-store.js';
 import { UserDirectory } from './user-directory.js';
 import { handleUserinfo } from './userinfo.js';
-import { type SandboxDelivery, WebhookDispatcher } from './webhook-dispatcher.js';
+import { WebhookDispatcher } from './webhook-dispatcher.js';
+import type { SandboxDelivery } from './types.js';
 import { handleCreateWebhook, handleListWebhooks } from './webhook-routes.js';
 import { WebhookStore } from './webhook-store.js';
 import { handleApprove, handleCreateWorkflow, handleGetWorkflow, handleListWorkflows, handleUploadSigned } from './workflow-routes.js';
 import { WorkflowStore } from './workflow-store.js';
 
-export interface SandboxUserSeed {
-  id: string;
-  email: string;
-  username: string;
-  name: string;
-  isAdmin: boolean;
-}
-
-export interface SandboxOptions {
-  host?: string;
-  port?: number;
-  clientId?: string;
-  clientSecret?: string;
-  /** Registered redirect URIs; an authorization request must use one of them exactly (string equality). */
-  redirectUris: string[];
-  /** Registered scopes, dotted names. */
-  scopes?: string[];
-  accessTokenTtlSeconds?: number;
-  codeTtlSeconds?: number;
-  users?: SandboxUserSeed[];
-  /** Ring buffer size of the call record; 0 disables recording (counters are still kept). */
-  recordLimit?: number;
-  webhookDeliveryRetries?: number;
-  /** Name of the client application shown on the consent page (default 'cws-connect'). */
-  clientName?: string;
-  /** Start with a few demo workflows (default false; the standalone sandbox turns it on). */
-  seedWorkflows?: boolean;
-  /** Time source in ms (default Date.now): lets tests expire codes and tokens without sleeping. */
-  clock?: Clock;
-}
-
-export interface SandboxCallRecord {
-  at: number;
-  method: string;
-  path: string;
-  /** Raw query string, with credential-like parameter values (code, tokens, secrets) redacted. */
-  query: string;
-  contentType: string | null;
-  clientAuth: 'body' | 'basic-header' | null;
-  bodyFormat: 'json' | 'form' | 'multipart' | 'other' | 'none';
-  grantType?: string;
-  tokenUserId?: string;
-  tokenFamily?: string;
-  /** Names of the request headers received (lower case, no values): shows what a proxy forwarded. */
-  headerNames: string[];
-  /** 0 while unanswered, or when the connection was dropped without an answer (fault 'down'). */
-  status: number;
-  outcome?: string;
-}
-
-export interface SandboxStats {
-  tokenRequests: number;
-  codeExchanges: number;
-  refreshes: number;
-  refreshReuses: number;
-  expiredTokenCalls: number;
-  unknownTokenCalls: number;
-  resourceCalls: number;
-}
-
-export interface SandboxFaultLimits {
-  /** Path prefixes the fault applies to (default: every path outside /_sandbox/). */
-  paths?: string[];
-  /** Apply to the next N matching requests only, then clear (default: until cleared). */
-  count?: number;
-}
-
-export type SandboxFault =
-  | ({ mode: 'down' } & SandboxFaultLimits)
-  | ({ mode: 'status'; status: number; retryAfterSeconds?: number } & SandboxFaultLimits)
-  | ({ mode: 'slow'; delayMs: number } & SandboxFaultLimits);
-
-export type { SandboxDelivery };
 
 /** An emulator of the upstream Contract Workflow Service on plain node:http. See README.md beside this file. */
 export class SandboxServer {

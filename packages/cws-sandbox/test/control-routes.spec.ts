@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { SandboxServer } from './sandbox-server.js';
-import { call, tokenRequest } from './sandbox-test-helpers.js';
+import { SandboxServer } from '../src/sandbox-server.js';
+import { call, tokenRequest } from './helpers.js';
 
 describe('/_sandbox/ control over HTTP', () => {
   let sandbox: SandboxServer;

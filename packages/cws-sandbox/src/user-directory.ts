@@ -1,5 +1,5 @@
 import { SANDBOX_COMPANY } from './seed.js';
-import type { SandboxUserSeed } from './sandbox-server.js';
+import type { SandboxUserSeed } from './types.js';
 
 export interface SandboxUser extends SandboxUserSeed {
   readonly companyId: string;

@@ -1,8 +1,8 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
-import { SandboxServer } from './sandbox-server.js';
-import { call, waitFor } from './sandbox-test-helpers.js';
+import { SandboxServer } from '../src/sandbox-server.js';
+import { call, waitFor } from './helpers.js';
 
 interface Received {
   headers: IncomingHttpHeaders;

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { SandboxServer } from './sandbox-server.js';
-import { call, multipartBody, waitFor } from './sandbox-test-helpers.js';
+import { SandboxServer } from '../src/sandbox-server.js';
+import { call, multipartBody, waitFor } from './helpers.js';
 
 interface WorkflowBody {
   id: string;

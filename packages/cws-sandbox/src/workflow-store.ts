@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Clock } from './clock.js';
+import type { Clock } from './types.js';
 import type { SandboxUser } from './user-directory.js';
 
 export type WorkflowStep = 'Create' | 'Review' | 'Sign' | 'Archive';

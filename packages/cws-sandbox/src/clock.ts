@@ -1,0 +1,3 @@
+import type { Clock } from './types.js';
+
+export const systemClock: Clock = () => Date.now();

@@ -1,0 +1,108 @@
+// Every type the sandbox shares between its files and with its users, in one place (no imports).
+
+/** Milliseconds since the epoch; injected so that expiry rules can be tested without sleeping. */
+export type Clock = () => number;
+
+export interface SandboxUserSeed {
+  id: string;
+  email: string;
+  username: string;
+  name: string;
+  isAdmin: boolean;
+}
+
+export interface SandboxOptions {
+  host?: string;
+  port?: number;
+  clientId?: string;
+  clientSecret?: string;
+  /** Registered redirect URIs; an authorization request must use one of them exactly (string equality). */
+  redirectUris: string[];
+  /** Registered scopes, dotted names. */
+  scopes?: string[];
+  accessTokenTtlSeconds?: number;
+  codeTtlSeconds?: number;
+  users?: SandboxUserSeed[];
+  /** Ring buffer size of the call record; 0 disables recording (counters are still kept). */
+  recordLimit?: number;
+  webhookDeliveryRetries?: number;
+  /** Name of the client application shown on the consent page (default 'cws-connect'). */
+  clientName?: string;
+  /** Start with a few demo workflows (default false; the standalone sandbox turns it on). */
+  seedWorkflows?: boolean;
+  /** Time source in ms (default Date.now): lets tests expire codes and tokens without sleeping. */
+  clock?: Clock;
+}
+
+export interface SandboxCallRecord {
+  at: number;
+  method: string;
+  path: string;
+  /** Raw query string, with credential-like parameter values (code, tokens, secrets) redacted. */
+  query: string;
+  contentType: string | null;
+  clientAuth: 'body' | 'basic-header' | null;
+  bodyFormat: 'json' | 'form' | 'multipart' | 'other' | 'none';
+  grantType?: string;
+  tokenUserId?: string;
+  tokenFamily?: string;
+  /** Names of the request headers received (lower case, no values): shows what a proxy forwarded. */
+  headerNames: string[];
+  /** 0 while unanswered, or when the connection was dropped without an answer (fault 'down'). */
+  status: number;
+  outcome?: string;
+}
+
+export interface SandboxStats {
+  tokenRequests: number;
+  codeExchanges: number;
+  refreshes: number;
+  refreshReuses: number;
+  expiredTokenCalls: number;
+  unknownTokenCalls: number;
+  resourceCalls: number;
+}
+
+export interface SandboxFaultLimits {
+  /** Path prefixes the fault applies to (default: every path outside /_sandbox/). */
+  paths?: string[];
+  /** Apply to the next N matching requests only, then clear (default: until cleared). */
+  count?: number;
+}
+
+export type SandboxFault =
+  | ({ mode: 'down' } & SandboxFaultLimits)
+  | ({ mode: 'status'; status: number; retryAfterSeconds?: number } & SandboxFaultLimits)
+  | ({ mode: 'slow'; delayMs: number } & SandboxFaultLimits);
+
+/** What the sandbox remembers of a delivery (without header values: they may hold credentials). */
+export interface SandboxDelivery {
+  readonly id: string;
+  readonly webhookId: string;
+  readonly event: string;
+  readonly workflowId: string;
+  readonly targetURL: string;
+  attempts: number;
+  state: 'pending' | 'delivered' | 'failed';
+  lastStatus: number | null;
+  lastError: string | null;
+}
+
+/** SandboxOptions with defaults applied and checked. */
+export interface SandboxConfig {
+  readonly host: string;
+  readonly port: number;
+  readonly clientId: string;
+  readonly clientSecret: string;
+  readonly clientName: string;
+  readonly redirectUris: ReadonlySet<string>;
+  readonly scopes: readonly string[];
+  readonly scopeSet: ReadonlySet<string>;
+  readonly accessTokenTtlSeconds: number;
+  readonly codeTtlSeconds: number;
+  readonly users: readonly SandboxUserSeed[];
+  readonly recordLimit: number;
+  readonly webhookDeliveryRetries: number;
+  readonly seedWorkflows: boolean;
+  readonly clock: Clock;
+}
