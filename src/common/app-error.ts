@@ -22,6 +22,8 @@ export const ERROR_STATUS = {
   connect_state_invalid: 400,
   payload_too_large: 413,
   internal_error: 500,
+  /** A stored secret does not open with VAULT_KEYS (a wrong or missing key): docs/operations.md. */
+  vault_key_mismatch: 500,
   upstream_error: 502,
   upstream_unavailable: 502,
   service_unavailable: 503,

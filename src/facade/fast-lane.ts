@@ -54,14 +54,14 @@ export class FacadeFastLane {
       await this.keys.authorize(req.headers.authorization, route.tenantId);
       await this.facade.forward(req, res, route.tenantId, route.target);
     } catch (e) {
-      const { status, body } = errorBody(e, requestId);
+      const { status, body, headers } = errorBody(e, requestId);
       if (status >= 500) logFailure(e, requestId);
       if (res.headersSent) {
         res.destroy(); // as AppExceptionFilter: a streamed answer already started
         return;
       }
       const json = JSON.stringify(body);
-      res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(json) }).end(json);
+      res.writeHead(status, { ...headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(json) }).end(json);
     }
   }
 }

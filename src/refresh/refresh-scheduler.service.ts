@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
+import { databaseOutage, isDatabaseUnavailable } from '../common/database-outage.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
@@ -40,7 +41,10 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
     if (!this.config.refresh.schedulerEnabled) return;
     const timer = setInterval(() => {
       if (this.running || this.stopping) return;
-      this.runOnce().catch((e: unknown) => this.logger.error({ error: e instanceof Error ? e.name : 'unknown', code: (e as { code?: unknown }).code }, 'refresh scheduler tick failed'));
+      this.runOnce().catch((e: unknown) => {
+        if (isDatabaseUnavailable(e)) databaseOutage.report(e, 'background');
+        else this.logger.error({ error: e instanceof Error ? e.name : 'unknown', code: (e as { code?: unknown }).code }, 'refresh scheduler tick failed');
+      });
     }, this.config.refresh.intervalMs);
     this.schedulers.addInterval(INTERVAL_NAME, timer);
     this.registered = true;
