@@ -151,7 +151,7 @@ export function loadConfig(env: Env): AppConfig {
       at: refreshAt,
       intervalMs: int(env, 'REFRESH_INTERVAL_MS', 5000, 100, 3_600_000),
       batchSize: int(env, 'REFRESH_BATCH_SIZE', 100, 1, 10_000),
-      concurrency: int(env, 'REFRESH_CONCURRENCY', 64, 1, 1000),
+      concurrency: int(env, 'REFRESH_CONCURRENCY', 8, 1, 1000),
       leaseMs: int(env, 'REFRESH_LEASE_MS', 60_000, 1000, 3_600_000),
       onDemandMarginMs: int(env, 'REFRESH_MARGIN_MS', 60_000, 0, 3_600_000),
       schedulerEnabled: bool(env, 'REFRESH_SCHEDULER', true),

@@ -5,22 +5,31 @@ import { databaseOutage, isDatabaseUnavailable } from '../common/database-outage
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
-import { type LeasedConnection, RefreshRepository } from './refresh.repository.js';
+import { type CommitLane, type LeasedConnection, RefreshRepository } from './refresh.repository.js';
 import { RenewalService } from './renewal.service.js';
 
 const INTERVAL_NAME = 'cws-refresh-scheduler';
-/**
- * Renewals whose token call returned wait for their group commit without holding a call slot. This many,
- * per unit of REFRESH_CONCURRENCY, may wait at once: enough that commits never starve the calls (a flush
- * takes a few ms, calls return every fraction of one), few enough that a stalled database stops new token
- * calls quickly instead of piling up rotated pairs that exist only in this process's memory.
- */
-const COMMIT_BACKLOG_PER_SLOT = 4;
+/** Before any renewal was timed: a guess of one renewal's duration (token call and commit). */
+const FIRST_GUESS_MS = 50;
+/** Weight of the latest renewal in the running mean of their durations. */
+const MEAN_WEIGHT = 0.1;
 
 /**
- * Runs in every instance: each tick claims due connections in batches (the lease is taken in the claiming
- * statement, with SKIP LOCKED, so instances split the work without waiting on each other), renews them with
- * bounded concurrency, and keeps claiming while batches come back full.
+ * How many renewals to keep in flight for `backlog` due connections: enough to clear it within one
+ * scheduler interval at the measured time per renewal, at least one, at most the cap (REFRESH_CONCURRENCY).
+ * Renewals are not urgent (a token is renewed at REFRESH_AT of its life), and every renewal in flight is a
+ * rotation a SIGKILL can cut between the upstream's answer and our COMMIT: no more than the backlog needs.
+ */
+export function renewalsInFlight(backlog: number, meanRenewalMs: number, intervalMs: number, cap: number): number {
+  if (backlog <= 0) return 0;
+  return Math.max(1, Math.min(cap, backlog, Math.ceil((backlog * meanRenewalMs) / intervalMs)));
+}
+
+/**
+ * Runs in every instance: each tick counts the due backlog, claims due connections in batches (the lease is
+ * taken in the claiming statement, with SKIP LOCKED, so instances split the work without waiting on each
+ * other), and renews them with as many in flight as the backlog needs (renewalsInFlight), claiming while
+ * batches come back full.
  */
 @Injectable()
 export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy {
@@ -28,6 +37,7 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
   private running: Promise<number> | null = null;
   private stopping = false;
   private registered = false;
+  private meanRenewalMs = FIRST_GUESS_MS;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -75,24 +85,26 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
 
   /**
    * Workers take claimed rows from a local queue; the next batch is claimed while the queue still holds
-   * work, so no worker idles behind the slowest renewal of a batch. A worker is a slot for one token call:
-   * once the call returns it starts the next one while the renewed pair waits for its group commit, so
-   * `concurrency` calls stay in flight (what the upstream sees) and commits grow into large groups instead
-   * of each worker paying a round trip and a WAL flush per renewal. Stops when a claim comes back short,
-   * and returns once every renewal it started has stored its outcome.
+   * work. A worker is one renewal in flight from its token call to its COMMIT: it reserves a commit lane
+   * (a database connection) before the call, so the new pair is saved the moment it arrives, and takes the
+   * next row only after that commit. So at any instant at most `workers` rotated pairs exist only in this
+   * process's memory, which is what a SIGKILL can cost. The worker count follows the backlog (counted at the
+   * start of the pass, minus what was started since): a worker stops when fewer would do. Returns once every
+   * renewal it started has stored its outcome.
    */
   private async pass(): Promise<number> {
-    const { batchSize, concurrency, leaseMs } = this.config.refresh;
+    const { batchSize, concurrency, leaseMs, intervalMs } = this.config.refresh;
     const me = this.config.instanceId;
+    let backlog = await this.repo.countDue();
+    if (backlog === 0) return 0;
     // A row that waited its turn this long could see its lease lapse during the token call: extend it first.
     const extendAfter = (leaseMs - 2 * this.config.upstream.tokenTimeoutMs - this.config.upstream.connectTimeoutMs) / 2;
     const queue: Array<{ leased: LeasedConnection; takenAt: number }> = [];
-    const unfinished = new Set<Promise<void>>();
-    const maxUnfinished = concurrency * (1 + COMMIT_BACKLOG_PER_SLOT);
     let claimed = 0;
     let exhausted = false;
     let claiming: Promise<void> | null = null;
     let claimError: unknown = null;
+    let workers = renewalsInFlight(backlog, this.meanRenewalMs, intervalMs, concurrency);
     const refill = async () => {
       const takenAt = performance.now();
       const batch = await this.repo.claimDueForRefresh(me, leaseMs, batchSize);
@@ -102,7 +114,11 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
     };
     const worker = async () => {
       for (;;) {
-        if (!exhausted && !claiming && !this.stopping && claimError === null && queue.length < concurrency) {
+        if (workers > 1 && renewalsInFlight(backlog, this.meanRenewalMs, intervalMs, concurrency) < workers) {
+          workers--;
+          return;
+        }
+        if (!exhausted && !claiming && !this.stopping && claimError === null && queue.length < workers) {
           claiming = refill()
             .catch((e: unknown) => {
               claimError = e;
@@ -123,23 +139,31 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
           queue.unshift(next);
           return;
         }
-        let leaseFrom = next.takenAt;
-        if (performance.now() - next.takenAt > extendAfter) {
-          leaseFrom = performance.now();
-          if (!(await this.repo.extendLease(next.leased.connection.id, me, next.leased.connection.version, leaseMs))) continue;
+        let lane: CommitLane;
+        try {
+          lane = await this.repo.reserveCommitLane();
+        } catch (e) {
+          queue.unshift(next);
+          claimError ??= e;
+          exhausted = true;
+          return;
         }
-        let callOver: () => void = () => undefined;
-        const called = new Promise<void>((resolve) => (callOver = resolve));
-        const done: Promise<void> = this.renewal.renewClaimed(next.leased, leaseFrom, callOver).then(() => {
-          unfinished.delete(done);
-        });
-        unfinished.add(done);
-        await called;
-        while (unfinished.size >= maxUnfinished) await Promise.race(unfinished);
+        try {
+          let leaseFrom = next.takenAt;
+          if (performance.now() - next.takenAt > extendAfter) {
+            leaseFrom = performance.now();
+            if (!(await this.repo.extendLease(next.leased.connection.id, me, next.leased.connection.version, leaseMs))) continue;
+          }
+          backlog = Math.max(0, backlog - 1);
+          const started = performance.now();
+          await this.renewal.renewClaimed(next.leased, leaseFrom, lane);
+          this.meanRenewalMs += MEAN_WEIGHT * (performance.now() - started - this.meanRenewalMs);
+        } finally {
+          lane.release();
+        }
       }
     };
-    await Promise.all(Array.from({ length: concurrency }, worker));
-    await Promise.all(unfinished);
+    await Promise.all(Array.from({ length: workers }, worker));
     await this.repo.releaseLeases(
       queue.map((q) => q.leased.connection.id),
       me,
