@@ -28,8 +28,11 @@ export interface LeasedConnection {
   environment: string | null;
 }
 
-/** A renewed pair for the group commit, with the version and lease it was renewed under. */
-export type RenewedItem = RenewedFields & { id: string; version: number };
+/** A renewed pair to save, with the version and lease it was renewed under. */
+export type RenewedItem = RenewedFields & { id: string; tenantId: string; version: number };
+
+/** Ids per notification, as the change trigger sends them (NOTIFY payloads stay under 8,000 bytes). */
+const IDS_PER_NOTIFICATION = 100;
 
 // The expiry comes back as epoch milliseconds (a float8, parsed by parseFloat) rather than as timestamptz text,
 // whose parser cost more than the rest of the row.
@@ -66,6 +69,8 @@ const SAVE_RENEWED_SQL = `UPDATE connections c SET access_token_enc = v.at, refr
 @Injectable()
 export class RefreshRepository implements OnApplicationShutdown {
   private lanes: pg.Pool | null = null;
+  private readonly toAnnounce: Array<{ tenantId: string; id: string }> = [];
+  private announcing = false;
 
   constructor(
     @InjectDataSource() private readonly db: DataSource,
@@ -91,6 +96,9 @@ export class RefreshRepository implements OnApplicationShutdown {
         idleTimeoutMillis: 10_000,
         connectionTimeoutMillis: 5000,
         application_name: `cws-connect ${this.config.instanceId} renewal`,
+        // The change trigger stays silent on these sessions: a NOTIFY would serialize the commits
+        // (migration DeferredRenewalNotify); announceRenewed sends the notifications instead.
+        options: '-c cws.defer_change_notify=on',
       });
       // An idle lane dropped by the server (a restart) is discarded by the pool; nothing to do here.
       pool.on('error', () => undefined);
@@ -99,13 +107,45 @@ export class RefreshRepository implements OnApplicationShutdown {
     const client = await this.lanes.connect();
     let released = false;
     return {
-      save: async (owner, item) => (await runSave((q) => client.query<Row>(q), owner, [item])).has(item.id),
+      save: async (owner, item) => {
+        const saved = (await runSave((q) => client.query<Row>(q), owner, [item])).has(item.id);
+        if (saved) this.announceRenewed(item.tenantId, item.id);
+        return saved;
+      },
       release: (broken = false) => {
         if (released) return;
         released = true;
         client.release(broken);
       },
     };
+  }
+
+  /**
+   * Tells the other instances' caches (src/changes) that a connection saved on a commit lane changed, as the
+   * trigger would have: `connections:<tenant>:<id>,...`. Ids committed while one announcement is being sent
+   * go together in the next. Best effort: a cache that misses it serves the previous token, which the
+   * upstream answers with 401, and routing renews on 401 by version (docs/renewal.md).
+   */
+  private announceRenewed(tenantId: string, id: string): void {
+    this.toAnnounce.push({ tenantId, id });
+    if (this.announcing) return;
+    this.announcing = true;
+    void (async () => {
+      try {
+        while (this.toAnnounce.length > 0) {
+          const batch = this.toAnnounce.splice(0, 1000);
+          const byTenant = new Map<string, string[]>();
+          for (const c of batch) byTenant.set(c.tenantId, [...(byTenant.get(c.tenantId) ?? []), c.id]);
+          const messages: string[] = [];
+          for (const [tenant, ids] of byTenant) {
+            for (let i = 0; i < ids.length; i += IDS_PER_NOTIFICATION) messages.push(`connections:${tenant}:${ids.slice(i, i + IDS_PER_NOTIFICATION).join(',')}`);
+          }
+          await this.query(`SELECT pg_notify('cws_changes', m) FROM unnest($1::text[]) AS m`, [messages]).catch(() => undefined);
+        }
+      } finally {
+        this.announcing = false;
+      }
+    })();
   }
 
   /** How many active connections are due and not leased: the backlog the scheduler sizes its concurrency by. */
