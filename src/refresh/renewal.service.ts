@@ -11,7 +11,7 @@ import { EventsRepository } from '../events/events.repository.js';
 import { UpstreamClient } from '../upstream/upstream-client.service.js';
 import { TokenEndpointError, UpstreamTimeoutError } from '../upstream/upstream.errors.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
-import { TokenVault } from '../vault/token-vault.service.js';
+import { TokenVault, VaultError } from '../vault/token-vault.service.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
 import { type CommitLane, type LeasedConnection, RefreshRepository, type RenewalRow, type RenewedItem } from './refresh.repository.js';
 import { backoffDelayMs, classifyFailure, describeFailure, needsRenewal, retryAt } from './renewal-timing.js';
@@ -200,6 +200,15 @@ export class RenewalService implements OnModuleDestroy {
       tokens = await this.callTokenEndpoint(row, env, refreshToken, mode, takenAt, started);
     } catch (e) {
       if (e instanceof GrantRejected) return this.onRejected(row, started);
+      if (e instanceof VaultError) {
+        // The stored refresh token does not open with VAULT_KEYS: nothing was sent. Retrying every tick
+        // cannot help until the operator fixes the key ring, so it backs off like any failure (capped at
+        // 5 minutes); readiness reports the key id meanwhile (ops/health.service.ts).
+        await this.repo.recordFailure(row.id, me, row.version, retryAt(this.clock.now(), row.refreshFailures, null, null)).catch(() => undefined);
+        this.metrics.record('failure', seconds(started));
+        this.logger.error({ connectionId: row.id, tenantId: row.tenantId, kid: e.kid, failures: row.refreshFailures + 1 }, 'renewal failed: the stored refresh token does not open with VAULT_KEYS; will retry with backoff');
+        throw e;
+      }
       if (!(e instanceof AppError)) {
         // Nothing was sent, or nothing was spent: the stored refresh token is still the valid one, so the
         // lease can go back. (After a successful token call we never get here.)
@@ -276,6 +285,7 @@ export class RenewalService implements OnModuleDestroy {
     const sealed = sealTokens(this.vault, row.id, tokens);
     const item: RenewedItem = {
       id: row.id,
+      tenantId: row.tenantId,
       version: row.version,
       accessTokenEnc: sealed.accessTokenEnc,
       refreshTokenEnc: sealed.refreshTokenEnc,
