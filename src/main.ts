@@ -1,5 +1,6 @@
 import 'reflect-metadata';
-import { ConfigError, loadConfig } from './config/app-config.js';
+import { describeStartupFailure } from './common/startup-failure.js';
+import { type AppConfig, loadConfig } from './config/app-config.js';
 import { ApiKeysService } from './tenants/api-keys.service.js';
 import { startService } from './service.js';
 
@@ -14,20 +15,27 @@ function assertDecoratorMetadata(): void {
   }
 }
 
+/** Every start-up failure ends here: one line naming the variable and what to do, exit code 1, no stack. */
+function cannotStart(e: unknown, config: AppConfig | null): never {
+  console.error(`cws-connect cannot start: ${describeStartupFailure(e, config)}`);
+  process.exit(1);
+}
+
 async function main(): Promise<void> {
-  let config;
+  let config: AppConfig;
   try {
     config = loadConfig(process.env);
   } catch (e) {
-    if (e instanceof ConfigError) {
-      console.error(`cws-connect cannot start: ${e.message}`);
-      process.exit(1);
-    }
-    throw e;
+    cannotStart(e, null);
   }
   assertDecoratorMetadata();
   const started = Date.now();
-  const service = await startService(config, { log: (m) => console.error(`[cws-connect] ${m}`) });
+  let service;
+  try {
+    service = await startService(config, { log: (m) => console.error(`[cws-connect] ${m}`) });
+  } catch (e) {
+    cannotStart(e, config);
+  }
   const { url, sandbox } = service;
   const lines = [
     '',
@@ -58,7 +66,4 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => shutdown('SIGTERM'));
 }
 
-main().catch((e: unknown) => {
-  console.error(`cws-connect failed to start: ${e instanceof Error ? e.message : String(e)}`);
-  process.exit(1);
-});
+main().catch((e: unknown) => cannotStart(e, null));
