@@ -104,20 +104,32 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
     let exhausted = false;
     let claiming: Promise<void> | null = null;
     let claimError: unknown = null;
-    let workers = renewalsInFlight(backlog, this.meanRenewalMs, intervalMs, concurrency);
+    let workers = 0;
+    const started = new Set<Promise<void>>();
+    // More workers when the backlog turns out larger than counted (rows fell due during the pass).
+    const grow = () => {
+      const wanted = renewalsInFlight(backlog, this.meanRenewalMs, intervalMs, concurrency);
+      while (workers < wanted) {
+        workers++;
+        const run: Promise<void> = worker().finally(() => {
+          workers--;
+          started.delete(run);
+        });
+        started.add(run);
+      }
+    };
     const refill = async () => {
       const takenAt = performance.now();
       const batch = await this.repo.claimDueForRefresh(me, leaseMs, batchSize);
       claimed += batch.length;
       for (const leased of batch) queue.push({ leased, takenAt });
       if (batch.length < batchSize) exhausted = true;
+      backlog = Math.max(backlog, queue.length + (exhausted ? 0 : batchSize));
+      grow();
     };
-    const worker = async () => {
+    const worker = async (): Promise<void> => {
       for (;;) {
-        if (workers > 1 && renewalsInFlight(backlog, this.meanRenewalMs, intervalMs, concurrency) < workers) {
-          workers--;
-          return;
-        }
+        if (workers > 1 && renewalsInFlight(backlog, this.meanRenewalMs, intervalMs, concurrency) < workers) return;
         if (!exhausted && !claiming && !this.stopping && claimError === null && queue.length < workers) {
           claiming = refill()
             .catch((e: unknown) => {
@@ -163,7 +175,8 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
         }
       }
     };
-    await Promise.all(Array.from({ length: workers }, worker));
+    grow();
+    while (started.size > 0) await Promise.all([...started]);
     await this.repo.releaseLeases(
       queue.map((q) => q.leased.connection.id),
       me,

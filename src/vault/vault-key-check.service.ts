@@ -1,4 +1,4 @@
-import { Injectable, OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { ConfigError } from '../config/app-config.js';
 import { SEALED_COLUMNS } from './sealed-columns.js';
 import { type SealedRef, TokenVault, VaultError } from './token-vault.service.js';
@@ -19,9 +19,10 @@ function checkRef(kid: string): SealedRef {
  */
 @Injectable()
 export class VaultKeyCheck implements OnModuleInit {
+  // Explicit tokens: the CLI also runs under tsx, which emits no decorator metadata.
   constructor(
-    private readonly vault: TokenVault,
-    private readonly repo: VaultRepository,
+    @Inject(TokenVault) private readonly vault: TokenVault,
+    @Inject(VaultRepository) private readonly repo: VaultRepository,
   ) {}
 
   async onModuleInit(): Promise<void> {
