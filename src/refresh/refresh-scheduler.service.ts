@@ -9,20 +9,16 @@ import { type CommitLane, type LeasedConnection, RefreshRepository } from './ref
 import { RenewalService } from './renewal.service.js';
 
 const INTERVAL_NAME = 'cws-refresh-scheduler';
-/** Before any renewal was timed: a guess of one renewal's duration (token call and commit). */
-const FIRST_GUESS_MS = 50;
-/** Weight of the latest renewal in the running mean of their durations. */
-const MEAN_WEIGHT = 0.1;
-
 /**
- * How many renewals to keep in flight for `backlog` due connections: enough to clear it within one
- * scheduler interval at the measured time per renewal, at least one, at most the cap (REFRESH_CONCURRENCY).
- * Renewals are not urgent (a token is renewed at REFRESH_AT of its life), and every renewal in flight is a
- * rotation a SIGKILL can cut between the upstream's answer and our COMMIT: no more than the backlog needs.
+ * How many renewals to keep in flight for `backlog` due connections: one per due connection, at most the cap
+ * (REFRESH_CONCURRENCY). Every renewal in flight is a rotation a SIGKILL can cut between the upstream's answer
+ * and our COMMIT, so a small backlog never gets the whole cap. (Sizing by the rate instead, enough to clear
+ * the backlog within one interval at the measured time per renewal, under-provisioned when rows fall due
+ * continuously with little slack: with 20-second tokens some were renewed after they expired.)
  */
-export function renewalsInFlight(backlog: number, meanRenewalMs: number, intervalMs: number, cap: number): number {
+export function renewalsInFlight(backlog: number, cap: number): number {
   if (backlog <= 0) return 0;
-  return Math.max(1, Math.min(cap, backlog, Math.ceil((backlog * meanRenewalMs) / intervalMs)));
+  return Math.max(1, Math.min(cap, backlog));
 }
 
 /**
@@ -37,7 +33,6 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
   private running: Promise<number> | null = null;
   private stopping = false;
   private registered = false;
-  private meanRenewalMs = FIRST_GUESS_MS;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -88,12 +83,13 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
    * work. A worker is one renewal in flight from its token call to its COMMIT: it reserves a commit lane
    * (a database connection) before the call, so the new pair is saved the moment it arrives, and takes the
    * next row only after that commit. So at any instant at most `workers` rotated pairs exist only in this
-   * process's memory, which is what a SIGKILL can cost. The worker count follows the backlog (counted at the
-   * start of the pass, minus what was started since): a worker stops when fewer would do. Returns once every
-   * renewal it started has stored its outcome.
+   * process's memory, which is what a SIGKILL can cost. The worker count follows the backlog: counted at the
+   * start of the pass, raised when claims show more; workers end with the pass (stopping them as the queue
+   * shrinks left its tail to one worker while more rows fell due). Returns once every renewal it started has
+   * stored its outcome.
    */
   private async pass(): Promise<number> {
-    const { batchSize, concurrency, leaseMs, intervalMs } = this.config.refresh;
+    const { batchSize, concurrency, leaseMs } = this.config.refresh;
     const me = this.config.instanceId;
     let backlog = await this.repo.countDue();
     if (backlog === 0) return 0;
@@ -108,7 +104,7 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
     const started = new Set<Promise<void>>();
     // More workers when the backlog turns out larger than counted (rows fell due during the pass).
     const grow = () => {
-      const wanted = renewalsInFlight(backlog, this.meanRenewalMs, intervalMs, concurrency);
+      const wanted = renewalsInFlight(backlog, concurrency);
       while (workers < wanted) {
         workers++;
         const run: Promise<void> = worker().finally(() => {
@@ -129,7 +125,6 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
     };
     const worker = async (): Promise<void> => {
       for (;;) {
-        if (workers > 1 && renewalsInFlight(backlog, this.meanRenewalMs, intervalMs, concurrency) < workers) return;
         if (!exhausted && !claiming && !this.stopping && claimError === null && queue.length < workers) {
           claiming = refill()
             .catch((e: unknown) => {
@@ -166,10 +161,7 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
             leaseFrom = performance.now();
             if (!(await this.repo.extendLease(next.leased.connection.id, me, next.leased.connection.version, leaseMs))) continue;
           }
-          backlog = Math.max(0, backlog - 1);
-          const started = performance.now();
           await this.renewal.renewClaimed(next.leased, leaseFrom, lane);
-          this.meanRenewalMs += MEAN_WEIGHT * (performance.now() - started - this.meanRenewalMs);
         } finally {
           lane.release();
         }

@@ -11,7 +11,7 @@ import type { RenewalService } from './renewal.service.js';
  * its lane reservation to its commit, no more are in flight than the cap or the backlog needs, every
  * renewal gets a lane of its own, and a pass ends only once every outcome is stored.
  */
-function harness(rows: number, concurrency: number, intervalMs = 5000) {
+function harness(rows: number, concurrency: number) {
   const ids = Array.from({ length: rows }, (_, i) => `c-${i}`);
   let next = 0;
   const state = { inFlight: 0, maxInFlight: 0, committed: 0, lanesOut: 0, maxLanesOut: 0, renewedOnOwnLane: 0 };
@@ -52,7 +52,7 @@ function harness(rows: number, concurrency: number, intervalMs = 5000) {
   };
   const config = {
     instanceId: 'me',
-    refresh: { batchSize: 7, concurrency, leaseMs: 60_000, intervalMs },
+    refresh: { batchSize: 7, concurrency, leaseMs: 60_000 },
     upstream: { tokenTimeoutMs: 15_000, connectTimeoutMs: 5_000 },
   } as unknown as AppConfig;
   const scheduler = new RefreshScheduler(config, repo as unknown as RefreshRepository, renewal as unknown as RenewalService, {} as RefreshMetrics, {} as SchedulerRegistry);
@@ -60,18 +60,16 @@ function harness(rows: number, concurrency: number, intervalMs = 5000) {
 }
 
 describe('renewalsInFlight', () => {
-  it('is what clears the backlog within one interval, at least one, at most the cap', () => {
-    expect(renewalsInFlight(0, 50, 5000, 8)).toBe(0);
-    expect(renewalsInFlight(3, 50, 5000, 8)).toBe(1);
-    expect(renewalsInFlight(300, 50, 5000, 8)).toBe(3);
-    expect(renewalsInFlight(10_000, 50, 5000, 8)).toBe(8);
-    expect(renewalsInFlight(2, 5000, 100, 8)).toBe(2);
+  it('is one per due connection, at least one, at most the cap', () => {
+    expect(renewalsInFlight(0, 8)).toBe(0);
+    expect(renewalsInFlight(3, 8)).toBe(3);
+    expect(renewalsInFlight(10_000, 8)).toBe(8);
   });
 });
 
 describe('RefreshScheduler pass', () => {
   it('keeps at most the cap in flight, each renewal on a lane of its own until its commit, and ends after the last commit', async () => {
-    const { scheduler, state } = harness(60, 4, 10);
+    const { scheduler, state } = harness(60, 4);
     expect(await scheduler.runOnce()).toBe(60);
     expect(state.committed).toBe(60);
     expect(state.renewedOnOwnLane).toBe(60);
@@ -81,10 +79,10 @@ describe('RefreshScheduler pass', () => {
     expect(state.lanesOut).toBe(0);
   });
 
-  it('keeps one renewal in flight for a backlog one can clear within the interval', async () => {
-    const { scheduler, state } = harness(20, 8, 60_000);
-    expect(await scheduler.runOnce()).toBe(20);
-    expect(state.maxInFlight).toBe(1);
+  it('keeps no more in flight than there are due connections', async () => {
+    const { scheduler, state } = harness(2, 8);
+    expect(await scheduler.runOnce()).toBe(2);
+    expect(state.maxInFlight).toBeLessThanOrEqual(2);
   });
 
   it('claims nothing when nothing is due', async () => {
