@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { parseVaultKeys } from '../../src/config/app-config.js';
-import { SandboxServer } from '../../src/sandbox/sandbox-server.js';
+import { SandboxServer } from 'cws-sandbox';
 import { TokenVault } from '../../src/vault/token-vault.service.js';
 import { receiverRef } from '../../src/webhooks/webhooks.service.js';
 import { seedConnections } from '../support/seed-connections.js';

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { SandboxServer } from '../../src/sandbox/sandbox-server.js';
+import { SandboxServer } from 'cws-sandbox';
 import { seedConnections } from '../support/seed-connections.js';
 import { spawnApp, type SpawnedApp } from '../support/spawn-app.js';
 import { testVaultKey } from '../support/test-app.js';

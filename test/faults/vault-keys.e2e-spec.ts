@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { parseVaultKeys } from '../../src/config/app-config.js';
 import { accessTokenRef, refreshTokenRef } from '../../src/connections/token-fields.js';
-import { SandboxServer } from '../../src/sandbox/sandbox-server.js';
+import { SandboxServer } from 'cws-sandbox';
 import { TokenVault } from '../../src/vault/token-vault.service.js';
 import { seedConnections } from '../support/seed-connections.js';
 import { spawnApp, type SpawnedApp } from '../support/spawn-app.js';
