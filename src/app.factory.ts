@@ -1,11 +1,9 @@
-import { ValidationPipe } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ExpressAdapter, type NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import express from 'express';
 import { Logger } from 'nestjs-pino';
 import { AppModule, AppOptions } from './app.module.js';
-import { AppExceptionFilter } from './common/app-exception.filter.js';
 import { formBodyParser, jsonBodyParser, refuseBadUrl } from './common/json-body.js';
 import type { AppConfig } from './config/app-config.js';
 import { withFacadePaths } from './facade/facade-openapi.js';
@@ -53,15 +51,6 @@ export async function createApp(config: AppConfig, options: CreateAppOptions = {
     if (isFacadePath(req.url)) return next();
     json(req, res, (err?: unknown) => (err ? next(err) : form(req, res, next)));
   });
-  app.useGlobalFilters(new AppExceptionFilter());
-  app.useGlobalPipes(
-    new ValidationPipe({
-      whitelist: true,
-      forbidNonWhitelisted: true,
-      transform: true,
-      stopAtFirstError: false,
-    }),
-  );
 
   const document = SwaggerModule.createDocument(
     app,

@@ -1,7 +1,9 @@
-import { DynamicModule, Module } from '@nestjs/common';
+import { DynamicModule, Module, ValidationPipe } from '@nestjs/common';
+import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { LoggerModule } from 'nestjs-pino';
 import type { DestinationStream } from 'pino';
+import { AppExceptionFilter } from './common/app-exception.filter.js';
 import { Clock, SystemClock } from './common/clock.js';
 import type { AppConfig } from './config/app-config.js';
 import { ConfigModule } from './config/config.module.js';
@@ -12,6 +14,7 @@ import { FacadeModule } from './facade/facade.module.js';
 import { loggerParams } from './ops/logger.js';
 import { OpsModule } from './ops/ops.module.js';
 import { RefreshModule } from './refresh/refresh.module.js';
+import { ApiKeyAuthGuard } from './tenants/api-key-auth.guard.js';
 import { TenantsModule } from './tenants/tenants.module.js';
 import { UpstreamModule } from './upstream/upstream.module.js';
 import { VaultModule } from './vault/vault.module.js';
@@ -42,6 +45,15 @@ export class AppModule {
         RefreshModule,
         FacadeModule,
         WebhooksModule,
+      ],
+      // What applies to every route: the API-key check, the one error shape, DTO validation.
+      providers: [
+        { provide: APP_GUARD, useClass: ApiKeyAuthGuard },
+        { provide: APP_FILTER, useClass: AppExceptionFilter },
+        {
+          provide: APP_PIPE,
+          useValue: new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true, stopAtFirstError: false }),
+        },
       ],
     };
   }

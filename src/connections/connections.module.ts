@@ -1,4 +1,7 @@
 import { Module } from '@nestjs/common';
+import { EventsModule } from '../events/events.module.js';
+import { VaultModule } from '../vault/vault.module.js';
+import { UpstreamModule } from '../upstream/upstream.module.js';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { TenantsModule } from '../tenants/tenants.module.js';
 import { ConnectSessionEntity } from './connect-session.entity.js';
@@ -11,7 +14,7 @@ import { ConnectionsService } from './connections.service.js';
 import { OAuthController } from './oauth.controller.js';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([ConnectionEntity, ConnectSessionEntity]), TenantsModule],
+  imports: [UpstreamModule, VaultModule, EventsModule, TypeOrmModule.forFeature([ConnectionEntity, ConnectSessionEntity]), TenantsModule],
   controllers: [ConnectionsController, OAuthController],
   providers: [ConnectionsRepository, ConnectSessionsRepository, ConnectionsService, ConnectService],
   exports: [ConnectionsService, ConnectionsRepository],

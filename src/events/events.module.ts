@@ -1,4 +1,4 @@
-import { Global, Module } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import { TenantsModule } from '../tenants/tenants.module.js';
 import { EventDeliveryService } from './event-delivery.service.js';
 import { EventsController } from './events.controller.js';
@@ -9,7 +9,6 @@ import { EventsService } from './events.service.js';
  * The events table: what the partner receives, from the upstream and from cws-connect itself; the
  * events API, and the signed outbound delivery (pg-boss).
  */
-@Global()
 @Module({
   imports: [TenantsModule],
   controllers: [EventsController],

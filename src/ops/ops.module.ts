@@ -1,16 +1,15 @@
-import { Global, Module } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
 import { HealthService } from './health.service.js';
-import { MetricsService } from './metrics.service.js';
+import { MetricsModule } from './metrics.module.js';
 import { OpsController } from './ops.controller.js';
 import { OpsRepository } from './ops.repository.js';
+import { VaultModule } from '../vault/vault.module.js';
 
-@Global()
 @Module({
   // Readiness failures are not logged per probe: a database outage is logged once (common/database-outage.ts).
-  imports: [TerminusModule.forRoot({ logger: false })],
+  imports: [TerminusModule.forRoot({ logger: false }), MetricsModule, VaultModule],
   controllers: [OpsController],
-  providers: [HealthService, MetricsService, OpsRepository],
-  exports: [MetricsService],
+  providers: [HealthService, OpsRepository],
 })
 export class OpsModule {}

@@ -1,4 +1,8 @@
 import { Module } from '@nestjs/common';
+import { MetricsModule } from '../ops/metrics.module.js';
+import { EventsModule } from '../events/events.module.js';
+import { VaultModule } from '../vault/vault.module.js';
+import { UpstreamModule } from '../upstream/upstream.module.js';
 import { ConnectionsModule } from '../connections/connections.module.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
 import { RefreshScheduler } from './refresh-scheduler.service.js';
@@ -8,7 +12,7 @@ import { RenewalService } from './renewal.service.js';
 
 /** Token renewal: on demand (RenewalService, for routing) and ahead of expiry (RefreshScheduler). Needs ScheduleModule.forRoot() in the app. */
 @Module({
-  imports: [ConnectionsModule],
+  imports: [UpstreamModule, VaultModule, EventsModule, MetricsModule, ConnectionsModule],
   controllers: [RefreshController],
   providers: [RefreshRepository, RefreshMetrics, RenewalService, RefreshScheduler],
   exports: [RenewalService],

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { UpstreamModule } from '../upstream/upstream.module.js';
 import { ChangesModule } from '../changes/changes.module.js';
 import { ConnectionsModule } from '../connections/connections.module.js';
 import { RefreshModule } from '../refresh/refresh.module.js';
@@ -7,7 +8,7 @@ import { RouteCache } from './route-cache.js';
 import { RoutingService } from './routing.service.js';
 
 @Module({
-  imports: [ChangesModule, TenantsModule, ConnectionsModule, RefreshModule],
+  imports: [UpstreamModule, ChangesModule, TenantsModule, ConnectionsModule, RefreshModule],
   providers: [RouteCache, RoutingService],
   exports: [RoutingService],
 })

@@ -1,8 +1,7 @@
 import { Module } from '@nestjs/common';
-import { APP_GUARD } from '@nestjs/core';
+import { VaultModule } from '../vault/vault.module.js';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { ChangesModule } from '../changes/changes.module.js';
-import { ApiKeyAuthGuard } from './api-key-auth.guard.js';
 import { ApiKeyCache } from './api-key-cache.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { TenantApiKeyEntity } from './tenant-api-key.entity.js';
@@ -13,9 +12,9 @@ import { TenantsRepository } from './tenants.repository.js';
 import { TenantsService } from './tenants.service.js';
 
 @Module({
-  imports: [TypeOrmModule.forFeature([TenantEntity, TenantApiKeyEntity]), ChangesModule],
+  imports: [VaultModule, TypeOrmModule.forFeature([TenantEntity, TenantApiKeyEntity]), ChangesModule],
   controllers: [TenantsController],
-  providers: [TenantsRepository, TenantApiKeysRepository, TenantsService, ApiKeysService, ApiKeyCache, { provide: APP_GUARD, useClass: ApiKeyAuthGuard }],
+  providers: [TenantsRepository, TenantApiKeysRepository, TenantsService, ApiKeysService, ApiKeyCache],
   exports: [TenantsService, ApiKeysService],
 })
 export class TenantsModule {}

@@ -1,7 +1,6 @@
-import { Global, Module } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import { UpstreamClient } from './upstream-client.service.js';
 
-@Global()
 @Module({
   providers: [UpstreamClient],
   exports: [UpstreamClient],

@@ -1,4 +1,6 @@
 import { Module } from '@nestjs/common';
+import { EventsModule } from '../events/events.module.js';
+import { VaultModule } from '../vault/vault.module.js';
 import { RoutingModule } from '../routing/routing.module.js';
 import { InboundService } from './inbound.service.js';
 import { WebhookReceiversRepository } from './webhook-receivers.repository.js';
@@ -7,7 +9,7 @@ import { WebhooksService } from './webhooks.service.js';
 
 /** Webhook provisioning through the admin connection and the inbound receiver (events: the events module). */
 @Module({
-  imports: [RoutingModule],
+  imports: [VaultModule, EventsModule, RoutingModule],
   controllers: [WebhooksController, InboundController],
   providers: [WebhookReceiversRepository, WebhooksService, InboundService],
 })
