@@ -1,6 +1,7 @@
 import { DynamicModule, Global, Module } from '@nestjs/common';
 import { Clock, SystemClock } from '../common/clock.js';
 import type { AppConfig } from './app-config.js';
+import { Environments } from './environments.js';
 
 export const APP_CONFIG = Symbol('APP_CONFIG');
 
@@ -13,8 +14,9 @@ export class ConfigModule {
       providers: [
         { provide: APP_CONFIG, useValue: config },
         { provide: Clock, useValue: clock },
+        { provide: Environments, useValue: new Environments(config.environments) },
       ],
-      exports: [APP_CONFIG, Clock],
+      exports: [APP_CONFIG, Clock, Environments],
     };
   }
 }

@@ -7,6 +7,7 @@ import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
 import type { AppConfig, CwsEnvironment } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
+import { Environments } from '../config/environments.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { UpstreamClient } from '../upstream/upstream-client.service.js';
 import { TokenEndpointError, UpstreamStatusError, UpstreamTimeoutError, UpstreamUnavailableError } from '../upstream/upstream.errors.js';
@@ -37,16 +38,17 @@ export class ConnectService {
     private readonly tenants: TenantsService,
     private readonly upstream: UpstreamClient,
     private readonly clock: Clock,
+    private readonly environments: Environments,
   ) {
     this.stateStore = new ConnectStateStore(sessions, clock, config.publicUrl);
-    for (const env of Object.values(config.environments)) {
+    for (const env of environments.all()) {
       createCwsStrategy(env, { publicUrl: config.publicUrl, upstream, stateStore: this.stateStore, passport: this.passport });
     }
   }
 
   async createSession(tenantId: string, dto: CreateConnectSessionDto): Promise<{ connectUrl: string; expiresAt: Date }> {
     const tenant = await this.tenants.get(tenantId);
-    const env = this.environmentOf(tenant.environment);
+    const env = this.environments.get(tenant.environment);
     if (dto.kind === 'user' && !dto.userId) throw new AppError('validation_failed', 'userId is required for kind user.');
     if (dto.kind === 'admin' && dto.userId !== undefined) throw new AppError('validation_failed', 'userId must not be given for kind admin.');
     if (!tenant.allowedReturnUrls.some((allowed) => returnUrlAllowed(dto.returnUrl, allowed))) {
@@ -104,7 +106,7 @@ export class ConnectService {
       throw new AppError('connect_session_expired', 'This connect link has expired or was already used. Ask for a new one.');
     }
     const tenant = await this.tenants.get(session.tenantId);
-    const env = this.environmentOf(tenant.environment);
+    const env = this.environments.get(tenant.environment);
     (req as ConnectRequest).connectTokenHash = tokenHash;
     const outcome = await this.runPassport(env, { session: false, scope: session.scopes }, req, res);
     if (outcome.kind !== 'redirected') throw new Error('the authorize step did not redirect');
@@ -124,7 +126,7 @@ export class ConnectService {
     const peeked = await this.stateStore.peek(state);
     if (!peeked) throw new AppError('connect_state_invalid', 'The OAuth state is unknown or was already used. Start the connection again.');
     const tenant = await this.tenants.get(peeked.tenantId);
-    const env = this.environmentOf(tenant.environment);
+    const env = this.environments.get(tenant.environment);
 
     let outcome: PassportOutcome;
     try {
@@ -149,12 +151,6 @@ export class ConnectService {
     const res = await this.upstream.resource(env, { method: 'GET', path: '/webhooks', headers: { accept: 'application/json' }, accessToken: tokens.accessToken, retry: true });
     await res.body.dump();
     return res.status >= 200 && res.status < 300;
-  }
-
-  private environmentOf(name: string): CwsEnvironment {
-    const env = this.config.environments[name as keyof AppConfig['environments']];
-    if (!env) throw new AppError('environment_not_configured', `The environment "${name}" is not configured on this service.`);
-    return env;
   }
 
   private runPassport(env: CwsEnvironment, options: Record<string, unknown>, req: Request, res: Response): Promise<PassportOutcome> {

@@ -12,11 +12,12 @@ import { ConnectionsController } from './connections.controller.js';
 import { ConnectionsRepository } from './connections.repository.js';
 import { ConnectionsService } from './connections.service.js';
 import { OAuthController } from './oauth.controller.js';
+import { ConnectionTokens } from './token-fields.js';
 
 @Module({
   imports: [UpstreamModule, VaultModule, EventsModule, TypeOrmModule.forFeature([ConnectionEntity, ConnectSessionEntity]), TenantsModule],
   controllers: [ConnectionsController, OAuthController],
-  providers: [ConnectionsRepository, ConnectSessionsRepository, ConnectionsService, ConnectService],
-  exports: [ConnectionsService, ConnectionsRepository],
+  providers: [ConnectionsRepository, ConnectSessionsRepository, ConnectionsService, ConnectService, ConnectionTokens],
+  exports: [ConnectionsService, ConnectionsRepository, ConnectionTokens],
 })
 export class ConnectionsModule {}

@@ -1,14 +1,11 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { Inject, Injectable } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
-import type { AppConfig } from '../config/app-config.js';
-import { APP_CONFIG } from '../config/config.module.js';
 import type { EnvironmentName } from '../config/app-config.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { EventsRepository } from '../events/events.repository.js';
 import type { TokenSet, UpstreamUser } from '../upstream/upstream.types.js';
-import { TokenVault } from '../vault/token-vault.service.js';
 import type { ConnectSessionEntity } from './connect-session.entity.js';
 import type { ConnectionEntity } from './connection.entity.js';
 import {
@@ -19,14 +16,13 @@ import {
   type PagePosition,
   type RenewalRecord,
 } from './connections.repository.js';
-import { refreshDueAt, sealTokens } from './token-fields.js';
+import { ConnectionTokens } from './token-fields.js';
 
 @Injectable()
 export class ConnectionsService {
   constructor(
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly repo: ConnectionsRepository,
-    private readonly vault: TokenVault,
+    private readonly tokens: ConnectionTokens,
     private readonly events: EventsRepository,
     private readonly clock: Clock,
     private readonly tenants: TenantsService,
@@ -71,23 +67,32 @@ export class ConnectionsService {
   }
 
   /**
+   * The upstream refused the refresh token of the renewal that `owner` holds the lease of, on `version`:
+   * the connection needs its user again, and the partner hears of it in the same transaction. Null when
+   * the row moved meanwhile (a reconnect replaced the tokens): that is a lost race, not a revocation.
+   */
+  markReauthRequired(id: string, owner: string, version: number, reason: string): Promise<ConnectionEntity | null> {
+    return this.repo.transaction(async (m) => {
+      const c = await this.repo.markReauthRequired(m, id, owner, version, reason, this.clock.now());
+      if (c) await this.events.record({ tenantId: c.tenantId, source: 'service', type: 'connection.reauth_required', payload: eventPayload('connection.reauth_required', c) }, m);
+      return c;
+    });
+  }
+
+  /**
    * Stores the outcome of a completed authorization: a new connection, or new tokens on the owner's
    * existing one (same id). Tokens are sealed with the row id in their AAD, so the id is settled first.
    * Answers the connection's id.
    */
   async saveFromConnect(session: ConnectSessionEntity, tokens: TokenSet, user: UpstreamUser, isAdmin: boolean): Promise<string> {
     const now = this.clock.now();
-    const expiresAt = new Date(now.getTime() + tokens.expiresIn * 1000);
     const fieldsFor = (id: string): ConnectedFields => ({
       upstreamUserId: user.id,
       upstreamEmail: user.email,
       upstreamUsername: user.username,
       isAdmin,
       scopes: tokens.scope ?? session.scopes,
-      ...sealTokens(this.vault, id, tokens),
-      accessTokenExpiresAt: expiresAt,
-      refreshDueAt: refreshDueAt(now, tokens.expiresIn, this.config.refresh.at),
-      now,
+      ...this.tokens.fields(id, tokens, now),
     });
     return this.repo.transaction(async (m) => {
       let existing = await this.repo.findOwner(session.tenantId, session.kind, session.userId, m);
@@ -110,7 +115,7 @@ export class ConnectionsService {
   }
 }
 
-export function eventPayload(type: string, c: Pick<ConnectionEntity, 'id' | 'tenantId' | 'kind' | 'userId' | 'upstreamUserId'> & { statusReason?: string | null }) {
+function eventPayload(type: string, c: Pick<ConnectionEntity, 'id' | 'tenantId' | 'kind' | 'userId' | 'upstreamUserId'> & { statusReason?: string | null }) {
   return {
     type,
     connectionId: c.id,

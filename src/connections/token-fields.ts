@@ -1,5 +1,40 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { AppConfig } from '../config/app-config.js';
+import { APP_CONFIG } from '../config/config.module.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
-import type { SealedRef, TokenVault } from '../vault/token-vault.service.js';
+import { type SealedRef, TokenVault } from '../vault/token-vault.service.js';
+import type { ConnectionEntity } from './connection.entity.js';
+import type { RenewedFields } from './connections.repository.js';
+
+/**
+ * How a connection's tokens are kept: sealed with the row id and column in their AAD, and renewed at
+ * REFRESH_AT of their life. The connect flow and renewal both store pairs through it.
+ */
+@Injectable()
+export class ConnectionTokens {
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly vault: TokenVault,
+  ) {}
+
+  /** What a new pair stores on row `connectionId`, received at `now`. */
+  fields(connectionId: string, tokens: Pick<TokenSet, 'accessToken' | 'refreshToken' | 'expiresIn'>, now: Date): RenewedFields {
+    return {
+      ...sealTokens(this.vault, connectionId, tokens),
+      accessTokenExpiresAt: new Date(now.getTime() + tokens.expiresIn * 1000),
+      refreshDueAt: refreshDueAt(now, tokens.expiresIn, this.config.refresh.at),
+      now,
+    };
+  }
+
+  openAccessToken(c: Pick<ConnectionEntity, 'id'> & { accessTokenEnc: string }): string {
+    return this.vault.open(c.accessTokenEnc, accessTokenRef(c.id));
+  }
+
+  openRefreshToken(c: Pick<ConnectionEntity, 'id'> & { refreshTokenEnc: string }): string {
+    return this.vault.open(c.refreshTokenEnc, refreshTokenRef(c.id));
+  }
+}
 
 export function accessTokenRef(connectionId: string): SealedRef {
   return { table: 'connections', id: connectionId, column: 'access_token_enc' };

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { MetricsService } from '../ops/metrics.service.js';
-import { RefreshRepository } from './refresh.repository.js';
+import { ConnectionsRepository } from '../connections/connections.repository.js';
 
 export type RenewalOutcome = 'success' | 'failure' | 'reauth_required' | 'lost_race';
 
@@ -12,7 +12,7 @@ export class RefreshMetrics {
   private readonly duration: Histogram;
   private collecting = true;
 
-  constructor(metrics: MetricsService, repo: RefreshRepository) {
+  constructor(metrics: MetricsService, repo: ConnectionsRepository) {
     const registers = [metrics.registry];
     this.total = new Counter({ name: 'cws_refresh_total', help: 'Renewal attempts that held the lease, by outcome.', labelNames: ['outcome'], registers });
     for (const outcome of ['success', 'failure', 'reauth_required', 'lost_race'] as const) this.total.inc({ outcome }, 0);

@@ -5,7 +5,7 @@ import { databaseOutage, isDatabaseUnavailable } from '../common/database-outage
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
-import { type CommitLane, type LeasedConnection, RefreshRepository } from './refresh.repository.js';
+import { type CommitLane, type LeasedConnection, ConnectionsRepository } from '../connections/connections.repository.js';
 import { RenewalService } from './renewal.service.js';
 
 const INTERVAL_NAME = 'cws-refresh-scheduler';
@@ -36,7 +36,7 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-    private readonly repo: RefreshRepository,
+    private readonly repo: ConnectionsRepository,
     private readonly renewal: RenewalService,
     private readonly metrics: RefreshMetrics,
     private readonly schedulers: SchedulerRegistry,

@@ -3,7 +3,7 @@ import type { SchedulerRegistry } from '@nestjs/schedule';
 import type { AppConfig } from '../config/app-config.js';
 import type { RefreshMetrics } from './refresh-metrics.service.js';
 import { RefreshScheduler, renewalsInFlight } from './refresh-scheduler.service.js';
-import type { CommitLane, LeasedConnection, RefreshRepository } from './refresh.repository.js';
+import type { CommitLane, LeasedConnection, ConnectionsRepository } from '../connections/connections.repository.js';
 import type { RenewalService } from './renewal.service.js';
 
 /**
@@ -55,7 +55,7 @@ function harness(rows: number, concurrency: number) {
     refresh: { batchSize: 7, concurrency, leaseMs: 60_000 },
     upstream: { tokenTimeoutMs: 15_000, connectTimeoutMs: 5_000 },
   } as unknown as AppConfig;
-  const scheduler = new RefreshScheduler(config, repo as unknown as RefreshRepository, renewal as unknown as RenewalService, {} as RefreshMetrics, {} as SchedulerRegistry);
+  const scheduler = new RefreshScheduler(config, repo as unknown as ConnectionsRepository, renewal as unknown as RenewalService, {} as RefreshMetrics, {} as SchedulerRegistry);
   return { scheduler, state };
 }
 

@@ -12,6 +12,7 @@ import type { TenantsService } from '../tenants/tenants.service.js';
 import type { UpstreamClient } from '../upstream/upstream-client.service.js';
 import type { ResourceRequest } from '../upstream/upstream.types.js';
 import { RouteCache } from './route-cache.js';
+import { Environments } from '../config/environments.js';
 import { RoutingService } from './routing.service.js';
 
 const env = { name: 'sandbox', apiUrl: 'http://up', authUrl: 'http://up', clientId: 'c', clientSecret: 's', scopes: [], tokenAuth: 'body', userinfoMethod: 'GET' } as const;
@@ -47,6 +48,7 @@ function setup(design: Design, rows: ConnectionEntity[], upstreamStatuses: numbe
       },
     } as unknown as UpstreamClient,
     new RouteCache(feed),
+    new Environments(config.environments),
   );
   return { service, sent, renewals };
 }

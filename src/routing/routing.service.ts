@@ -4,6 +4,7 @@ import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
 import type { AppConfig, CwsEnvironment } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
+import { Environments } from '../config/environments.js';
 import type { ConnectionEntity } from '../connections/connection.entity.js';
 import { ConnectionsRepository } from '../connections/connections.repository.js';
 import { RenewalService } from '../refresh/renewal.service.js';
@@ -35,13 +36,14 @@ export class RoutingService {
   private readonly marginMs: number;
 
   constructor(
-    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Inject(APP_CONFIG) config: AppConfig,
     private readonly clock: Clock,
     private readonly tenants: TenantsService,
     private readonly connections: ConnectionsRepository,
     private readonly renewal: RenewalService,
     private readonly upstream: UpstreamClient,
     private readonly cache: RouteCache,
+    private readonly environments: Environments,
   ) {
     this.marginMs = config.refresh.onDemandMarginMs;
   }
@@ -70,8 +72,7 @@ export class RoutingService {
 
   private async pick(tenantId: string, route: RouteKind, userId: string | undefined): Promise<Picked> {
     const tenant = await this.tenantOf(tenantId);
-    const env = this.config.environments[tenant.environment];
-    if (!env) throw new AppError('environment_not_configured', `The tenant's environment "${tenant.environment}" is not configured on this service.`);
+    const env = this.environments.get(tenant.environment);
 
     let kind: 'admin' | 'user';
     if (route === 'admin') {

@@ -4,6 +4,7 @@ import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
+import { Environments } from '../config/environments.js';
 import { TokenVault, type SealedRef } from '../vault/token-vault.service.js';
 import type { CreateTenantDto, UpdateTenantDto } from './dto/tenant.dto.js';
 import { TenantEntity } from './tenant.entity.js';
@@ -16,12 +17,11 @@ export class TenantsService {
     private readonly repo: TenantsRepository,
     private readonly vault: TokenVault,
     private readonly clock: Clock,
+    private readonly environments: Environments,
   ) {}
 
   async create(dto: CreateTenantDto): Promise<{ tenant: TenantEntity; eventsSecret: string }> {
-    if (!this.config.environments[dto.environment]) {
-      throw new AppError('environment_not_configured', `The environment "${dto.environment}" is not configured on this service (CWS_${dto.environment.toUpperCase()}_AUTH_URL).`);
-    }
+    this.environments.get(dto.environment);
     this.checkTargetUrl(dto.eventsTargetUrl);
     const now = this.clock.now();
     for (let attempt = 0; attempt < 5; attempt++) {

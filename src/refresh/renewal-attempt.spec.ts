@@ -1,0 +1,111 @@
+import { describe, expect, it } from '@jest/globals';
+import { Environments } from '../config/environments.js';
+import type { CwsEnvironment } from '../config/app-config.js';
+import type { ConnectionEntity } from '../connections/connection.entity.js';
+import type { ConnectionsRepository, LeasedConnection, RenewalRecord, RenewalRow } from '../connections/connections.repository.js';
+import type { ConnectionsService } from '../connections/connections.service.js';
+import type { ConnectionTokens } from '../connections/token-fields.js';
+import type { PairCommit } from './pair-commit.js';
+import { RenewalAttempt } from './renewal-attempt.js';
+import { codeOf, fakeConfig, fakeLane, fakeMetrics, row, systemClock } from './renewal-fakes.js';
+import { GrantRejected, type Need } from './renewal-types.js';
+import type { TokenCall } from './token-call.js';
+
+const sandbox = { name: 'sandbox' } as CwsEnvironment;
+
+/** `answer` is what the token call does: a pair (committed by the fake commit), or an error it throws. */
+function setup(answer: 'pair' | Error, opts: { marked?: boolean; current?: Partial<ConnectionEntity> } = {}) {
+  const history: RenewalRecord[] = [];
+  const released: string[] = [];
+  const failures: string[] = [];
+  const marked: Array<{ id: string; version: number; reason: string }> = [];
+  const repo = {
+    async releaseLease(id: string) {
+      released.push(id);
+    },
+    async recordFailure(id: string) {
+      failures.push(id);
+      return true;
+    },
+    findById: async () => ({ ...row(), version: 7, ...opts.current }) as ConnectionEntity,
+    async recordRenewal(_id: string, r: RenewalRecord) {
+      history.push(r);
+    },
+  } as unknown as ConnectionsRepository;
+  const connections = {
+    async markReauthRequired(id: string, _owner: string, version: number, reason: string) {
+      marked.push({ id, version, reason });
+      return opts.marked === false ? null : ({ id, tenantId: 't' } as ConnectionEntity);
+    },
+  } as unknown as ConnectionsService;
+  const tokens = { openRefreshToken: (c: { refreshTokenEnc: string }) => `opened(${c.refreshTokenEnc})` } as unknown as ConnectionTokens;
+  const sent: string[] = [];
+  const tokenCall = {
+    async call(_row: RenewalRow, _env: CwsEnvironment, refreshToken: string) {
+      sent.push(refreshToken);
+      if (answer instanceof Error) throw answer;
+      return { accessToken: 'at-new' };
+    },
+  } as unknown as TokenCall;
+  const pairCommit = { commit: async (r: RenewalRow) => ({ connection: { ...r, version: r.version + 1 }, accessToken: 'at-new' }) } as unknown as PairCommit;
+  const metrics = fakeMetrics();
+  const attempt = new RenewalAttempt(fakeConfig, repo, connections, tokens, new Environments({ sandbox }), tokenCall, pairCommit, metrics, systemClock);
+  const run = (leased: LeasedConnection = { connection: row(), environment: 'sandbox' }, need: Need = () => true) =>
+    attempt.run(leased, need, 'scheduled', performance.now(), fakeLane());
+  // History is written after the fact; let it land.
+  const settled = () => new Promise((r) => setImmediate(r));
+  return { run, history, released, failures, marked, sent, metrics, settled };
+}
+
+describe('RenewalAttempt (one renewal under the lease)', () => {
+  it('renews with the opened refresh token, commits, and keeps "renewed" in the history', async () => {
+    const t = setup('pair');
+    const outcome = await t.run();
+    await t.settled();
+    expect(t.sent).toEqual(['opened(sealed-old-rt)']);
+    expect(outcome).toMatchObject({ accessToken: 'at-new', connection: { version: 4 } });
+    expect(t.history).toEqual([expect.objectContaining({ outcome: 'renewed', error: null })]);
+  });
+
+  it('gives the lease back without a token call when the row no longer needs the renewal (someone else renewed it)', async () => {
+    const t = setup('pair');
+    const outcome = await t.run(undefined, () => false);
+    await t.settled();
+    expect(t.sent).toEqual([]);
+    expect(t.released).toEqual(['c-1']);
+    expect(outcome.accessToken).toBeNull();
+    expect(t.metrics.outcomes).toEqual(['lost_race']);
+    expect(t.history).toEqual([]);
+  });
+
+  it('stores a failure and answers environment_not_configured for a tenant whose environment is not configured', async () => {
+    const t = setup('pair');
+    expect(await codeOf(t.run({ connection: row(), environment: 'eu' }))).toBe('environment_not_configured');
+    await t.settled();
+    expect(t.sent).toEqual([]);
+    expect(t.failures).toEqual(['c-1']);
+    expect(t.history).toEqual([expect.objectContaining({ outcome: 'failed', error: 'environment_not_configured' })]);
+  });
+
+  it('marks the connection reauth_required on a rejected grant, on the version it renewed', async () => {
+    const t = setup(new GrantRejected());
+    expect(await codeOf(t.run())).toBe('reauth_required');
+    await t.settled();
+    expect(t.marked).toEqual([{ id: 'c-1', version: 3, reason: 'refresh_token_rejected' }]);
+    expect(t.history).toEqual([expect.objectContaining({ outcome: 'reauth_required', error: 'refresh_token_rejected' })]);
+  });
+
+  it('takes a rejected grant on a row that moved meanwhile as a lost race and serves the current row', async () => {
+    const t = setup(new GrantRejected(), { marked: false });
+    const outcome = await t.run();
+    expect(outcome).toMatchObject({ accessToken: null, connection: { version: 7 } });
+    expect(t.released).toEqual(['c-1']);
+    expect(t.metrics.outcomes).toEqual(['lost_race']);
+  });
+
+  it('gives the lease back when the renewal failed before anything was sent', async () => {
+    const t = setup(new TypeError('boom'));
+    expect(await codeOf(t.run())).toBe('TypeError');
+    expect(t.released).toEqual(['c-1']);
+  });
+});

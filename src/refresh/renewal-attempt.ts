@@ -1,0 +1,135 @@
+import { performance } from 'node:perf_hooks';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { AppError } from '../common/app-error.js';
+import { Clock } from '../common/clock.js';
+import type { AppConfig } from '../config/app-config.js';
+import { APP_CONFIG } from '../config/config.module.js';
+import { Environments } from '../config/environments.js';
+import { type CommitLane, ConnectionsRepository, type LeasedConnection, type RenewalRow } from '../connections/connections.repository.js';
+import { ConnectionsService } from '../connections/connections.service.js';
+import { ConnectionTokens } from '../connections/token-fields.js';
+import type { TokenSet } from '../upstream/upstream.types.js';
+import { VaultError } from '../vault/token-vault.service.js';
+import { PairCommit } from './pair-commit.js';
+import { RefreshMetrics } from './refresh-metrics.service.js';
+import { retryAt } from './renewal-timing.js';
+import { connectionNotFound, GrantRejected, type Mode, type Need, type Outcome, REAUTH_REASON, reauthRequired, secondsSince } from './renewal-types.js';
+import { TokenCall } from './token-call.js';
+
+/**
+ * One renewal of a connection whose lease this instance holds: decide it is still needed, call the token
+ * endpoint, commit the new pair (or store the failure, or mark the connection reauth_required), and keep
+ * the outcome in the connection's history. The lease is released by whatever ends the attempt.
+ */
+@Injectable()
+export class RenewalAttempt {
+  private readonly logger = new Logger(RenewalAttempt.name);
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly repo: ConnectionsRepository,
+    private readonly connections: ConnectionsService,
+    private readonly tokens: ConnectionTokens,
+    private readonly environments: Environments,
+    private readonly tokenCall: TokenCall,
+    private readonly pairCommit: PairCommit,
+    private readonly metrics: RefreshMetrics,
+    private readonly clock: Clock,
+  ) {}
+
+  /** The lease is ours from `takenAt` (a local time no later than the database's); the new pair is committed on `lane`. */
+  run(leased: LeasedConnection, need: Need, mode: Mode, takenAt: number, lane: CommitLane): Promise<Outcome> {
+    return this.recorded(leased.connection.id, () => this.renew(leased, need, mode, takenAt, lane));
+  }
+
+  private async renew(leased: LeasedConnection, need: Need, mode: Mode, takenAt: number, lane: CommitLane): Promise<Outcome> {
+    const row = leased.connection;
+    const started = performance.now();
+    const me = this.config.instanceId;
+    let tokens: TokenSet;
+    try {
+      if (!need(row, this.clock.now())) {
+        // Renewed by someone else between our decision and our lease: use theirs.
+        await this.repo.releaseLease(row.id, me);
+        this.metrics.record('lost_race', secondsSince(started));
+        return { connection: row, accessToken: null };
+      }
+      const env = this.environments.find(leased.environment);
+      if (!env || !row.refreshTokenEnc) {
+        await this.repo.recordFailure(row.id, me, row.version, retryAt(this.clock.now(), row.refreshFailures, row.accessTokenExpiresAt, null));
+        this.metrics.record('failure', secondsSince(started));
+        throw this.environments.notConfigured(leased.environment);
+      }
+      const refreshToken = this.tokens.openRefreshToken({ id: row.id, refreshTokenEnc: row.refreshTokenEnc });
+      tokens = await this.tokenCall.call(row, env, refreshToken, mode, takenAt, started);
+    } catch (e) {
+      if (e instanceof GrantRejected) return this.onRejected(row, started);
+      if (e instanceof VaultError) {
+        // The stored refresh token does not open with VAULT_KEYS: nothing was sent. Retrying every tick
+        // cannot help until the operator fixes the key ring, so it backs off like any failure (capped at
+        // 5 minutes); readiness reports the key id meanwhile (ops/health.service.ts).
+        await this.repo.recordFailure(row.id, me, row.version, retryAt(this.clock.now(), row.refreshFailures, null, null)).catch(() => undefined);
+        this.metrics.record('failure', secondsSince(started));
+        this.logger.error({ connectionId: row.id, tenantId: row.tenantId, kid: e.kid, failures: row.refreshFailures + 1 }, 'renewal failed: the stored refresh token does not open with VAULT_KEYS; will retry with backoff');
+        throw e;
+      }
+      if (!(e instanceof AppError)) {
+        // Nothing was sent, or nothing was spent: the stored refresh token is still the valid one, so the
+        // lease can go back. (After a successful token call we never get here.)
+        await this.repo.releaseLease(row.id, me).catch(() => undefined);
+        this.metrics.record('failure', secondsSince(started));
+        this.logger.error({ connectionId: row.id, tenantId: row.tenantId, error: e instanceof Error ? e.name : 'unknown' }, 'renewal failed before the token call');
+      }
+      throw e;
+    }
+    return this.pairCommit.commit(row, tokens, takenAt, started, lane);
+  }
+
+  /**
+   * The upstream refused the refresh token. If the row moved meanwhile (a reconnect replaced the tokens),
+   * that is a lost race, not a revocation; otherwise the connection needs its user again.
+   */
+  private async onRejected(row: RenewalRow, started: number): Promise<Outcome> {
+    const me = this.config.instanceId;
+    const marked = await this.connections.markReauthRequired(row.id, me, row.version, REAUTH_REASON);
+    if (marked) {
+      this.metrics.record('reauth_required', secondsSince(started));
+      this.logger.warn({ connectionId: row.id, tenantId: row.tenantId, reason: REAUTH_REASON }, 'the upstream refused the refresh token: the connection needs its user to reconnect');
+      throw reauthRequired();
+    }
+    this.metrics.record('lost_race', secondsSince(started));
+    await this.repo.releaseLease(row.id, me).catch(() => undefined);
+    const current = await this.repo.findById(row.id);
+    if (!current) throw connectionNotFound();
+    if (current.status !== 'active') throw reauthRequired();
+    return { connection: current, accessToken: null };
+  }
+
+  /**
+   * Keeps the outcome of a renewal that held the lease in the connection's history and lastError. Written
+   * after the fact and never awaited: it neither delays nor fails the renewal (a lost record costs a line of
+   * history, not a token).
+   */
+  private recorded(connectionId: string, renew: () => Promise<Outcome>): Promise<Outcome> {
+    const started = performance.now();
+    const keep = (outcome: 'renewed' | 'failed' | 'reauth_required', error: string | null) => {
+      const record = { at: this.clock.now(), outcome, error, durationMs: Math.round(performance.now() - started) };
+      this.repo.recordRenewal(connectionId, record).catch((e: unknown) => {
+        this.logger.warn({ connectionId, error: e instanceof Error ? e.name : 'unknown' }, 'could not keep a renewal in the connection history');
+      });
+    };
+    return renew().then(
+      (o) => {
+        // No new token: someone else's renewal served it (a lost race), not one of ours.
+        if (o.accessToken !== null) keep('renewed', null);
+        return o;
+      },
+      (e: unknown) => {
+        const code = e instanceof AppError ? e.code : 'internal_error';
+        if (code === 'reauth_required') keep('reauth_required', REAUTH_REASON);
+        else if (code !== 'connection_not_found') keep('failed', code);
+        throw e;
+      },
+    );
+  }
+}
