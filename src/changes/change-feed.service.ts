@@ -1,3 +1,4 @@
+import { backoffMs } from '../common/backoff.js';
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import pg from 'pg';
 import type { AppConfig } from '../config/app-config.js';
@@ -36,7 +37,7 @@ export class ChangeFeed implements OnModuleInit, OnModuleDestroy {
   private readonly resetHandlers: Array<() => void> = [];
   private client: pg.Client | null = null;
   private stopped = false;
-  private backoffMs = MIN_BACKOFF_MS;
+  private reconnects = 0;
   private retryTimer: NodeJS.Timeout | null = null;
   private pingTimer: NodeJS.Timeout | null = null;
   private connecting: Promise<void> | null = null;
@@ -110,7 +111,7 @@ export class ChangeFeed implements OnModuleInit, OnModuleDestroy {
       return;
     }
     this.client = client;
-    this.backoffMs = MIN_BACKOFF_MS;
+    this.reconnects = 0;
     // Flush before going live: whatever changed while nobody listened was never heard.
     this.reset();
     this.live = true;
@@ -152,8 +153,7 @@ export class ChangeFeed implements OnModuleInit, OnModuleDestroy {
 
   private scheduleReconnect(e: unknown): void {
     if (this.stopped || this.retryTimer) return;
-    const delay = this.backoffMs * (0.5 + Math.random() / 2);
-    this.backoffMs = Math.min(MAX_BACKOFF_MS, this.backoffMs * 2);
+    const delay = backoffMs(this.reconnects++, { baseMs: MIN_BACKOFF_MS, capMs: MAX_BACKOFF_MS });
     this.logger.debug({ err: e instanceof Error ? e.message : String(e), delayMs: Math.round(delay) }, 'change listener reconnecting');
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;

@@ -1,7 +1,8 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { SANDBOX_DEFAULTS } from 'cws-sandbox';
+import { sha256 } from '../common/hash.js';
 
 export const ENVIRONMENT_NAMES = ['na', 'eu', 'demo', 'sandbox'] as const;
 export type EnvironmentName = (typeof ENVIRONMENT_NAMES)[number];
@@ -229,7 +230,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
  */
 export function defaultDataDir(host: Host, embeddedDatabase: boolean): string {
   if (host.uid !== 0 || !embeddedDatabase || othersMayEnter(host.cwd)) return resolve(host.cwd, '.data');
-  const id = createHash('sha256').update(resolve(host.cwd)).digest('hex').slice(0, 8);
+  const id = sha256(resolve(host.cwd)).toString('hex').slice(0, 8);
   return join(host.systemStateDir, `${basename(resolve(host.cwd))}-${id}`);
 }
 

@@ -1,9 +1,10 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Request, Response } from 'express';
 import { AppError } from '../common/app-error.js';
 import type { Clock } from '../common/clock.js';
 import type { ConnectSessionEntity } from './connect-session.entity.js';
 import type { ConnectSessionsRepository } from './connect-sessions.repository.js';
+import { sha256 } from '../common/hash.js';
 
 export const STATE_LIFETIME_MS = 10 * 60_000;
 const COOKIE_PREFIX = 'cws_connect_';
@@ -100,7 +101,7 @@ export class ConnectStateStore {
 
 /** The binding cookie of one state: its name derives from the state, so that parallel flows keep theirs. */
 export function cookieName(state: string): string {
-  return COOKIE_PREFIX + createHash('sha256').update(`cookie-name:${state}`, 'utf8').digest('base64url').slice(0, 16);
+  return COOKIE_PREFIX + sha256(`cookie-name:${state}`).toString('base64url').slice(0, 16);
 }
 
 function clearCookie(res: Response, name: string, path: string, secure: boolean): void {
@@ -116,8 +117,4 @@ function cookieOf(req: Request, name: string): string | null {
     if (eq > 0 && pair.slice(0, eq).trim() === name) return pair.slice(eq + 1).trim() || null;
   }
   return null;
-}
-
-function sha256(s: string): Buffer {
-  return createHash('sha256').update(s, 'utf8').digest();
 }

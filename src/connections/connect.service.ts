@@ -1,4 +1,4 @@
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { Interval } from '@nestjs/schedule';
 import type { NextFunction, Request, Response } from 'express';
@@ -10,7 +10,7 @@ import { APP_CONFIG } from '../config/config.module.js';
 import { Environments } from '../config/environments.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { UpstreamClient } from '../upstream/upstream-client.service.js';
-import { TokenEndpointError, UpstreamStatusError, UpstreamTimeoutError, UpstreamUnavailableError } from '../upstream/upstream.errors.js';
+import { TokenEndpointError, UpstreamStatusError, upstreamFailure } from '../upstream/upstream.errors.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
 import { ConnectSessionEntity } from './connect-session.entity.js';
 import { ConnectSessionsRepository } from './connect-sessions.repository.js';
@@ -18,6 +18,7 @@ import { ConnectStateStore, STATE_LIFETIME_MS, type ConnectRequest } from './con
 import { ConnectionsService } from './connections.service.js';
 import { createCwsStrategy, strategyName, type OAuthResult, type PassportInstance } from './cws-oauth2.strategy.js';
 import type { CreateConnectSessionDto } from './dto/connect-session.dto.js';
+import { sha256 } from '../common/hash.js';
 
 export const SESSION_LIFETIME_MS = 10 * 60_000;
 const SESSION_SWEEP_MS = 15 * 60_000;
@@ -192,12 +193,9 @@ function oauthErrorCode(raw: string): string {
 /** passport-oauth2 wraps a failed code exchange in an InternalOAuthError carrying the cause as oauthError. */
 function callbackErrorCode(e: unknown): string {
   const cause = typeof e === 'object' && e !== null && 'oauthError' in e ? (e as { oauthError: unknown }).oauthError : e;
-  if (cause instanceof UpstreamUnavailableError || cause instanceof UpstreamTimeoutError) return 'upstream_unavailable';
   if (cause instanceof TokenEndpointError) return 'token_exchange_failed';
   if (cause instanceof UpstreamStatusError) return 'userinfo_failed';
+  // Unreachable or too slow: the browser is told the same (retry later).
+  if (upstreamFailure(cause)) return 'upstream_unavailable';
   return 'connect_failed';
-}
-
-function sha256(s: string): Buffer {
-  return createHash('sha256').update(s, 'utf8').digest();
 }

@@ -1,13 +1,12 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, ParseUUIDPipe, Post, Query } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
 import { ApiBearerAuth, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
-import { AppError } from '../common/app-error.js';
+import { connectionIdPipe } from '../common/params.js';
 import { ConnectService } from './connect.service.js';
 import { ConnectionsService } from './connections.service.js';
 import { ConnectSessionResponseDto, CreateConnectSessionDto } from './dto/connect-session.dto.js';
 import { ConnectionPageDto, ConnectionResponseDto, ListConnectionsQueryDto, RenewalDto, RenewalHistoryDto } from './dto/connection.dto.js';
 
-export const connectionIdPipe = new ParseUUIDPipe({ exceptionFactory: () => new AppError('connection_not_found', 'No such connection.') });
 
 
 @ApiTags('connections')

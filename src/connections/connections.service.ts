@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
@@ -17,6 +17,7 @@ import {
   type RenewalRecord,
 } from './connections.repository.js';
 import { ConnectionTokens } from './token-fields.js';
+import { sha256 } from '../common/hash.js';
 
 @Injectable()
 export class ConnectionsService {
@@ -159,5 +160,5 @@ export function decodeConnectionCursor(tenantId: string, cursor: string): PagePo
 }
 
 function cursorCheck(tenantId: string, p: PagePosition): string {
-  return createHash('sha256').update(`${tenantId}|${p.createdAt}|${p.id}`).digest().subarray(0, 12).toString('base64url');
+  return sha256(`${tenantId}|${p.createdAt}|${p.id}`).subarray(0, 12).toString('base64url');
 }

@@ -1,3 +1,4 @@
+import { backoffMs } from '../common/backoff.js';
 import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import PgBoss from 'pg-boss';
@@ -227,8 +228,7 @@ export function deliveryBody(event: Pick<StoredEvent, 'type' | 'receivedAt' | 'p
 
 /** Exponential with ±20% jitter, capped: base, 2·base, 4·base, … up to max. `failures` ≥ 1. */
 export function retryDelayMs(failures: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
-  const raw = Math.min(maxMs, baseMs * 2 ** Math.min(30, failures - 1));
-  return Math.max(1, Math.round(raw * (0.8 + 0.4 * random())));
+  return backoffMs(failures - 1, { baseMs, capMs: maxMs, floorMs: 1, spread: [0.8, 1.2], random });
 }
 
 /**

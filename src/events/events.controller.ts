@@ -1,11 +1,11 @@
-import { Body, Controller, Get, HttpCode, Param, ParseUUIDPipe, Post, Query } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
 import { ApiAcceptedResponse, ApiBearerAuth, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
-import { AppError } from '../common/app-error.js';
+import { uuidParam } from '../common/params.js';
 import { AttemptDto, AttemptsDto, EventDto, EventPageDto, ListEventsQueryDto, RedeliveredDto, RedeliverQueuedDto, RedeliverSinceDto } from './dto/event.dto.js';
 import { EventsService, REDELIVER_MAX_PENDING, REDELIVER_PER_CALL } from './events.service.js';
 
-const eventIdPipe = new ParseUUIDPipe({ exceptionFactory: () => new AppError('event_not_found', 'No such event.') });
+const eventIdPipe = uuidParam('event_not_found', 'No such event.');
 
 @ApiTags('events')
 @ApiBearerAuth()

@@ -1,7 +1,7 @@
 import { Controller, HttpCode, Param, Post } from '@nestjs/common';
 import { ApiBearerAuth, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
-import { connectionIdPipe } from '../connections/connections.controller.js';
+import { connectionIdPipe } from '../common/params.js';
 import { ConnectionResponseDto } from '../connections/dto/connection.dto.js';
 import { RenewalService } from './renewal.service.js';
 

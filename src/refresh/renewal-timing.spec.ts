@@ -1,5 +1,4 @@
 import { describe, expect, it } from '@jest/globals';
-import { refreshDueAt } from '../connections/token-fields.js';
 import { TokenEndpointError, UpstreamTimeoutError, UpstreamUnavailableError } from '../upstream/upstream.errors.js';
 import { backoffDelayMs, classifyFailure, needsRenewal, RETRY_BASE_MS, RETRY_CAP_MS, RETRY_FLOOR_MS, retryAt } from './renewal-timing.js';
 
@@ -53,14 +52,6 @@ describe('needsRenewal', () => {
     expect(needsRenewal(at(-1), now, 0)).toBe(true);
     expect(needsRenewal(at(60_000), now, 60_000)).toBe(true);
     expect(needsRenewal(at(60_001), now, 60_000)).toBe(false);
-  });
-});
-
-describe('refreshDueAt (the scheduler due time)', () => {
-  it('falls between REFRESH_AT minus 5% and REFRESH_AT of the lifetime from expiresIn', () => {
-    expect(refreshDueAt(now, 21600, 0.8, () => 0)).toEqual(at(21600_000 * 0.8));
-    expect(refreshDueAt(now, 21600, 0.8, () => 1)).toEqual(at(21600_000 * 0.75));
-    expect(refreshDueAt(now, 20, 0.8, () => 0.5).getTime() - now.getTime()).toBe(15_500);
   });
 });
 

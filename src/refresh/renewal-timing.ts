@@ -1,3 +1,4 @@
+import { backoffMs } from '../common/backoff.js';
 import { TokenEndpointError, UpstreamTimeoutError, UpstreamUnavailableError } from '../upstream/upstream.errors.js';
 
 /** First retry after a transient failure waits about this long; each further failure doubles it. */
@@ -7,13 +8,9 @@ export const RETRY_CAP_MS = 5 * 60_000;
 /** Never retry sooner than this (protects an upstream that is failing fast). */
 export const RETRY_FLOOR_MS = 250;
 
-/**
- * Exponential backoff with "equal jitter": half of the delay is fixed, half random, so retries of many
- * connections that failed together spread out instead of hitting a recovering upstream in one wave.
- */
+/** The backoff of a connection's renewal after `failures` failed attempts (common/backoff.ts, with equal jitter). */
 export function backoffDelayMs(failures: number, random: () => number = Math.random, baseMs = RETRY_BASE_MS, capMs = RETRY_CAP_MS): number {
-  const exp = Math.min(capMs, baseMs * 2 ** Math.min(Math.max(failures, 0), 30));
-  return Math.max(RETRY_FLOOR_MS, Math.round(exp / 2 + (random() * exp) / 2));
+  return backoffMs(failures, { baseMs, capMs, floorMs: RETRY_FLOOR_MS, random });
 }
 
 /**

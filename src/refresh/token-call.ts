@@ -6,7 +6,7 @@ import type { AppConfig, CwsEnvironment } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { ConnectionsRepository, type RenewalRow } from '../connections/connections.repository.js';
 import { UpstreamClient } from '../upstream/upstream-client.service.js';
-import { TokenEndpointError, UpstreamTimeoutError } from '../upstream/upstream.errors.js';
+import { TokenEndpointError, upstreamFailure } from '../upstream/upstream.errors.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
 import { backoffDelayMs, classifyFailure, describeFailure, needsRenewal, retryAt } from './renewal-timing.js';
@@ -53,14 +53,8 @@ export class TokenCall {
         await this.repo.recordFailure(row.id, me, row.version, retryAt(this.clock.now(), row.refreshFailures, row.accessTokenExpiresAt, retryAfter));
         this.metrics.record('failure', secondsSince(started));
         this.logger.warn({ connectionId: row.id, tenantId: row.tenantId, failure: describeFailure(e), failures, kind }, 'renewal failed; will retry with backoff');
-        throw toAppError(e, kind);
+        throw upstreamFailure(e, 'The upstream token endpoint') ?? new AppError('upstream_error', `The upstream token endpoint refused the renewal (${describeFailure(e)}).`);
       }
     }
   }
-}
-
-function toAppError(e: unknown, kind: 'transient' | 'permanent'): AppError {
-  if (e instanceof UpstreamTimeoutError) return new AppError('upstream_timeout', 'The upstream token endpoint did not answer in time.');
-  if (kind === 'transient') return new AppError('upstream_unavailable', 'The upstream token endpoint is unavailable; the renewal will be retried.');
-  return new AppError('upstream_error', `The upstream token endpoint refused the renewal (${describeFailure(e)}).`);
 }

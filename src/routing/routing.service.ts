@@ -10,7 +10,7 @@ import { ConnectionsRepository } from '../connections/connections.repository.js'
 import { RenewalService } from '../refresh/renewal.service.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { UpstreamClient } from '../upstream/upstream-client.service.js';
-import { UpstreamTimeoutError, UpstreamUnavailableError } from '../upstream/upstream.errors.js';
+import { upstreamFailure } from '../upstream/upstream.errors.js';
 import type { ResourceRequest, ResourceResponse } from '../upstream/upstream.types.js';
 import { ownerKey, RouteCache, type CachedTenant, type CachedToken } from './route-cache.js';
 
@@ -138,9 +138,7 @@ export class RoutingService {
     try {
       return await this.upstream.resource(env, { ...req, accessToken });
     } catch (e) {
-      if (e instanceof UpstreamUnavailableError) throw new AppError('upstream_unavailable', 'The upstream service could not be reached.');
-      if (e instanceof UpstreamTimeoutError) throw new AppError('upstream_timeout', 'The upstream service did not answer in time.');
-      throw e;
+      throw upstreamFailure(e) ?? e;
     }
   }
 }

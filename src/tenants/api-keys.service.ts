@@ -1,4 +1,4 @@
-import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
@@ -10,6 +10,7 @@ import { TenantApiKeyEntity } from './tenant-api-key.entity.js';
 import { TenantApiKeysRepository } from './tenant-api-keys.repository.js';
 import { TENANT_ID } from './tenant.entity.js';
 import { TenantsRepository } from './tenants.repository.js';
+import { sha256 } from '../common/hash.js';
 
 export const TENANT_KEY_PREFIX = 'cwsk_';
 /** Characters of the key kept in clear (prefix included) to find the candidate rows. */
@@ -104,8 +105,4 @@ function bearerOf(header: string | undefined): string | null {
   if (!header) return null;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
   return match ? match[1] : null;
-}
-
-function sha256(s: string): Buffer {
-  return createHash('sha256').update(s, 'utf8').digest();
 }

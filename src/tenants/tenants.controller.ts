@@ -1,14 +1,14 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, ParseUUIDPipe, Patch, Post } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Post } from '@nestjs/common';
 import { ApiBearerAuth, ApiBody, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
-import { AppError } from '../common/app-error.js';
+import { uuidParam } from '../common/params.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { OperatorOnly } from './auth.decorators.js';
 import { ApiKeyResponseDto, CreateApiKeyDto, CreatedApiKeyResponseDto } from './dto/api-key.dto.js';
 import { CreatedTenantResponseDto, CreateTenantDto, EventsSecretResponseDto, RotateEventsSecretDto, TenantResponseDto, UpdateTenantDto } from './dto/tenant.dto.js';
 import { TenantsService } from './tenants.service.js';
 
-export const keyIdPipe = new ParseUUIDPipe({ exceptionFactory: () => new AppError('api_key_not_found', 'No such API key.') });
+const keyIdPipe = uuidParam('api_key_not_found', 'No such API key.');
 
 @ApiTags('tenants')
 @ApiBearerAuth()

@@ -1,3 +1,4 @@
+import { backoffMs } from '../common/backoff.js';
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import type { IncomingHttpHeaders } from 'node:http';
 import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
@@ -272,6 +273,5 @@ function apiBaseOf(apiUrl: string): { origin: string; prefix: string } {
 }
 
 function backoff(attempt: number): Promise<void> {
-  const ms = Math.min(2000, 100 * 2 ** attempt) * (0.5 + Math.random() / 2);
-  return new Promise((r) => setTimeout(r, ms));
+  return new Promise((r) => setTimeout(r, backoffMs(attempt, { baseMs: 100, capMs: 2000 })));
 }

@@ -1,3 +1,5 @@
+import { AppError } from '../common/app-error.js';
+
 /** Failures talking to the upstream, told apart by what the caller should do about them. */
 export class UpstreamUnavailableError extends Error {
   constructor(message: string, override readonly cause?: unknown) {
@@ -47,4 +49,17 @@ export class UpstreamStatusError extends Error {
     super(`the upstream answered ${status} on ${path}`);
     this.name = 'UpstreamStatusError';
   }
+}
+
+/**
+ * The one mapping of an upstream failure to the contract's error: too slow (upstream_timeout), unreachable or
+ * throttled (upstream_unavailable), or refused (upstream_error). `what` names the endpoint in the message. Null
+ * for an error that is not an upstream failure.
+ */
+export function upstreamFailure(e: unknown, what = 'The upstream service'): AppError | null {
+  if (e instanceof UpstreamTimeoutError) return new AppError('upstream_timeout', `${what} did not answer in time.`);
+  if (e instanceof UpstreamUnavailableError) return new AppError('upstream_unavailable', `${what} could not be reached.`);
+  if (e instanceof TokenEndpointError && e.isTransient) return new AppError('upstream_unavailable', `${what} is unavailable (${e.status}).`);
+  if (e instanceof TokenEndpointError || e instanceof UpstreamStatusError) return new AppError('upstream_error', `${what} refused the call (${e.status}).`);
+  return null;
 }

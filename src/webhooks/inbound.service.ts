@@ -1,4 +1,4 @@
-import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
+import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
 import { CommitBatcher } from '../common/commit-batcher.js';
@@ -7,12 +7,13 @@ import { EventsRepository, type NewEvent } from '../events/events.repository.js'
 import { TokenVault } from '../vault/token-vault.service.js';
 import { WebhookReceiversRepository } from './webhook-receivers.repository.js';
 import { receiverRef } from './webhooks.service.js';
+import { sha256 } from '../common/hash.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const CACHE_TTL_MS = 60_000;
 const CACHE_MAX = 10_000;
 // Compared against when the receiver is unknown, so that an unknown receiver costs the same as a wrong secret.
-const NO_RECEIVER = createHash('sha256').update('no receiver').digest();
+const NO_RECEIVER = sha256('no receiver');
 const TYPE_FIELDS = ['event', 'type', 'eventType'] as const;
 
 /**
@@ -42,9 +43,7 @@ export class InboundService {
    */
   async accept(tenantId: string, receiverId: string, authorization: string | undefined, delivery: { contentType: string | undefined; body: unknown }): Promise<{ id: string }> {
     const expected = await this.expectedDigest(tenantId, receiverId);
-    const given = createHash('sha256')
-      .update(authorization ?? '')
-      .digest();
+    const given = sha256(authorization ?? '');
     const match = timingSafeEqual(given, expected ?? NO_RECEIVER);
     if (!match || !expected || authorization === undefined) throw new AppError('unauthorized', "The webhook's Authorization is missing or wrong.");
     if (!isJsonType(delivery.contentType)) throw new AppError('unsupported_media_type', 'A delivery is a JSON body: content-type: application/json.');
@@ -70,9 +69,7 @@ export class InboundService {
     if (hit && hit.until > now) return hit.digest;
     const receiver = await this.receivers.getById(tenantId, receiverId);
     if (!receiver) return null;
-    const digest = createHash('sha256')
-      .update(this.vault.open(receiver.secretEnc, receiverRef(receiver.id)))
-      .digest();
+    const digest = sha256(this.vault.open(receiver.secretEnc, receiverRef(receiver.id)));
     if (this.digests.size >= CACHE_MAX) this.digests.clear();
     this.digests.set(key, { digest, until: now + CACHE_TTL_MS });
     return digest;
