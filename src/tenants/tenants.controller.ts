@@ -8,7 +8,7 @@ import { ApiKeyResponseDto, CreateApiKeyDto, CreatedApiKeyResponseDto } from './
 import { CreatedTenantResponseDto, CreateTenantDto, EventsSecretResponseDto, RotateEventsSecretDto, TenantResponseDto, UpdateTenantDto } from './dto/tenant.dto.js';
 import { TenantsService } from './tenants.service.js';
 
-const keyIdPipe = uuidParam('api_key_not_found', 'No such API key.');
+export const keyIdPipe = uuidParam('api_key_not_found', 'No such API key.');
 
 @ApiTags('tenants')
 @ApiBearerAuth()
