@@ -1,10 +1,14 @@
 import type { NestExpressApplication } from '@nestjs/platform-express';
+import { SandboxServer } from 'cws-sandbox';
 import type { DestinationStream } from 'pino';
 import { createApp } from './app.factory.js';
+import type { Clock } from './common/clock.js';
 import type { AppConfig } from './config/app-config.js';
-import { runMigrations } from './database/migrate.js';
-import { EmbeddedDatabase, startEmbeddedPostgres } from './database/embedded-postgres.js';
-import { SandboxServer } from 'cws-sandbox';
+import type { EmbeddedDatabase } from './database/embedded-postgres.js';
+import { openDatabase } from './database/open-database.js';
+
+// The one way to build cws-connect: the server (main.ts) and the tests (test/support/test-app.ts) start it
+// here; the CLI (cli/cli-runtime.ts) opens the database the same way (database/open-database.ts).
 
 export interface RunningService {
   config: AppConfig;
@@ -14,14 +18,20 @@ export interface RunningService {
   stop(): Promise<void>;
 }
 
+export interface ServiceOptions {
+  log?: (msg: string) => void;
+  /** Where log lines go (tests collect them); stdout when unset. */
+  logDestination?: DestinationStream;
+  clock?: Clock;
+  /** The address to listen on (default every interface). */
+  host?: string;
+}
+
 /**
- * Everything `npm start` does before and around the Nest app: the embedded database when no
- * DATABASE_URL is given, migrations, the in-process sandbox when SANDBOX=on, then the HTTP server.
+ * Everything `npm start` does: the database (openDatabase), the in-process sandbox when SANDBOX=on, the app,
+ * then the HTTP server on PORT.
  */
-export async function startService(
-  base: AppConfig,
-  options: { log?: (msg: string) => void; logDestination?: DestinationStream } = {},
-): Promise<RunningService> {
+export async function startService(base: AppConfig, options: ServiceOptions = {}): Promise<RunningService> {
   const log = options.log ?? (() => undefined);
   let embedded: EmbeddedDatabase | null = null;
   let sandbox: SandboxServer | null = null;
@@ -32,13 +42,9 @@ export async function startService(
     await embedded?.stop().catch(() => undefined);
   };
   try {
-    let databaseUrl = base.databaseUrl;
-    if (!databaseUrl) {
-      embedded = await startEmbeddedPostgres(base.dataDir, log);
-      databaseUrl = embedded.url;
-    }
-    const config: AppConfig = Object.freeze({ ...base, databaseUrl });
-    const applied = await runMigrations(databaseUrl);
+    const opened = await openDatabase(base, log);
+    embedded = opened.embedded;
+    const { config, applied } = opened;
     if (applied.length) log(`applied ${applied.length} migration${applied.length === 1 ? '' : 's'}, the last ${applied.at(-1)}`);
 
     const sandboxEnv = config.environments.sandbox;
@@ -54,11 +60,12 @@ export async function startService(
       });
     }
 
-    app = await createApp(config, { logDestination: options.logDestination });
-    await app.listen(config.port, '0.0.0.0');
+    app = await createApp(config, { logDestination: options.logDestination, clock: options.clock });
+    const host = options.host ?? '0.0.0.0';
+    await app.listen(config.port, host);
     const address = app.getHttpServer().address();
     const port = typeof address === 'object' && address ? address.port : config.port;
-    return { config, app, url: `http://localhost:${port}`, sandbox, stop };
+    return { config, app, url: `http://${host === '0.0.0.0' ? 'localhost' : host}:${port}`, sandbox, stop };
   } catch (e) {
     await stop();
     throw e;

@@ -2,7 +2,7 @@ import type { INestApplicationContext, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { AppConfig } from '../config/app-config.js';
 import type { EmbeddedDatabase } from '../database/embedded-postgres.js';
-import { runMigrations } from '../database/migrate.js';
+import { openDatabase } from '../database/open-database.js';
 import { CliModule } from './cli.module.js';
 
 /** One operator command: `npm run cli -- <name> [args]`. Register it in the list in src/cli.ts. */
@@ -35,23 +35,8 @@ export class CliRuntime {
   ) {}
 
   static async start(base: AppConfig, signal: AbortSignal): Promise<CliRuntime> {
-    let embedded: EmbeddedDatabase | null = null;
-    try {
-      let databaseUrl = base.databaseUrl;
-      if (!databaseUrl) {
-        // Imported only when needed: embedded-postgres installs, on import, SIGINT/SIGTERM handlers that
-        // exit the process at once, which would cut a command's own clean stop short.
-        const { startEmbeddedPostgres } = await import('../database/embedded-postgres.js');
-        embedded = await startEmbeddedPostgres(base.dataDir, log);
-        databaseUrl = embedded.url;
-      }
-      const config: AppConfig = Object.freeze({ ...base, databaseUrl });
-      const applied = await runMigrations(databaseUrl);
-      return new CliRuntime(config, applied, signal, embedded);
-    } catch (e) {
-      await embedded?.stop().catch(() => undefined);
-      throw e;
-    }
+    const { config, applied, embedded } = await openDatabase(base, log);
+    return new CliRuntime(config, applied, signal, embedded);
   }
 
   async get<T>(type: Type<T>): Promise<T> {

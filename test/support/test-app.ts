@@ -4,10 +4,10 @@ import type { NestExpressApplication } from '@nestjs/platform-express';
 import pg from 'pg';
 import type { AppConfig } from '../../src/config/app-config.js';
 import { loadConfig } from '../../src/config/app-config.js';
-import { createApp } from '../../src/app.factory.js';
 import type { Clock } from '../../src/common/clock.js';
 import { SandboxServer, type SandboxOptions } from 'cws-sandbox';
 import { freePort } from '../../src/common/free-port.js';
+import { startService } from '../../src/service.js';
 import { createTestDatabase, openPool } from './test-database.js';
 
 export interface HttpAnswer<T = unknown> {
@@ -84,10 +84,10 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     ...options.env,
     DATABASE_URL: databaseUrl,
   });
-  const app = await createApp(config, { logDestination: destination, clock: options.clock });
-  await app.listen(config.port, '127.0.0.1');
-  const address = app.getHttpServer().address();
-  const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : config.port}`;
+  // Built as `npm start` builds it; the test database is already migrated (from the template) and the
+  // sandbox is the test's own (SANDBOX=off), so only the app and its server start here.
+  const service = await startService(config, { logDestination: destination, clock: options.clock, host: '127.0.0.1' });
+  const { app, url } = service;
   const db = openPool(databaseUrl);
 
   return {
@@ -119,7 +119,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       return { status: res.status, headers: res.headers, body: parsed as T, text };
     },
     async close() {
-      await app.close();
+      await service.stop();
       await db.end();
       await sandbox?.close();
     },

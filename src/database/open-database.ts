@@ -1,0 +1,33 @@
+import type { AppConfig } from '../config/app-config.js';
+import type { EmbeddedDatabase } from './embedded-postgres.js';
+import { runMigrations } from './migrate.js';
+
+export interface OpenedDatabase {
+  /** The configuration with DATABASE_URL resolved (the embedded database's when it was unset). */
+  config: AppConfig;
+  /** Names of the migrations this start applied. */
+  applied: string[];
+  /** The embedded database when this process started one; stop it last. */
+  embedded: EmbeddedDatabase | null;
+}
+
+/** The database, migrated: DATABASE_URL's, or the embedded one in DATA_DIR when it is unset. */
+export async function openDatabase(base: AppConfig, log: (msg: string) => void): Promise<OpenedDatabase> {
+  let embedded: EmbeddedDatabase | null = null;
+  try {
+    let databaseUrl = base.databaseUrl;
+    if (!databaseUrl) {
+      // Imported only when needed: embedded-postgres installs, on import, SIGINT/SIGTERM handlers that exit
+      // the process at once, which would cut a CLI command's own clean stop short.
+      const { startEmbeddedPostgres } = await import('./embedded-postgres.js');
+      embedded = await startEmbeddedPostgres(base.dataDir, log);
+      databaseUrl = embedded.url;
+    }
+    const config: AppConfig = Object.freeze({ ...base, databaseUrl });
+    const applied = await runMigrations(databaseUrl);
+    return { config, applied, embedded };
+  } catch (e) {
+    await embedded?.stop().catch(() => undefined);
+    throw e;
+  }
+}
