@@ -6,7 +6,7 @@ import { SandboxServer } from 'cws-sandbox';
 import { authorizeAtSandbox, openCallback } from './support/connect.js';
 import { freePort } from '../src/common/free-port.js';
 import { spawnApp, type SpawnedApp } from './support/spawn-app.js';
-import { testVaultKey } from './support/test-app.js';
+import { sandboxEnv, testVaultKey } from './support/test-app.js';
 import { createTestDatabase } from './support/test-database.js';
 
 const GIB = 1024 ** 3;
@@ -82,10 +82,7 @@ describe('a 1 GiB multipart upload through the facade (app in its own process)',
       SANDBOX: 'off',
       VAULT_KEYS: testVaultKey(),
       OPERATOR_API_KEY: operatorKey,
-      CWS_SANDBOX_AUTH_URL: sandbox.url,
-      CWS_SANDBOX_CLIENT_ID: sandbox.clientId,
-      CWS_SANDBOX_CLIENT_SECRET: sandbox.clientSecret,
-      CWS_SANDBOX_SCOPES: sandbox.scopes.join(' '),
+      ...sandboxEnv(sandbox),
     });
     const auth = { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' };
     const tenant = await fetch(`${app.url}/v1/tenants`, {

@@ -7,7 +7,7 @@ import pg from 'pg';
 import { SandboxServer } from 'cws-sandbox';
 import { openAccessToken, seedConnections, type SeededConnection } from './support/seed-connections.js';
 import { spawnApp, type SpawnedApp } from './support/spawn-app.js';
-import { testVaultKey } from './support/test-app.js';
+import { sandboxEnv, testVaultKey } from './support/test-app.js';
 import { createTestDatabase, openPool } from './support/test-database.js';
 
 const TTL_S = 20;
@@ -38,10 +38,7 @@ describe('renewal across three instances (separate processes)', () => {
       DATABASE_URL: databaseUrl,
       DATABASE_POOL_SIZE: '10',
       SANDBOX: 'off',
-      CWS_SANDBOX_AUTH_URL: sandbox.url,
-      CWS_SANDBOX_CLIENT_ID: sandbox.clientId,
-      CWS_SANDBOX_CLIENT_SECRET: sandbox.clientSecret,
-      CWS_SANDBOX_SCOPES: sandbox.scopes.join(' '),
+      ...sandboxEnv(sandbox),
       VAULT_KEYS: vaultKeys,
       OPERATOR_API_KEY: operatorKey,
       REFRESH_INTERVAL_MS: '200',

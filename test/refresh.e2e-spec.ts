@@ -6,7 +6,7 @@ import { RefreshScheduler } from '../src/refresh/refresh-scheduler.service.js';
 import { RenewalService } from '../src/refresh/renewal.service.js';
 import { newTenant } from './support/connect.js';
 import { seedConnections, type IssuedPair } from './support/seed-connections.js';
-import { startTestApp, testVaultKey, type TestApp } from './support/test-app.js';
+import { startSecondInstance, startTestApp, testVaultKey, type TestApp } from './support/test-app.js';
 
 interface ErrorBody {
   error: { code: string; message: string; requestId: string };
@@ -24,20 +24,8 @@ describe('token renewal (invariants 3 to 5)', () => {
 
   beforeAll(async () => {
     a = await startTestApp({ env, sandbox: { accessTokenTtlSeconds: TTL } });
-    const sandbox = a.sandbox!;
     // A second instance on the same database and the same upstream: leases must work across instances.
-    b = await startTestApp({
-      databaseUrl: a.databaseUrl,
-      sandbox: false,
-      env: {
-        ...env,
-        CWS_SANDBOX_AUTH_URL: sandbox.url,
-        CWS_SANDBOX_CLIENT_ID: sandbox.clientId,
-        CWS_SANDBOX_CLIENT_SECRET: sandbox.clientSecret,
-        CWS_SANDBOX_SCOPES: sandbox.scopes.join(' '),
-        PORT: '0',
-      },
-    });
+    b = await startSecondInstance(a, env);
     await newTenant(a, 'acme');
   });
   afterAll(async () => {

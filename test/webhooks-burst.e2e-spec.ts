@@ -10,6 +10,7 @@ import { TokenVault } from '../src/vault/token-vault.service.js';
 import { freePort } from '../src/common/free-port.js';
 import { spawnApp, type SpawnedApp } from './support/spawn-app.js';
 import { createTestDatabase } from './support/test-database.js';
+import { sandboxEnv } from './support/test-app.js';
 import { waitUntil, WebhookSink } from './support/webhook-sink.js';
 
 const TOTAL = 2000;
@@ -45,10 +46,7 @@ describe('webhooks under load: two instances, a failing partner, a SIGKILL (inva
       SANDBOX: 'off',
       VAULT_KEYS: vaultKeys,
       OPERATOR_API_KEY: operatorKey,
-      CWS_SANDBOX_AUTH_URL: sandbox.url,
-      CWS_SANDBOX_CLIENT_ID: sandbox.clientId,
-      CWS_SANDBOX_CLIENT_SECRET: sandbox.clientSecret,
-      CWS_SANDBOX_SCOPES: sandbox.scopes.join(' '),
+      ...sandboxEnv(sandbox),
       EVENTS_RETRY_BASE_MS: '100',
       EVENTS_RETRY_MAX_MS: '1000',
       EVENTS_POLL_INTERVAL_MS: '500',

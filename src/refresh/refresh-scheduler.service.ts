@@ -12,9 +12,8 @@ const INTERVAL_NAME = 'cws-refresh-scheduler';
 /**
  * How many renewals to keep in flight for `backlog` due connections: one per due connection, at most the cap
  * (REFRESH_CONCURRENCY). Every renewal in flight is a rotation a SIGKILL can cut between the upstream's answer
- * and our COMMIT, so a small backlog never gets the whole cap. (Sizing by the rate instead, enough to clear
- * the backlog within one interval at the measured time per renewal, under-provisioned when rows fall due
- * continuously with little slack: with 20-second tokens some were renewed after they expired.)
+ * and our COMMIT, so a small backlog never gets the whole cap; rows that fall due continuously still each
+ * get a renewal at once (docs/renewal.md).
  */
 export function renewalsInFlight(backlog: number, cap: number): number {
   if (backlog <= 0) return 0;

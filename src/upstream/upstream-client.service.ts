@@ -139,8 +139,8 @@ interface SmallResponse {
 
 /**
  * One request whose answer is read whole into a string, through undici's handler API (`dispatch`) rather than
- * `request`: no body stream, no consumer promise chain per call. The scheduler makes thousands of token calls a
- * second, and that machinery was a measurable share of a renewal's CPU. Errors (connect, timeouts, a socket
+ * `request`: no body stream, no consumer promise chain per call, for the thousands of token calls a second the
+ * scheduler makes. Errors (connect, timeouts, a socket
  * closed mid-answer) reject with undici's own error classes, exactly as `request` would.
  */
 function postSmall(agent: Dispatcher, options: Dispatcher.DispatchOptions): Promise<SmallResponse> {

@@ -31,7 +31,7 @@ const VERSION = 'v1';
 const AAD_PREFIX = 'cws-connect/v1';
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
-/** IVs are cut from one random pool: a randomBytes(12) per seal cost more than the encryption (2 µs against 0.1 µs). */
+/** IVs are cut from one random pool: a randomBytes(12) per seal would cost more than the encryption itself. */
 const IV_POOL_BYTES = IV_BYTES * 512;
 const BASE64URL = /^[A-Za-z0-9_-]*$/;
 // The kid is echoed in errors, so it must look like a kid (app-config's rule) before it is trusted that far.

@@ -10,7 +10,7 @@ import { TokenVault } from '../../src/vault/token-vault.service.js';
 import { receiverRef } from '../../src/webhooks/webhooks.service.js';
 import { seedConnections } from '../support/seed-connections.js';
 import { spawnApp, type SpawnedApp } from '../support/spawn-app.js';
-import { testVaultKey } from '../support/test-app.js';
+import { sandboxEnv, testVaultKey } from '../support/test-app.js';
 import { startOwnPostgres, type OwnPostgres } from './own-postgres.js';
 
 interface Answer {
@@ -51,10 +51,7 @@ describe('a database outage', () => {
         DATABASE_URL: databaseUrl,
         DATABASE_POOL_SIZE: '5',
         SANDBOX: 'off',
-        CWS_SANDBOX_AUTH_URL: sandbox.url,
-        CWS_SANDBOX_CLIENT_ID: sandbox.clientId,
-        CWS_SANDBOX_CLIENT_SECRET: sandbox.clientSecret,
-        CWS_SANDBOX_SCOPES: sandbox.scopes.join(' '),
+        ...sandboxEnv(sandbox),
         VAULT_KEYS: vaultKeys,
         OPERATOR_API_KEY: operatorKey,
         LOG_LEVEL: 'warn',

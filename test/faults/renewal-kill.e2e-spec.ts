@@ -7,7 +7,7 @@ import pg from 'pg';
 import { SandboxServer } from 'cws-sandbox';
 import { seedConnections } from '../support/seed-connections.js';
 import { spawnApp, type SpawnedApp } from '../support/spawn-app.js';
-import { testVaultKey } from '../support/test-app.js';
+import { sandboxEnv, testVaultKey } from '../support/test-app.js';
 import { startOwnPostgres, type OwnPostgres } from './own-postgres.js';
 
 const CONNECTIONS = 300;
@@ -43,10 +43,7 @@ describe('SIGKILL during a renewal storm', () => {
       DATABASE_URL: databaseUrl,
       DATABASE_POOL_SIZE: '10',
       SANDBOX: 'off',
-      CWS_SANDBOX_AUTH_URL: sandbox.url,
-      CWS_SANDBOX_CLIENT_ID: sandbox.clientId,
-      CWS_SANDBOX_CLIENT_SECRET: sandbox.clientSecret,
-      CWS_SANDBOX_SCOPES: sandbox.scopes.join(' '),
+      ...sandboxEnv(sandbox),
       VAULT_KEYS: vaultKeys,
       OPERATOR_API_KEY: operatorKey,
       REFRESH_INTERVAL_MS: '200',

@@ -10,6 +10,7 @@ import { SandboxServer } from 'cws-sandbox';
 import { TokenVault } from '../../src/vault/token-vault.service.js';
 import { seedConnections } from '../support/seed-connections.js';
 import { spawnApp, type SpawnedApp } from '../support/spawn-app.js';
+import { sandboxEnv } from '../support/test-app.js';
 import { startOwnPostgres, type OwnPostgres } from './own-postgres.js';
 import { oneLineNaming, runUntilExit } from './run-until-exit.js';
 
@@ -40,10 +41,7 @@ describe('a wrong VAULT_KEYS', () => {
       DATABASE_URL: databaseUrl,
       DATABASE_POOL_SIZE: '5',
       SANDBOX: 'off',
-      CWS_SANDBOX_AUTH_URL: sandbox.url,
-      CWS_SANDBOX_CLIENT_ID: sandbox.clientId,
-      CWS_SANDBOX_CLIENT_SECRET: sandbox.clientSecret,
-      CWS_SANDBOX_SCOPES: sandbox.scopes.join(' '),
+      ...sandboxEnv(sandbox),
       OPERATOR_API_KEY: operatorKey,
       REFRESH_INTERVAL_MS: '200',
       LOG_LEVEL: 'warn',

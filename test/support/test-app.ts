@@ -45,6 +45,29 @@ export function testVaultKey(kid = 'test1'): string {
   return `${kid}:${randomBytes(32).toString('base64')}`;
 }
 
+/** The variables that make `sandbox` an instance's `sandbox` environment (with SANDBOX=off). */
+export function sandboxEnv(sandbox: SandboxServer): Record<string, string> {
+  return {
+    CWS_SANDBOX_AUTH_URL: sandbox.url,
+    CWS_SANDBOX_CLIENT_ID: sandbox.clientId,
+    CWS_SANDBOX_CLIENT_SECRET: sandbox.clientSecret,
+    CWS_SANDBOX_SCOPES: sandbox.scopes.join(' '),
+  };
+}
+
+/**
+ * Another instance of `first`'s deployment, in this process: the same database, vault keys, operator key and
+ * upstream (first's sandbox), on a port of its own. `env` adds to that or overrides it.
+ */
+export function startSecondInstance(first: TestApp, env: Record<string, string> = {}): Promise<TestApp> {
+  const vaultKeys = first.config.vaultKeys.map((k) => `${k.kid}:${k.key.toString('base64')}`).join(',');
+  return startTestApp({
+    databaseUrl: first.databaseUrl,
+    sandbox: false,
+    env: { VAULT_KEYS: vaultKeys, OPERATOR_API_KEY: first.operatorKey, PORT: '0', ...(first.sandbox ? sandboxEnv(first.sandbox) : {}), ...env },
+  });
+}
+
 /** Boots the real app on an ephemeral port, on its own database, with its own sandbox. */
 export async function startTestApp(options: TestAppOptions = {}): Promise<TestApp> {
   const databaseUrl = options.databaseUrl ?? (await createTestDatabase());
@@ -57,20 +80,13 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   });
 
   let sandbox: SandboxServer | null = null;
-  const sandboxEnv: Record<string, string> = {};
+  const ownSandbox: Record<string, string> = {};
   if (options.sandbox !== false) {
     const port = await freePort();
     const publicUrl = options.env?.PUBLIC_URL ?? `http://127.0.0.1:${port}`;
     const extra = typeof options.sandbox === 'object' ? options.sandbox : {};
     sandbox = await SandboxServer.start({ redirectUris: [`${publicUrl}/oauth/callback`], ...extra });
-    Object.assign(sandboxEnv, {
-      PORT: String(port),
-      PUBLIC_URL: publicUrl,
-      CWS_SANDBOX_AUTH_URL: sandbox.url,
-      CWS_SANDBOX_CLIENT_ID: sandbox.clientId,
-      CWS_SANDBOX_CLIENT_SECRET: sandbox.clientSecret,
-      CWS_SANDBOX_SCOPES: sandbox.scopes.join(' '),
-    });
+    Object.assign(ownSandbox, { PORT: String(port), PUBLIC_URL: publicUrl, ...sandboxEnv(sandbox) });
   }
   const operatorKey = `cwsop_test_${randomBytes(24).toString('base64url')}`;
   const config = loadConfig({
@@ -80,7 +96,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     LOG_LEVEL: 'info',
     VAULT_KEYS: testVaultKey(),
     OPERATOR_API_KEY: operatorKey,
-    ...sandboxEnv,
+    ...ownSandbox,
     ...options.env,
     DATABASE_URL: databaseUrl,
   });
