@@ -2,7 +2,7 @@ import { Body, Controller, Delete, Get, HttpCode, Param, ParseUUIDPipe, Patch, P
 import { ApiBearerAuth, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { AppError } from '../common/app-error.js';
 import { ApiKeysService } from './api-keys.service.js';
-import { OperatorOnly } from './auth.decorators.js';
+import { OperatorOnly, ShowsSecret } from './auth.decorators.js';
 import { ApiKeyResponseDto, CreateApiKeyDto, CreatedApiKeyResponseDto } from './dto/api-key.dto.js';
 import { CreatedTenantResponseDto, CreateTenantDto, EventsSecretResponseDto, TenantResponseDto, UpdateTenantDto } from './dto/tenant.dto.js';
 import { TenantsService } from './tenants.service.js';
@@ -20,6 +20,7 @@ export class TenantsController {
 
   @Post()
   @OperatorOnly()
+  @ShowsSecret()
   @ApiCreatedResponse({ type: CreatedTenantResponseDto })
   async create(@Body() dto: CreateTenantDto): Promise<CreatedTenantResponseDto> {
     const { tenant, eventsSecret } = await this.tenants.create(dto);
@@ -56,6 +57,7 @@ export class TenantsController {
 
   @Post(':tenantId/events-secret')
   @OperatorOnly()
+  @ShowsSecret()
   @ApiCreatedResponse({ type: EventsSecretResponseDto })
   async rotateEventsSecret(@Param('tenantId') tenantId: string): Promise<EventsSecretResponseDto> {
     return { eventsSecret: await this.tenants.rotateEventsSecret(tenantId) };
@@ -63,6 +65,7 @@ export class TenantsController {
 
   @Post(':tenantId/api-keys')
   @OperatorOnly()
+  @ShowsSecret()
   @ApiCreatedResponse({ type: CreatedApiKeyResponseDto })
   async createKey(@Param('tenantId') tenantId: string, @Body() dto: CreateApiKeyDto): Promise<CreatedApiKeyResponseDto> {
     await this.tenants.get(tenantId);
