@@ -58,19 +58,21 @@ export function Events({ tenantId, params }: { tenantId: string; params: URLSear
   }, [tenantId, after]);
   useEffect(load, [load, reload]);
 
-  // While a delivery is under way, watch it land.
+  // While a delivery is under way (or was just asked for), watch it land.
+  const [watchUntil, setWatchUntil] = useState(0);
   const pending = page?.events.some((e) => e.delivery.state === 'pending') ?? false;
   useEffect(() => {
-    if (!pending) return;
+    if (!pending && Date.now() > watchUntil) return;
     const timer = window.setTimeout(() => setReload((n) => n + 1), 1000);
     return () => window.clearTimeout(timer);
-  }, [pending, page]);
+  }, [pending, page, watchUntil]);
 
   async function redeliver(id: string) {
     setError(null);
     try {
       await api.redeliver(tenantId, id);
       setMessage(`Event ${id} queued for delivery again.`);
+      setWatchUntil(Date.now() + 30_000);
       setReload((n) => n + 1);
     } catch (e) {
       setError(`Redelivery refused: ${(e as Error).message}`);
@@ -85,6 +87,7 @@ export function Events({ tenantId, params }: { tenantId: string; params: URLSear
     try {
       const { queued } = await api.redeliverSince(tenantId, at.toISOString(), 'dead');
       setMessage(`${queued} dead event${queued === 1 ? '' : 's'} since ${when(at.toISOString())} queued for delivery again.`);
+      setWatchUntil(Date.now() + 30_000);
       setReload((n) => n + 1);
     } catch (err) {
       setError(`Redelivery refused: ${(err as Error).message}`);
