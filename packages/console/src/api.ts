@@ -18,6 +18,7 @@ export interface Connection {
   upstreamUser: { id: string; email: string | null };
   isAdmin: boolean;
   status: 'active' | 'reauth_required';
+  statusReason: string | null;
   scopes: string[];
   accessTokenExpiresAt: string | null;
   lastRefreshedAt: string | null;
@@ -32,9 +33,9 @@ export interface ConnectionPage {
 
 export interface Renewal {
   at: string;
-  outcome: string;
-  errorCode: string | null;
-  durationMs: number | null;
+  outcome: 'renewed' | 'failed' | 'reauth_required';
+  error: string | null;
+  durationMs: number;
 }
 
 export interface EventItem {
@@ -42,7 +43,7 @@ export interface EventItem {
   receivedAt: string;
   type: string;
   source: string;
-  delivery: { state: 'pending' | 'delivered' | 'dead' | 'no_target'; attempts: number; lastError: string | null; deliveredAt: string | null };
+  delivery: { state: 'pending' | 'delivered' | 'dead' | 'no_target' | 'filtered'; attempts: number; lastError: string | null; deliveredAt: string | null };
 }
 
 export interface EventPage {

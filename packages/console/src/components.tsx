@@ -3,12 +3,13 @@ import { useEffect, useRef, type ReactNode } from 'react';
 const TONES: Record<string, string> = {
   active: 'good',
   delivered: 'good',
-  success: 'good',
+  renewed: 'good',
   reauth_required: 'bad',
   dead: 'bad',
-  failure: 'bad',
+  failed: 'bad',
   pending: 'warn',
   no_target: 'muted',
+  filtered: 'muted',
 };
 
 /** A state in words and colour (the words carry it; the colour only helps). */

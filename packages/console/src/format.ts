@@ -11,8 +11,8 @@ export function ms(n: number | null | undefined): string {
 
 /** What an error code means for the operator (the codes of the connections' last error and renewals). */
 const EXPLAINED: Record<string, string> = {
+  refresh_token_rejected: 'The upstream refused the refresh token: the user must connect again.',
   reauth_required: 'The upstream refused the refresh token: the user must connect again.',
-  invalid_grant: 'The upstream refused the refresh token: the user must connect again.',
   upstream_unavailable: 'The upstream could not be reached; renewal is retried.',
   upstream_timeout: 'The upstream did not answer in time; renewal is retried.',
   upstream_error: 'The upstream answered with an error; renewal is retried.',

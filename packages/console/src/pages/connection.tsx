@@ -81,6 +81,14 @@ export function Connection({ tenantId, connectionId }: { tenantId: string; conne
                   'none'
                 )}
               </dd>
+              {connection.statusReason ? (
+                <>
+                  <dt>Needs attention because</dt>
+                  <dd>
+                    <code>{connection.statusReason}</code>
+                  </dd>
+                </>
+              ) : null}
               <dt>Kind</dt>
               <dd>{connection.kind}{connection.isAdmin ? ' (company admin upstream)' : ''}</dd>
               <dt>Partner user id</dt>
@@ -133,7 +141,7 @@ export function Connection({ tenantId, connectionId }: { tenantId: string; conne
                       <td>
                         <Badge value={r.outcome} />
                       </td>
-                      <td>{r.errorCode ? <code>{r.errorCode}</code> : '—'}</td>
+                      <td>{r.error ? <code>{r.error}</code> : '—'}</td>
                       <td>{ms(r.durationMs)}</td>
                     </tr>
                   ))}

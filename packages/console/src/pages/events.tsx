@@ -152,7 +152,7 @@ export function Events({ tenantId, params }: { tenantId: string; params: URLSear
                     <button type="button" aria-expanded={open.has(ev.id)} aria-controls={`attempts-${ev.id}`} onClick={() => toggle(ev.id)}>
                       Attempts<span className="visually-hidden"> of event {ev.id}</span>
                     </button>
-                    {ev.delivery.state !== 'no_target' ? (
+                    {ev.delivery.state !== 'filtered' ? (
                       <button type="button" onClick={() => void redeliver(ev.id)}>
                         Redeliver<span className="visually-hidden"> event {ev.id}</span>
                       </button>
