@@ -136,9 +136,12 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
     await page.waitForURL(/status=reauth_required/);
     const rows = page.getByRole('table').getByRole('row');
     await expect(rows.count()).resolves.toBe(2); // the header and alice
+    // The page shows what the API says went wrong, whatever the code.
+    const lastError = (await t.request<{ connections: Array<{ lastError: { code: string } | null }> }>('GET', `/v1/tenants/${TENANT}/connections?userId=console-alice`)).body.connections[0].lastError;
+    expect(lastError?.code).toBe('refresh_token_rejected');
     const alice = page.getByRole('row', { name: /console-alice/ });
     await expect(alice.textContent()).resolves.toContain('reauth required');
-    await expect(alice.textContent()).resolves.toContain('reauth_required');
+    await expect(alice.textContent()).resolves.toContain(lastError!.code);
     await shot('connections');
 
     await alice.getByRole('link', { name: 'console-alice' }).click();
@@ -160,7 +163,7 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
     await page.getByRole('button', { name: 'Delete…' }).click();
     const dialog = page.getByRole('dialog', { name: 'Delete connection console-bob?' });
     await dialog.waitFor();
-    await expect(dialog.getByRole('button', { name: 'Cancel' }).evaluate((b) => b === document.activeElement)).resolves.toBe(true);
+    await expect(page.evaluate('document.activeElement.textContent')).resolves.toBe('Cancel');
     await page.keyboard.press('Escape');
     await dialog.waitFor({ state: 'hidden' });
     expect((await t.request('GET', `/v1/tenants/${TENANT}/connections/${bob.id}`)).status).toBe(200);
@@ -181,6 +184,7 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
     await page.getByRole('heading', { level: 1, name: `Events of ${TENANT}` }).waitFor();
     const row = page.getByRole('row', { name: new RegExp(first.id) });
     await expect(row.textContent()).resolves.toContain('dead');
+    expect(first.delivery.lastError).toBe('http_500');
     await expect(row.textContent()).resolves.toContain('http_500');
     await row.getByRole('button', { name: `Attempts of event ${first.id}` }).click();
     await page.getByRole('table', { name: 'Delivery attempts' }).getByRole('row', { name: /http_500/ }).first().waitFor();

@@ -81,7 +81,7 @@ export function Connection({ tenantId, connectionId }: { tenantId: string; conne
                   'none'
                 )}
               </dd>
-              {connection.statusReason ? (
+              {connection.statusReason && connection.statusReason !== connection.lastError?.code ? (
                 <>
                   <dt>Needs attention because</dt>
                   <dd>

@@ -24,6 +24,7 @@ export function SignIn({ onSignedIn, notice }: { onSignedIn: () => void; notice:
 
   return (
     <main id="main" className="sign-in">
+      <p className="brand">cws-connect</p>
       <Heading>Sign in to the cws-connect console</Heading>
       {notice ? <p className="note">{notice}</p> : null}
       <form onSubmit={submit}>
