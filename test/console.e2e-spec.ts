@@ -214,6 +214,11 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
       }
     }
     expect(requested.filter((u) => !u.startsWith(`${t.url}/`) && !u.startsWith('data:'))).toEqual([]);
+    // Nor do the service's logs hold the session's secret or the key typed at sign-in.
+    const logs = t.logs.join('');
+    expect(logs).toContain('/console/api/session');
+    expect(logs).not.toContain(cookie!.value);
+    expect(logs).not.toContain(t.operatorKey);
   });
 
   it('signs out: the session ends on the server and the cookie is gone', async () => {

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Req, Res, UnsupportedMediaTypeException } from '@nestjs/common';
 import {
-  ApiCookieAuth,
+  ApiBearerAuth,
   ApiCreatedResponse,
   ApiExcludeEndpoint,
   ApiForbiddenResponse,
@@ -22,7 +22,7 @@ import { CONSOLE_COOKIE, ConsoleSessionsService } from './console-sessions.servi
 import { ConsoleService } from './console.service.js';
 import { ConsoleErrorDto, ConsoleFiguresDto, ConsoleSessionDto, SignInDto } from './dto/console.dto.js';
 
-const CSRF_NOTE = 'Signed in: the `cws_console` cookie with the session\'s CSRF token in `x-csrf-token`.';
+const CSRF_NOTE = 'Security: the `cws_console` session cookie with the session\'s CSRF token in `x-csrf-token`, or the operator key as a bearer.';
 
 /** The operator console: its built page and files, signing in and out, and the figures at a glance. */
 @ApiTags('console')
@@ -70,8 +70,7 @@ export class ConsoleController {
 
   @Get('api/session')
   @Public()
-  @ApiOperation({ summary: "The browser's console session: its CSRF token and end." })
-  @ApiCookieAuth()
+  @ApiOperation({ summary: "The browser's console session: its CSRF token and end.", description: 'Reads the `cws_console` cookie set at sign-in.' })
   @ApiOkResponse({ type: ConsoleSessionDto })
   @ApiUnauthorizedResponse({ type: ConsoleErrorDto, description: '`unauthorized`: not signed in, or the session ended.' })
   async session(@Req() req: Request, @Res({ passthrough: true }) res: Response): Promise<ConsoleSessionDto> {
@@ -82,9 +81,9 @@ export class ConsoleController {
 
   @Delete('api/session')
   @OperatorOnly()
+  @ApiBearerAuth()
   @HttpCode(204)
   @ApiOperation({ summary: 'Sign out: the session ends on every instance and the cookie is cleared.', description: CSRF_NOTE })
-  @ApiCookieAuth()
   @ApiNoContentResponse()
   @ApiUnauthorizedResponse({ type: ConsoleErrorDto })
   @ApiForbiddenResponse({ type: ConsoleErrorDto, description: '`forbidden`: no or a wrong CSRF token.' })
@@ -95,8 +94,8 @@ export class ConsoleController {
 
   @Get('api/figures')
   @OperatorOnly()
+  @ApiBearerAuth()
   @ApiOperation({ summary: 'The renewal and upstream figures of this instance at a glance (from its Prometheus metrics).', description: CSRF_NOTE })
-  @ApiCookieAuth()
   @ApiOkResponse({ type: ConsoleFiguresDto })
   @ApiUnauthorizedResponse({ type: ConsoleErrorDto })
   @ApiForbiddenResponse({ type: ConsoleErrorDto, description: '`forbidden`: no or a wrong CSRF token, or a tenant key.' })
