@@ -169,6 +169,8 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
     expect((await t.request('GET', `/v1/tenants/${TENANT}/connections/${bob.id}`)).status).toBe(200);
 
     await page.getByRole('button', { name: 'Delete…' }).click();
+    await dialog.waitFor();
+    await shot('connection-delete-confirm');
     await dialog.getByRole('button', { name: 'Delete connection' }).click();
     await page.getByRole('status').filter({ hasText: `Connection ${bob.id} deleted.` }).waitFor();
     expect((await t.request('GET', `/v1/tenants/${TENANT}/connections/${bob.id}`)).status).toBe(404);
