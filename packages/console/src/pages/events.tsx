@@ -4,6 +4,8 @@ import { Badge, ErrorNote, Heading, StatusNote } from '../components';
 import { ms, when } from '../format';
 import { href } from '../router';
 
+const PAGE_SIZE = 50;
+
 /** datetime-local wants local time without a zone. */
 function localInput(d: Date): string {
   const pad = (n: number) => String(n).padStart(2, '0');
@@ -54,7 +56,7 @@ export function Events({ tenantId, params }: { tenantId: string; params: URLSear
   const [reload, setReload] = useState(0);
 
   const load = useCallback(() => {
-    api.events(tenantId, after).then(setPage, (e: Error) => setError(`Events could not be read: ${e.message}`));
+    api.events(tenantId, after, PAGE_SIZE).then(setPage, (e: Error) => setError(`Events could not be read: ${e.message}`));
   }, [tenantId, after]);
   useEffect(load, [load, reload]);
 
@@ -148,15 +150,17 @@ export function Events({ tenantId, params }: { tenantId: string; params: URLSear
                   </td>
                   <td>{ev.delivery.attempts}</td>
                   <td>{ev.delivery.lastError ? <code>{ev.delivery.lastError}</code> : '—'}</td>
-                  <td className="links">
-                    <button type="button" aria-expanded={open.has(ev.id)} aria-controls={`attempts-${ev.id}`} onClick={() => toggle(ev.id)}>
-                      Attempts<span className="visually-hidden"> of event {ev.id}</span>
-                    </button>
-                    {ev.delivery.state !== 'filtered' ? (
-                      <button type="button" onClick={() => void redeliver(ev.id)}>
-                        Redeliver<span className="visually-hidden"> event {ev.id}</span>
+                  <td>
+                    <div className="links">
+                      <button type="button" aria-expanded={open.has(ev.id)} aria-controls={`attempts-${ev.id}`} onClick={() => toggle(ev.id)}>
+                        Attempts<span className="visually-hidden"> of event {ev.id}</span>
                       </button>
-                    ) : null}
+                      {ev.delivery.state !== 'filtered' ? (
+                        <button type="button" onClick={() => void redeliver(ev.id)}>
+                          Redeliver<span className="visually-hidden"> event {ev.id}</span>
+                        </button>
+                      ) : null}
+                    </div>
                   </td>
                 </tr>
                 {open.has(ev.id) ? (
@@ -173,7 +177,7 @@ export function Events({ tenantId, params }: { tenantId: string; params: URLSear
       ) : null}
       <nav aria-label="Pages of events" className="pager">
         {after ? <a href={href(['tenants', tenantId, 'events'])}>First page</a> : null}
-        {page?.next && page.next !== after && page.events.length > 0 ? <a href={href(['tenants', tenantId, 'events'], { after: page.next })}>Next page</a> : null}
+        {page?.next && page.events.length >= PAGE_SIZE ? <a href={href(['tenants', tenantId, 'events'], { after: page.next })}>Next page</a> : null}
       </nav>
     </>
   );

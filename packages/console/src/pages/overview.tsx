@@ -118,9 +118,11 @@ export function Overview() {
                   <td>{t.design}</td>
                   <td>{t.eventsTargetUrl ? (t.eventsTargetDisabled ? 'disabled (410 Gone)' : t.eventsTargetUrl) : 'none'}</td>
                   <td>{when(t.createdAt)}</td>
-                  <td className="links">
-                    <a href={href(['tenants', t.id, 'connections'])}>Connections<span className="visually-hidden"> of {t.name}</span></a>
-                    <a href={href(['tenants', t.id, 'events'])}>Events<span className="visually-hidden"> of {t.name}</span></a>
+                  <td>
+                    <div className="links">
+                      <a href={href(['tenants', t.id, 'connections'])}>Connections<span className="visually-hidden"> of {t.name}</span></a>
+                      <a href={href(['tenants', t.id, 'events'])}>Events<span className="visually-hidden"> of {t.name}</span></a>
+                    </div>
                   </td>
                 </tr>
               ))}
