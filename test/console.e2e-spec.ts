@@ -318,6 +318,19 @@ describe('console sessions: cookie, CSRF and what a session may not do', () => {
     expect(await sessions()).toBe(before);
   });
 
+  it('is served by every instance on the same database, and signing out ends it on all of them', async () => {
+    const { cookie, csrf } = await signIn();
+    const other = await startTestApp({ databaseUrl: t.databaseUrl, sandbox: false, env: { OPERATOR_API_KEY: t.operatorKey } });
+    try {
+      const headers = { cookie, 'x-csrf-token': csrf };
+      expect((await other.request('GET', '/v1/tenants', { key: null, headers })).status).toBe(200);
+      expect((await t.request('DELETE', '/console/api/session', { key: null, headers })).status).toBe(204);
+      expect((await other.request('GET', '/v1/tenants', { key: null, headers })).status).toBe(401);
+    } finally {
+      await other.close();
+    }
+  });
+
   it('ends a session when it expires, on every route', async () => {
     const { cookie, csrf } = await signIn();
     await t.db.query(`UPDATE console_sessions SET expires_at = now() - interval '1 second'`);
