@@ -275,6 +275,10 @@ describe('console sessions: cookie, CSRF and what a session may not do', () => {
     expect((await get({ cookie, 'x-csrf-token': csrf })).status).toBe(200);
     expect((await t.request('GET', '/console/api/figures', { key: null, headers: { cookie } })).status).toBe(403);
     expect((await t.request('GET', '/console/api/figures', { key: null, headers: { cookie, 'x-csrf-token': csrf } })).status).toBe(200);
+    // The same tenant rule as for the key: an unknown tenant does not exist.
+    const unknown = await t.request<ErrorBody>('GET', '/v1/tenants/no-such-co/api-keys', { key: null, headers: { cookie, 'x-csrf-token': csrf } });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error.code).toBe('tenant_not_found');
     // Nothing else stands in for the cookie.
     expect((await get({ 'x-csrf-token': csrf })).status).toBe(401);
   });
