@@ -1,6 +1,6 @@
 import { ValidationPipe } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import type { NestExpressApplication } from '@nestjs/platform-express';
+import { ExpressAdapter, type NestExpressApplication } from '@nestjs/platform-express';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import express from 'express';
 import { Logger } from 'nestjs-pino';
@@ -8,39 +8,49 @@ import { AppModule, AppOptions } from './app.module.js';
 import { AppExceptionFilter } from './common/app-exception.filter.js';
 import { formBodyParser, jsonBodyParser, refuseBadUrl } from './common/json-body.js';
 import type { AppConfig } from './config/app-config.js';
-import { FacadeFastLane } from './facade/fast-lane.js';
+import { withFacadePaths } from './facade/facade-openapi.js';
+import { isFacadePath } from './facade/facade-routes.js';
+import { createHttpServer, FacadeDoor, FrontDoor } from './facade/front-door.js';
+
+export type CreateAppOptions = AppOptions;
 
 /**
- * Paths whose bodies are streamed to the upstream untouched: no body parser may read them first.
- * Everything else gets a JSON parser with a modest limit.
+ * Nest's Express adapter, with the one HTTP server built here: its request listener is the front door
+ * (facade/front-door.ts), which serves the facade's routes and hands every other request to Express.
  */
-const STREAMED_PATHS = /^\/v1\/tenants\/[^/]+\/(workflows|proxy)(\/|\?|$)/;
+class FrontDoorAdapter extends ExpressAdapter {
+  readonly door: FrontDoor;
 
-export interface CreateAppOptions extends AppOptions {
-  /**
-   * Serve the facade's routes through FacadeFastLane, in front of Express (default true). Off, the same
-   * routes go through Express and FacadeController: the test that holds both to the same answers uses it.
-   */
-  facadeFastLane?: boolean;
+  constructor(private readonly config: AppConfig) {
+    const instance = express();
+    super(instance);
+    this.door = new FrontDoor(instance);
+  }
+
+  override initHttpServer(): void {
+    this.setHttpServer(createHttpServer(this.config, this.door.listener));
+  }
 }
 
+/** The app, initialised; `app.listen` starts its server (`app.getHttpServer()`), `app.close` stops both. */
 export async function createApp(config: AppConfig, options: CreateAppOptions = {}): Promise<NestExpressApplication> {
-  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config, options), {
+  const adapter = new FrontDoorAdapter(config);
+  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config, options), adapter, {
     bodyParser: false,
     bufferLogs: true,
   });
+  adapter.door.open(app.get(FacadeDoor));
   app.useLogger(app.get(Logger));
   app.set('trust proxy', 'loopback');
   app.disable('x-powered-by');
-  // No ETag on JSON answers (a SHA-1 of every body, for conditional GETs the API does not offer); the
-  // facade's fast lane answers errors without Express, and the two paths give the same headers.
+  // No ETag on JSON answers (a SHA-1 of every body, for conditional GETs the API does not offer).
   app.set('etag', false);
-  if (options.facadeFastLane !== false) app.get(FacadeFastLane).install(app.getHttpServer());
   const json = jsonBodyParser({ limit: '1mb' });
   const form = formBodyParser({ limit: '64kb' });
   app.use(refuseBadUrl);
   app.use((req: express.Request, res: express.Response, next: express.NextFunction) => {
-    if (STREAMED_PATHS.test(req.url)) return next();
+    // A facade route's path (with a method no route takes: Express answers 404) keeps its body unread.
+    if (isFacadePath(req.url)) return next();
     json(req, res, (err?: unknown) => (err ? next(err) : form(req, res, next)));
   });
   app.useGlobalFilters(new AppExceptionFilter());
@@ -61,9 +71,11 @@ export async function createApp(config: AppConfig, options: CreateAppOptions = {
         'Connects a partner SaaS to the Contract Workflow Service: tenants, OAuth connections, a facade that calls the upstream with the right token, webhooks. Errors are `{"error": {"code", "message", "requestId"}}`.',
       )
       .setVersion('1')
+      .addServer('/', 'this service')
       .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'The operator key or a tenant API key.' })
       .build(),
   );
-  SwaggerModule.setup('docs', app, document, { jsonDocumentUrl: 'docs-json' });
+  SwaggerModule.setup('docs', app, withFacadePaths(document), { jsonDocumentUrl: 'docs-json' });
+  await app.init();
   return app;
 }

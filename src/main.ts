@@ -1,7 +1,8 @@
 import 'reflect-metadata';
-import { ConfigError, loadConfig } from './config/app-config.js';
+import { type AppConfig, ConfigError, loadConfig } from './config/app-config.js';
 import { ApiKeysService } from './tenants/api-keys.service.js';
-import { startService } from './service.js';
+import { startupLogger } from './ops/logger.js';
+import { type RunningService, startService } from './service.js';
 
 /** NestJS injection needs decorator metadata; esbuild-based runners (tsx) do not emit it. */
 function assertDecoratorMetadata(): void {
@@ -26,29 +27,15 @@ async function main(): Promise<void> {
     throw e;
   }
   assertDecoratorMetadata();
-  const started = Date.now();
-  const service = await startService(config, { log: (m) => console.error(`[cws-connect] ${m}`) });
-  const { url, sandbox } = service;
-  const lines = [
-    '',
-    `  cws-connect is ready on ${url}  (${Date.now() - started} ms)`,
-    `  public URL:    ${config.publicUrl}`,
-    `  API docs:      ${url}/docs`,
-    `  database:      ${config.databaseUrl ? 'DATABASE_URL' : `embedded PostgreSQL in ${config.dataDir}/postgres`}`,
-  ];
-  if (sandbox) lines.push(`  CWS sandbox:   ${sandbox.url}  (environment "sandbox")`);
-  if (config.operatorKeyGenerated) {
-    lines.push(`  operator key:  ${config.operatorApiKey}`, `                 (generated for local use, kept in ${config.dataDir}/secrets.json)`);
-  }
-  if (config.vaultKeysGenerated) lines.push(`  warning:       VAULT_KEYS is unset; a local vault key was generated in ${config.dataDir}/secrets.json (never do this in production)`);
-  // After Nest's start-up log lines, so that the banner is the last thing on the screen.
-  setTimeout(() => console.log(lines.join('\n') + '\n'), 100);
+  const log = startupLogger(config);
+  const service = await startService(config, { log: (m) => log.info(m) });
+  process.stdout.write(banner(config, service) + '\n');
 
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) return;
     stopping = true;
-    console.error(`[cws-connect] ${signal}: stopping`);
+    log.info(`${signal}: stopping`);
     service.stop().then(
       () => process.exit(0),
       () => process.exit(1),
@@ -56,6 +43,22 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGTERM', () => shutdown('SIGTERM'));
+}
+
+/** What a person starting the service needs, in a few lines: where it is, where its data is, how to get in. */
+function banner(config: AppConfig, { url, sandbox }: RunningService): string {
+  const lines = [`cws-connect is ready on ${url}  (started in ${process.uptime().toFixed(1)} s)`];
+  if (config.publicUrl !== url) lines.push(`  public URL:    ${config.publicUrl}`);
+  lines.push(`  API docs:      ${url}/docs`);
+  if (config.databaseUrl) lines.push('  database:      PostgreSQL at DATABASE_URL');
+  // DATA_DIR holds the embedded PostgreSQL (binaries too, when copied for the postgres user) and the generated keys.
+  const local = !config.databaseUrl || config.vaultKeysGenerated || config.operatorKeyGenerated || config.sandbox.enabled;
+  if (local) lines.push(`  local data:    ${config.dataDir}  (delete it to start afresh)`);
+  if (sandbox) lines.push(`  CWS sandbox:   ${sandbox.url}  (environment "sandbox")`);
+  if (config.operatorKeyGenerated) lines.push(`  operator key:  ${config.operatorApiKey}`);
+  const unset = [config.vaultKeysGenerated && 'VAULT_KEYS', config.operatorKeyGenerated && 'OPERATOR_API_KEY'].filter(Boolean);
+  if (unset.length) lines.push(`  warning:       ${unset.join(', ')} unset: generated for local use only`);
+  return lines.join('\n');
 }
 
 main().catch((e: unknown) => {

@@ -39,7 +39,7 @@ export async function startService(
     }
     const config: AppConfig = Object.freeze({ ...base, databaseUrl });
     const applied = await runMigrations(databaseUrl);
-    if (applied.length) log(`applied migrations: ${applied.join(', ')}`);
+    if (applied.length) log(`applied ${applied.length} migration${applied.length === 1 ? '' : 's'}, the last ${applied.at(-1)}`);
 
     const sandboxEnv = config.environments.sandbox;
     if (config.sandbox.enabled && sandboxEnv) {

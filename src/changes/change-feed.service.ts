@@ -40,6 +40,7 @@ export class ChangeFeed implements OnModuleInit, OnModuleDestroy {
   private retryTimer: NodeJS.Timeout | null = null;
   private pingTimer: NodeJS.Timeout | null = null;
   private connecting: Promise<void> | null = null;
+  private listenedBefore = false;
   /** True while LISTEN is in place on a healthy client. */
   live = false;
 
@@ -115,7 +116,10 @@ export class ChangeFeed implements OnModuleInit, OnModuleDestroy {
     this.live = true;
     this.pingTimer = setInterval(() => void this.ping(client), PING_INTERVAL_MS);
     this.pingTimer.unref();
-    this.logger.log('listening for row changes');
+    // Routine at start; after a lost connection, the recovery an operator looks for.
+    if (this.listenedBefore) this.logger.log('listening for row changes again');
+    else this.logger.debug('listening for row changes');
+    this.listenedBefore = true;
   }
 
   /** A half-open TCP connection raises no error by itself; a periodic round trip finds it. */

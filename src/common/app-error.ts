@@ -4,6 +4,7 @@
  */
 export const ERROR_STATUS = {
   validation_failed: 400,
+  invalid_path: 400,
   user_id_required: 400,
   unauthorized: 401,
   forbidden: 403,
@@ -22,6 +23,7 @@ export const ERROR_STATUS = {
   connect_state_invalid: 400,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  too_many_requests: 429,
   internal_error: 500,
   upstream_error: 502,
   upstream_unavailable: 502,

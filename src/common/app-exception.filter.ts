@@ -38,7 +38,7 @@ export class AppExceptionFilter implements ExceptionFilter {
 
 /**
  * The status and the contract's body for anything thrown while serving a request. Also used by the
- * facade's fast lane (facade/fast-lane.ts), which answers without Express.
+ * facade's front door (facade/front-door.ts), which answers without Express.
  */
 export function errorBody(exception: unknown, requestId: string): { status: number; body: ErrorBody } {
   if (exception instanceof AppError) {

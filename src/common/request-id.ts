@@ -3,21 +3,29 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 
 const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/** A new request id. */
+export function mintRequestId(): string {
+  return randomUUID();
+}
+
 /**
  * Reuses a caller's x-request-id when it is a plain token (so a partner can correlate), otherwise mints
- * one; sets it on the response before anything else can answer.
+ * one; sets it on the response before anything else can answer. Called once per request, by the front door
+ * (facade/front-door.ts), which also sets it as `req.id` for the logger and the exception filters.
  */
 export function assignRequestId(req: IncomingMessage, res: ServerResponse): string {
   const given = req.headers['x-request-id'];
-  const id = typeof given === 'string' && SAFE_ID.test(given) ? given : randomUUID();
+  const id = typeof given === 'string' && SAFE_ID.test(given) ? given : mintRequestId();
   res.setHeader('x-request-id', id);
   return id;
 }
 
+/** The request id the front door gave a request. */
 export function requestIdOf(req: IncomingMessage, res?: ServerResponse): string {
   const fromReq = (req as IncomingMessage & { id?: unknown }).id;
   if (typeof fromReq === 'string') return fromReq;
   const fromRes = res?.getHeader('x-request-id');
   if (typeof fromRes === 'string') return fromRes;
-  return res ? assignRequestId(req, res) : randomUUID();
+  // Only a request that did not come through the front door (none in the app) lands here.
+  return res ? assignRequestId(req, res) : mintRequestId();
 }

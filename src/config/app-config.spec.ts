@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { ConfigError, loadConfig, parseVaultKeys } from './app-config.js';
+import { ConfigError, type Host, loadConfig, parseVaultKeys } from './app-config.js';
 
 const key = (kid: string) => `${kid}:${randomBytes(32).toString('base64')}`;
 const operator = 'o'.repeat(40);
@@ -66,9 +66,10 @@ describe('loadConfig', () => {
 
   it('applies the defaults', () => {
     // SANDBOX=off: the sandbox's generated client secret would otherwise be written under the default DATA_DIR.
-    expect(loadConfig({ ...base, SANDBOX: 'off' }).dataDir).toBe(resolve('.data'));
+    const user: Host = { uid: 1000, cwd: process.cwd(), systemStateDir: '/nonexistent', stdoutIsTty: false };
+    expect(loadConfig({ ...base, SANDBOX: 'off' }, user).dataDir).toBe(resolve('.data'));
     const dir = tempDir();
-    const c = loadConfig({ ...base, DATA_DIR: dir });
+    const c = loadConfig({ ...base, DATA_DIR: dir }, user);
     expect(c).toMatchObject({
       nodeEnv: 'development',
       production: false,
@@ -80,6 +81,7 @@ describe('loadConfig', () => {
       operatorApiKey: operator,
       operatorKeyGenerated: false,
       logLevel: 'info',
+      logFormat: 'json',
       refresh: { at: 0.8 },
       sandbox: { enabled: true, port: 3001 },
     });
@@ -110,8 +112,54 @@ describe('loadConfig', () => {
     expect(again.operatorApiKey).toBe(first.operatorApiKey);
   });
 
+  it('logs JSON unless stdout is a terminal, and LOG_FORMAT overrides either way', () => {
+    const host = (stdoutIsTty: boolean): Host => ({ uid: 1000, cwd: process.cwd(), systemStateDir: '/nonexistent', stdoutIsTty });
+    const env = { ...base, DATA_DIR: tempDir() };
+    expect(loadConfig(env, host(false)).logFormat).toBe('json');
+    expect(loadConfig(env, host(true)).logFormat).toBe('pretty');
+    expect(loadConfig({ ...env, LOG_FORMAT: 'json' }, host(true)).logFormat).toBe('json');
+    expect(loadConfig({ ...env, LOG_FORMAT: 'pretty' }, host(false)).logFormat).toBe('pretty');
+    const e = configErrorOf(() => loadConfig({ ...env, LOG_FORMAT: 'yaml' }, host(true)));
+    expect(e.variable).toBe('LOG_FORMAT');
+    expect(e.message).toContain('json, pretty');
+  });
+
   it('rejects a DATABASE_URL that is not PostgreSQL', () => {
     expect(configErrorOf(() => loadConfig({ ...base, DATABASE_URL: 'mysql://x@y/z' })).variable).toBe('DATABASE_URL');
+  });
+});
+
+describe('the default DATA_DIR', () => {
+  // SANDBOX=off and given keys: nothing is generated, so nothing is written where DATA_DIR points.
+  const env = { ...base, SANDBOX: 'off' };
+  const host = (uid: number, cwd: string, systemStateDir: string): Host => ({ uid, cwd, systemStateDir, stdoutIsTty: false });
+
+  it('is .data in the working directory when the postgres user can reach it, or when not root', () => {
+    const open = tempDir();
+    chmodSync(open, 0o755);
+    expect(loadConfig(env, host(0, open, '/nonexistent')).dataDir).toBe(join(open, '.data'));
+    const closed = tempDir();
+    expect(statSync(closed).mode & 0o077).toBe(0);
+    expect(loadConfig(env, host(1000, closed, '/nonexistent')).dataDir).toBe(join(closed, '.data'));
+  });
+
+  it('as root under a directory only root may enter, is one directory per working directory under the system state directory', () => {
+    const closed = tempDir();
+    const state = tempDir();
+    const a = join(closed, 'cws-connect');
+    const b = join(closed, 'elsewhere', 'cws-connect');
+    for (const clone of [a, b]) mkdirSync(clone, { recursive: true, mode: 0o755 });
+    const dirA = loadConfig(env, host(0, a, state)).dataDir;
+    expect(dirA).toMatch(new RegExp(`^${state}/cws-connect-[0-9a-f]{8}$`));
+    expect(loadConfig(env, host(0, a, state)).dataDir).toBe(dirA);
+    expect(loadConfig(env, host(0, b, state)).dataDir).not.toBe(dirA);
+  });
+
+  it('stays in the working directory with DATABASE_URL (no PostgreSQL to run), and DATA_DIR always wins', () => {
+    const closed = tempDir();
+    const state = tempDir();
+    expect(loadConfig({ ...env, DATABASE_URL: 'postgres://x@127.0.0.1/db' }, host(0, closed, state)).dataDir).toBe(join(closed, '.data'));
+    expect(loadConfig({ ...env, DATA_DIR: 'here' }, host(0, closed, state)).dataDir).toBe(join(closed, 'here'));
   });
 });
 

@@ -1,6 +1,6 @@
-import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 
 export const ENVIRONMENT_NAMES = ['na', 'eu', 'demo', 'sandbox'] as const;
 export type EnvironmentName = (typeof ENVIRONMENT_NAMES)[number];
@@ -41,9 +41,13 @@ export interface AppConfig {
   sandbox: { enabled: boolean; port: number; clientId: string; clientSecret: string; accessTokenTtlSeconds: number };
   refresh: { at: number; intervalMs: number; batchSize: number; concurrency: number; leaseMs: number; onDemandMarginMs: number; schedulerEnabled: boolean };
   upstream: { connectTimeoutMs: number; headersTimeoutMs: number; bodyTimeoutMs: number; tokenTimeoutMs: number; retries: number };
+  /** The HTTP server's timeouts and what one tenant may hold at once on the facade (docs/security.md). */
+  http: { headersTimeoutMs: number; requestTimeoutMs: number; idleTimeoutMs: number; keepAliveTimeoutMs: number; tenantMaxInFlight: number; tenantMaxUploads: number };
   /** Outbound delivery of events to the tenant's eventsTargetUrl (docs/webhooks.md). */
   events: { retryBaseMs: number; retryMaxMs: number; retrySpanMs: number; attemptTimeoutMs: number; pollIntervalMs: number; relayIntervalMs: number; batchSize: number; jobExpireSeconds: number; maintenanceSeconds: number };
   logLevel: string;
+  /** pretty: one readable line per entry, for a person at a terminal; json: one JSON object per line. */
+  logFormat: 'json' | 'pretty';
   instanceId: string;
 }
 
@@ -59,21 +63,33 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 
+/** What the default DATA_DIR depends on besides the environment. */
+export interface Host {
+  uid: number | undefined;
+  cwd: string;
+  /** Where local state goes when the working directory cannot hold it (see defaultDataDir). */
+  systemStateDir: string;
+  /** The default LOG_FORMAT: pretty for a person at a terminal, JSON for everything else. */
+  stdoutIsTty: boolean;
+}
+
+const PROCESS_HOST: Host = { uid: process.getuid?.(), cwd: process.cwd(), systemStateDir: '/var/lib/cws-connect', stdoutIsTty: process.stdout.isTTY === true };
+
 /**
  * Reads and validates every variable once, into one frozen object. Nothing else reads process.env.
  * Outside production, missing local secrets (vault key, operator key, sandbox client) are generated once
  * and kept in $DATA_DIR/secrets.json so that a restart finds the same ones.
  */
-export function loadConfig(env: Env): AppConfig {
+export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
   const nodeEnv = env.NODE_ENV?.trim() || 'development';
   const production = nodeEnv === 'production';
   const port = int(env, 'PORT', 3000, 0, 65535);
   const publicUrl = stripSlash(url(env, 'PUBLIC_URL') ?? `http://localhost:${port}`);
-  const dataDir = resolve(env.DATA_DIR?.trim() || '.data');
   const databaseUrl = env.DATABASE_URL?.trim() || null;
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new ConfigError('DATABASE_URL', 'must be a postgres:// or postgresql:// connection string');
   }
+  const dataDir = env.DATA_DIR?.trim() ? resolve(host.cwd, env.DATA_DIR.trim()) : defaultDataDir(host, databaseUrl === null);
 
   const local = production ? null : new LocalSecrets(dataDir);
 
@@ -163,6 +179,15 @@ export function loadConfig(env: Env): AppConfig {
       tokenTimeoutMs: int(env, 'UPSTREAM_TOKEN_TIMEOUT_MS', 15_000, 100, 600_000),
       retries: int(env, 'UPSTREAM_RETRIES', 2, 0, 10),
     },
+    http: {
+      headersTimeoutMs: int(env, 'HTTP_HEADERS_TIMEOUT_MS', 15_000, 100, 600_000),
+      requestTimeoutMs: int(env, 'HTTP_REQUEST_TIMEOUT_MS', 3_600_000, 1000, 86_400_000),
+      idleTimeoutMs: int(env, 'HTTP_IDLE_TIMEOUT_MS', 120_000, 100, 3_600_000),
+      keepAliveTimeoutMs: int(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 5000, 100, 600_000),
+      // The upstream pool has 256 sockets per origin: one tenant may hold at most a quarter of them by default.
+      tenantMaxInFlight: int(env, 'FACADE_TENANT_MAX_IN_FLIGHT', 64, 1, 255),
+      tenantMaxUploads: int(env, 'FACADE_TENANT_MAX_UPLOADS', 16, 1, 255),
+    },
     events: {
       retryBaseMs: int(env, 'EVENTS_RETRY_BASE_MS', 10_000, 1, 3_600_000),
       retryMaxMs: int(env, 'EVENTS_RETRY_MAX_MS', 3_600_000, 1, 86_400_000),
@@ -175,12 +200,43 @@ export function loadConfig(env: Env): AppConfig {
       maintenanceSeconds: int(env, 'EVENTS_MAINTENANCE_SECONDS', 60, 1, 3600),
     },
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
+    logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'], host.stdoutIsTty ? 'pretty' : 'json'),
     instanceId: env.INSTANCE_ID?.trim() || `${process.pid}-${randomBytes(3).toString('hex')}`,
   };
   if (config.upstream.tokenTimeoutMs * 2 >= config.refresh.leaseMs) {
     throw new ConfigError('REFRESH_LEASE_MS', 'must be more than twice UPSTREAM_TOKEN_TIMEOUT_MS, so that a renewal lease cannot expire during a token call');
   }
+  if (config.http.headersTimeoutMs > config.http.requestTimeoutMs) {
+    throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS', 'must not be more than HTTP_REQUEST_TIMEOUT_MS');
+  }
+  if (config.http.idleTimeoutMs <= config.upstream.headersTimeoutMs) {
+    throw new ConfigError('HTTP_IDLE_TIMEOUT_MS', 'must be more than UPSTREAM_TIMEOUT_MS, so that a caller waiting for a slow upstream answer is not cut off first');
+  }
+  if (config.http.tenantMaxUploads > config.http.tenantMaxInFlight) {
+    throw new ConfigError('FACADE_TENANT_MAX_UPLOADS', 'must not be more than FACADE_TENANT_MAX_IN_FLIGHT (an upload is also a call in flight)');
+  }
   return deepFreeze(config);
+}
+
+/**
+ * `.data` in the working directory, except as root with the embedded PostgreSQL when the working directory
+ * lies under one that only root may enter (a clone in /root, or under any 0700 directory): PostgreSQL then
+ * runs as the postgres user, which could reach neither the cluster nor the binaries npm installed there.
+ * Local state then goes to <systemStateDir>/<directory name>-<hash of its path> (/var/lib/cws-connect/…):
+ * the system's place for a service's state, reachable by that user, kept across reboots (unlike /tmp), one
+ * per working directory. The start-up banner names the directory either way; deleting it starts afresh.
+ */
+export function defaultDataDir(host: Host, embeddedDatabase: boolean): string {
+  if (host.uid !== 0 || !embeddedDatabase || othersMayEnter(host.cwd)) return resolve(host.cwd, '.data');
+  const id = createHash('sha256').update(resolve(host.cwd)).digest('hex').slice(0, 8);
+  return join(host.systemStateDir, `${basename(resolve(host.cwd))}-${id}`);
+}
+
+function othersMayEnter(dir: string): boolean {
+  for (let d = resolve(dir); ; d = dirname(d)) {
+    if ((statSync(d).mode & 0o001) === 0) return false;
+    if (d === dirname(d)) return true;
+  }
 }
 
 function readEnvironment(env: Env, name: EnvironmentName): CwsEnvironment | null {

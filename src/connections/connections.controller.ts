@@ -1,5 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, ParseUUIDPipe, Post } from '@nestjs/common';
 import { ApiBearerAuth, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { ApiErrors, ApiRoute } from '../common/api-docs.js';
 import { AppError } from '../common/app-error.js';
 import { ConnectService } from './connect.service.js';
 import { ConnectionsService } from './connections.service.js';
@@ -18,6 +19,8 @@ export class ConnectionsController {
   ) {}
 
   @Post('connect-sessions')
+  @ApiRoute('createConnectSession', 'Start connecting a user or the admin', 'Send the browser to `connectUrl` (single use, 10 minutes).')
+  @ApiErrors('validation_failed', 'unauthorized', 'tenant_not_found', 'environment_not_configured')
   @ApiCreatedResponse({ type: ConnectSessionResponseDto })
   async createSession(@Param('tenantId') tenantId: string, @Body() dto: CreateConnectSessionDto): Promise<ConnectSessionResponseDto> {
     const { connectUrl, expiresAt } = await this.connect.createSession(tenantId, dto);
@@ -25,12 +28,16 @@ export class ConnectionsController {
   }
 
   @Get('connections')
+  @ApiRoute('listConnections', "List a tenant's connections (never their tokens)")
+  @ApiErrors('unauthorized', 'tenant_not_found')
   @ApiOkResponse({ type: [ConnectionResponseDto] })
   async list(@Param('tenantId') tenantId: string): Promise<ConnectionResponseDto[]> {
     return (await this.connections.list(tenantId)).map(ConnectionResponseDto.from);
   }
 
   @Get('connections/:connectionId')
+  @ApiRoute('getConnection', 'Get a connection')
+  @ApiErrors('unauthorized', 'tenant_not_found', 'connection_not_found')
   @ApiOkResponse({ type: ConnectionResponseDto })
   async get(@Param('tenantId') tenantId: string, @Param('connectionId', connectionIdPipe) id: string): Promise<ConnectionResponseDto> {
     return ConnectionResponseDto.from(await this.connections.get(tenantId, id));
@@ -38,6 +45,8 @@ export class ConnectionsController {
 
   @Delete('connections/:connectionId')
   @HttpCode(204)
+  @ApiRoute('deleteConnection', 'Delete a connection and its tokens')
+  @ApiErrors('unauthorized', 'tenant_not_found', 'connection_not_found')
   @ApiNoContentResponse({ description: 'The connection and its tokens are destroyed.' })
   async delete(@Param('tenantId') tenantId: string, @Param('connectionId', connectionIdPipe) id: string): Promise<void> {
     await this.connections.delete(tenantId, id);

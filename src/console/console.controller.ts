@@ -1,26 +1,16 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Req, Res, UnsupportedMediaTypeException } from '@nestjs/common';
-import {
-  ApiBearerAuth,
-  ApiCreatedResponse,
-  ApiExcludeEndpoint,
-  ApiForbiddenResponse,
-  ApiNoContentResponse,
-  ApiOkResponse,
-  ApiOperation,
-  ApiTags,
-  ApiUnauthorizedResponse,
-  ApiUnsupportedMediaTypeResponse,
-} from '@nestjs/swagger';
+import { ApiBearerAuth, ApiCreatedResponse, ApiExcludeEndpoint, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags, ApiUnsupportedMediaTypeResponse } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
+import { ApiErrors, ApiRoute, ErrorResponseDto } from '../common/api-docs.js';
 import { AppError } from '../common/app-error.js';
 import { OperatorOnly, Public } from '../tenants/auth.decorators.js';
 import { ASSET_NAME, CONSOLE_CSP, consoleBuildDir } from './console-assets.js';
 import { ConsoleFiguresService } from './console-figures.service.js';
 import { CONSOLE_COOKIE, ConsoleSessionsService } from './console-sessions.service.js';
 import { ConsoleService } from './console.service.js';
-import { ConsoleErrorDto, ConsoleFiguresDto, ConsoleSessionDto, SignInDto } from './dto/console.dto.js';
+import { ConsoleFiguresDto, ConsoleSessionDto, SignInDto } from './dto/console.dto.js';
 
 const CSRF_NOTE = 'Security: the `cws_console` session cookie with the session\'s CSRF token in `x-csrf-token`, or the operator key as a bearer.';
 
@@ -55,10 +45,15 @@ export class ConsoleController {
 
   @Post('api/session')
   @Public()
-  @ApiOperation({ summary: 'Sign in to the console with the operator key: sets the HttpOnly session cookie.' })
+  @ApiOperation({
+    operationId: 'consoleSignIn',
+    summary: 'Sign in to the console with the operator key',
+    description: 'Sets the HttpOnly `cws_console` session cookie. Only the operator key signs in (it is the credential, in the body); the body must be JSON.',
+    security: [],
+  })
   @ApiCreatedResponse({ type: ConsoleSessionDto })
-  @ApiUnauthorizedResponse({ type: ConsoleErrorDto, description: '`unauthorized`: not the operator key.' })
-  @ApiUnsupportedMediaTypeResponse({ type: ConsoleErrorDto, description: 'The body must be JSON.' })
+  @ApiErrors('validation_failed', 'unauthorized')
+  @ApiUnsupportedMediaTypeResponse({ type: ErrorResponseDto, description: '`unsupported_media_type`: the body is not JSON.' })
   async signIn(@Req() req: Request, @Body() dto: SignInDto, @Res({ passthrough: true }) res: Response): Promise<ConsoleSessionDto> {
     // A form another site posts cannot be JSON without a preflight this service never grants.
     if (!req.is('application/json')) throw new UnsupportedMediaTypeException('Send the operator key as JSON.');
@@ -70,9 +65,14 @@ export class ConsoleController {
 
   @Get('api/session')
   @Public()
-  @ApiOperation({ summary: "The browser's console session: its CSRF token and end.", description: 'Reads the `cws_console` cookie set at sign-in.' })
+  @ApiOperation({
+    operationId: 'consoleSession',
+    summary: "The browser's console session: its CSRF token and end",
+    description: 'Security: the `cws_console` cookie set at sign-in; `unauthorized` when there is none or it ended.',
+    security: [],
+  })
   @ApiOkResponse({ type: ConsoleSessionDto })
-  @ApiUnauthorizedResponse({ type: ConsoleErrorDto, description: '`unauthorized`: not signed in, or the session ended.' })
+  @ApiErrors('unauthorized')
   async session(@Req() req: Request, @Res({ passthrough: true }) res: Response): Promise<ConsoleSessionDto> {
     res.setHeader('cache-control', 'no-store');
     const session = await this.sessions.current(req);
@@ -83,10 +83,9 @@ export class ConsoleController {
   @OperatorOnly()
   @ApiBearerAuth()
   @HttpCode(204)
-  @ApiOperation({ summary: 'Sign out: the session ends on every instance and the cookie is cleared.', description: CSRF_NOTE })
-  @ApiNoContentResponse()
-  @ApiUnauthorizedResponse({ type: ConsoleErrorDto })
-  @ApiForbiddenResponse({ type: ConsoleErrorDto, description: '`forbidden`: no or a wrong CSRF token.' })
+  @ApiRoute('consoleSignOut', 'Sign out of the console: the session ends on every instance', CSRF_NOTE)
+  @ApiNoContentResponse({ description: 'The session is gone and the cookie cleared.' })
+  @ApiErrors('unauthorized', 'forbidden')
   async signOut(@Req() req: Request, @Res({ passthrough: true }) res: Response): Promise<void> {
     await this.sessions.end(req);
     res.clearCookie(CONSOLE_COOKIE, this.sessions.cookieOptions());
@@ -95,10 +94,9 @@ export class ConsoleController {
   @Get('api/figures')
   @OperatorOnly()
   @ApiBearerAuth()
-  @ApiOperation({ summary: 'The renewal and upstream figures of this instance at a glance (from its Prometheus metrics).', description: CSRF_NOTE })
+  @ApiRoute('consoleFigures', "This instance's renewal and upstream figures at a glance", `From its own Prometheus metrics. ${CSRF_NOTE}`)
   @ApiOkResponse({ type: ConsoleFiguresDto })
-  @ApiUnauthorizedResponse({ type: ConsoleErrorDto })
-  @ApiForbiddenResponse({ type: ConsoleErrorDto, description: '`forbidden`: no or a wrong CSRF token, or a tenant key.' })
+  @ApiErrors('unauthorized', 'forbidden')
   async summary(@Res({ passthrough: true }) res: Response): Promise<ConsoleFiguresDto> {
     res.setHeader('cache-control', 'no-store');
     return this.figures.summary();

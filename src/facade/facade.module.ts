@@ -1,13 +1,13 @@
 import { Module } from '@nestjs/common';
 import { RoutingModule } from '../routing/routing.module.js';
 import { TenantsModule } from '../tenants/tenants.module.js';
-import { FacadeController } from './facade.controller.js';
 import { FacadeService } from './facade.service.js';
-import { FacadeFastLane } from './fast-lane.js';
+import { FacadeDoor } from './front-door.js';
 
+/** The facade's routes are served by FacadeDoor through the front door (front-door.ts), not by a controller. */
 @Module({
   imports: [RoutingModule, TenantsModule],
-  controllers: [FacadeController],
-  providers: [FacadeService, FacadeFastLane],
+  providers: [FacadeService, FacadeDoor],
+  exports: [FacadeDoor],
 })
 export class FacadeModule {}

@@ -2,18 +2,16 @@ import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Injectable } from '@nestjs/common';
-import { AppError } from '../common/app-error.js';
-import { assignRequestId } from '../common/request-id.js';
 import { RoutingService, type RouteKind, type RoutedRequest } from '../routing/routing.service.js';
 
-/** How a facade route maps to the upstream. */
-export type FacadeTarget =
-  /** The same path (and raw query) under the environment's API URL. */
-  | { kind: 'same'; route: RouteKind }
-  /** GET /me: the environment's /userinfo, with its configured method. */
-  | { kind: 'userinfo' }
-  /** {ANY} /proxy/{path…}: admin token for paths under /webhooks, else the user's. */
-  | { kind: 'proxy' };
+/**
+ * An upstream call the front door has resolved: whose token (`userinfo`: the user's, to the environment's
+ * /userinfo with its configured method) and the path and raw query under the API base, already checked.
+ */
+export interface FacadeCall {
+  route: RouteKind | 'userinfo';
+  path: string;
+}
 
 // RFC 9110 7.6.1 hop-by-hop headers, plus what must never cross: the caller's credentials, cookies,
 // the acting-user header, the host (undici sets the upstream's), and expect (undici refuses it).
@@ -35,10 +33,6 @@ const NOT_FORWARDED = new Set([
   'expect',
 ]);
 
-const TENANTS_PREFIX = '/v1/tenants/';
-const PROXY_SEGMENT = '/proxy';
-const DOT_SEGMENT = /(^|\/)(\.|%2e){1,2}(\/|$)/i;
-
 /**
  * Streams a facade call to the upstream and the answer back: no body is read into memory, the raw query
  * string is passed untouched, and only end-to-end headers cross in either direction.
@@ -47,31 +41,11 @@ const DOT_SEGMENT = /(^|\/)(\.|%2e){1,2}(\/|$)/i;
 export class FacadeService {
   constructor(private readonly routing: RoutingService) {}
 
-  async forward(req: IncomingMessage, res: ServerResponse, tenantId: string, target: FacadeTarget): Promise<void> {
-    // pino-http does not run on facade paths (ops/logger.ts), so the request id is set here.
-    const withId = req as IncomingMessage & { id?: unknown };
-    if (typeof withId.id !== 'string') withId.id = assignRequestId(req, res);
-    const rest = restOf(req);
-    let route: RouteKind;
-    let method = req.method ?? 'GET';
-    let path: string;
-    if (target.kind === 'same') {
-      route = target.route;
-      path = rest;
-    } else if (target.kind === 'proxy') {
-      path = rest.slice(PROXY_SEGMENT.length);
-      const pathOnly = pathPart(path);
-      if (DOT_SEGMENT.test(pathOnly)) throw new AppError('validation_failed', 'A proxied path may not contain "." or ".." segments.');
-      route = pathOnly === '/webhooks' || pathOnly.startsWith('/webhooks/') ? 'admin' : 'user';
-    } else {
-      route = 'user';
-      const q = rest.indexOf('?');
-      path = q < 0 ? '/userinfo' : `/userinfo${rest.slice(q)}`;
-    }
+  async forward(req: IncomingMessage, res: ServerResponse, tenantId: string, call: FacadeCall): Promise<void> {
     const userId = userIdOf(req);
-    if (target.kind === 'userinfo') {
-      method = (await this.routing.resolve(tenantId, route, userId)).env.userinfoMethod;
-    }
+    const route: RouteKind = call.route === 'userinfo' ? 'user' : call.route;
+    let method = req.method ?? 'GET';
+    if (call.route === 'userinfo') method = (await this.routing.resolve(tenantId, route, userId)).env.userinfoMethod;
 
     const withBody = hasBody(req);
     // An EventEmitter as undici's abort signal: an AbortController costs an EventTarget per call, and
@@ -87,9 +61,9 @@ export class FacadeService {
     });
     const request: RoutedRequest = {
       method,
-      path,
+      path: call.path,
       headers: forwardedRequestHeaders(req.headers),
-      body: withBody && target.kind !== 'userinfo' ? req : null,
+      body: withBody && call.route !== 'userinfo' ? req : null,
       retry: !withBody && (method === 'GET' || method === 'HEAD'),
       signal: abort,
     };
@@ -111,18 +85,6 @@ export class FacadeService {
     body.once('error', () => res.destroy());
     body.pipe(res);
   }
-}
-
-/** The raw request target after /v1/tenants/{tenantId}: path and query exactly as the caller sent them. */
-function restOf(req: IncomingMessage): string {
-  const url = (req as IncomingMessage & { originalUrl?: string }).originalUrl ?? req.url ?? '';
-  const slash = url.indexOf('/', TENANTS_PREFIX.length);
-  return slash < 0 ? '/' : url.slice(slash);
-}
-
-function pathPart(pathAndQuery: string): string {
-  const q = pathAndQuery.indexOf('?');
-  return q < 0 ? pathAndQuery : pathAndQuery.slice(0, q);
 }
 
 function userIdOf(req: IncomingMessage): string | undefined {

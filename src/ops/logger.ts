@@ -1,19 +1,63 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { RequestMethod } from '@nestjs/common';
+import { createRequire } from 'node:module';
 import type { Params } from 'nestjs-pino';
-import type { DestinationStream } from 'pino';
-import { assignRequestId } from '../common/request-id.js';
+import { pino, type DestinationStream, type LevelWithSilent, type Logger } from 'pino';
+import type PinoPretty from 'pino-pretty';
+import { requestIdOf } from '../common/request-id.js';
 import type { AppConfig } from '../config/app-config.js';
 import { redactSecrets, redactUrl } from './log-redaction.js';
 
+/** Nest's own start-up lines (modules initialised, routes mapped): debug, not what a person starting the service needs. */
+const NEST_STARTUP_CONTEXTS = new Set(['NestFactory', 'InstanceLoader', 'RoutesResolver', 'RouterExplorer', 'NestApplication']);
+
+function isNestStartup(first: unknown): boolean {
+  const context = typeof first === 'object' && first !== null ? (first as { context?: unknown }).context : undefined;
+  return typeof context === 'string' && NEST_STARTUP_CONTEXTS.has(context);
+}
+
+const INFO = 30;
+const hooks = {
+  logMethod(this: Logger, args: Parameters<Logger['info']>, method: Logger['info'], level: number) {
+    if (level === INFO && isNestStartup(args[0])) return this.debug(...args);
+    return method.apply(this, args);
+  },
+};
+
 /**
- * Structured JSON logs. Secrets are removed twice: pino's path redaction for the headers we know of,
+ * Where log lines go by default: stdout, as JSON (LOG_FORMAT=json, the default when stdout is not a
+ * terminal), or as one readable line each through pino-pretty (LOG_FORMAT=pretty, the default on a terminal).
+ */
+export function logStream(config: AppConfig, out: number | NodeJS.WritableStream = 1): DestinationStream | undefined {
+  if (config.logFormat === 'json') return undefined;
+  // Loaded only for a terminal: JSON output, the production case, does without it.
+  const pretty = createRequire(import.meta.url)('pino-pretty') as typeof PinoPretty;
+  return pretty({
+    destination: out,
+    sync: true,
+    colorize: out === 1 && process.stdout.isTTY === true,
+    translateTime: 'SYS:HH:MM:ss',
+    ignore: 'pid,hostname,instance,context,req,res,responseTime',
+    messageFormat: '{if context}{context}: {end}{msg}',
+    singleLine: true,
+  });
+}
+
+/** The service's own lines before and after the Nest app (embedded database, migrations, shutdown). */
+export function startupLogger(config: AppConfig): Logger {
+  return pino({ level: config.logLevel as LevelWithSilent, base: { instance: config.instanceId }, hooks }, logStream(config) ?? pino.destination(1));
+}
+
+/**
+ * Structured logs. Secrets are removed twice: pino's path redaction for the headers we know of,
  * and a walk over every logged object that censors any field named like a token, secret or key.
  */
 export function loggerParams(config: AppConfig, destination?: DestinationStream): Params {
+  const readable = !destination && config.logFormat === 'pretty';
   const options = {
     level: config.logLevel,
-    genReqId: (req: IncomingMessage, res: ServerResponse) => assignRequestId(req, res),
+    hooks,
+    // The front door (facade/front-door.ts) gave every request its id before Express saw it.
+    genReqId: (req: IncomingMessage, res: ServerResponse) => requestIdOf(req, res),
     redact: {
       paths: ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-api-key"]', 'res.headers["set-cookie"]'],
       censor: '[redacted]',
@@ -34,11 +78,14 @@ export function loggerParams(config: AppConfig, destination?: DestinationStream)
       err || res.statusCode >= 500 ? ('error' as const) : res.statusCode >= 400 ? ('warn' as const) : ('info' as const),
     autoLogging: { ignore: (req: IncomingMessage) => req.url === '/health/live' || req.url === '/metrics' },
     base: { instance: config.instanceId },
+    // Readable lines say what happened in the message itself; JSON keeps it in req and res.
+    ...(readable && {
+      customSuccessMessage: (req: IncomingMessage, res: ServerResponse, ms: number) => `${req.method} ${redactUrl(req.url)} ${res.statusCode} ${Math.round(ms)} ms`,
+      customErrorMessage: (req: IncomingMessage, res: ServerResponse, err: Error) => `${req.method} ${redactUrl(req.url)} ${res.statusCode} ${err.message}`,
+    }),
   };
-  // Facade calls (the proxy's hot path) get no per-request access line: pino-http's child logger and
-  // serializers alone cost most of a proxied call. Most never reach Express (facade/fast-lane.ts); this
-  // covers those that do. Their errors are still logged (logFailure, as in AppExceptionFilter), and
-  // FacadeService or the fast lane sets x-request-id.
-  const facade = ['workflows', 'workflows/*path', 'me', 'proxy/*path'].map((p) => ({ path: `v1/tenants/:tenantId/${p}`, method: RequestMethod.ALL }));
-  return { pinoHttp: destination ? [options, destination] : options, exclude: facade };
+  // The facade's routes never reach Express (and so pino-http): the front door serves them and logs them
+  // as their route table entry says (facade/facade-routes.ts, `log`).
+  const stream = destination ?? logStream(config);
+  return { pinoHttp: stream ? [options, stream] : options };
 }

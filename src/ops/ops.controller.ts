@@ -1,5 +1,6 @@
 import { Controller, Get, Header, HttpCode, Res } from '@nestjs/common';
-import { ApiExcludeEndpoint, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { ApiExcludeEndpoint, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiErrors } from '../common/api-docs.js';
 import type { Response } from 'express';
 import { Public } from '../tenants/auth.decorators.js';
 import { HealthService } from './health.service.js';
@@ -15,12 +16,15 @@ export class OpsController {
   ) {}
 
   @Get('health/live')
+  @ApiOperation({ operationId: 'getLiveness', summary: 'Is the process up?', security: [] })
   @ApiOkResponse({ description: 'The process is up.' })
   live(): { status: 'ok' } {
     return { status: 'ok' };
   }
 
   @Get('health/ready')
+  @ApiOperation({ operationId: 'getReadiness', summary: 'Can this instance serve requests?', security: [] })
+  @ApiErrors('service_unavailable')
   @ApiOkResponse({ description: 'The database is reachable and every migration is applied; 503 otherwise.' })
   ready() {
     return this.health.ready();

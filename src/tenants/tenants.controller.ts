@@ -1,5 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, ParseUUIDPipe, Patch, Post } from '@nestjs/common';
 import { ApiBearerAuth, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { ApiErrors, ApiRoute } from '../common/api-docs.js';
 import { AppError } from '../common/app-error.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { OperatorOnly, ShowsSecret } from './auth.decorators.js';
@@ -21,6 +22,8 @@ export class TenantsController {
   @Post()
   @OperatorOnly()
   @ShowsSecret()
+  @ApiRoute('createTenant', 'Create a tenant', 'The answer carries the tenant\'s `eventsSecret`, shown only here.')
+  @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_exists', 'environment_not_configured')
   @ApiCreatedResponse({ type: CreatedTenantResponseDto })
   async create(@Body() dto: CreateTenantDto): Promise<CreatedTenantResponseDto> {
     const { tenant, eventsSecret } = await this.tenants.create(dto);
@@ -29,12 +32,16 @@ export class TenantsController {
 
   @Get()
   @OperatorOnly()
+  @ApiRoute('listTenants', 'List the tenants')
+  @ApiErrors('unauthorized', 'forbidden')
   @ApiOkResponse({ type: [TenantResponseDto] })
   async list(): Promise<TenantResponseDto[]> {
     return (await this.tenants.list()).map(TenantResponseDto.from);
   }
 
   @Get(':tenantId')
+  @ApiRoute('getTenant', 'Get a tenant')
+  @ApiErrors('unauthorized', 'tenant_not_found')
   @ApiOkResponse({ type: TenantResponseDto })
   async get(@Param('tenantId') tenantId: string): Promise<TenantResponseDto> {
     return TenantResponseDto.from(await this.tenants.get(tenantId));
@@ -42,6 +49,8 @@ export class TenantsController {
 
   @Patch(':tenantId')
   @OperatorOnly()
+  @ApiRoute('updateTenant', 'Change a tenant', 'Its environment cannot be changed.')
+  @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_not_found')
   @ApiOkResponse({ type: TenantResponseDto })
   async update(@Param('tenantId') tenantId: string, @Body() dto: UpdateTenantDto): Promise<TenantResponseDto> {
     return TenantResponseDto.from(await this.tenants.update(tenantId, dto));
@@ -50,6 +59,8 @@ export class TenantsController {
   @Delete(':tenantId')
   @OperatorOnly()
   @HttpCode(204)
+  @ApiRoute('deleteTenant', 'Delete a tenant and everything it owns')
+  @ApiErrors('unauthorized', 'forbidden', 'tenant_not_found')
   @ApiNoContentResponse({ description: 'The tenant and everything it owns (connections and their tokens, keys, events) are gone.' })
   async delete(@Param('tenantId') tenantId: string): Promise<void> {
     await this.tenants.delete(tenantId);
@@ -58,6 +69,8 @@ export class TenantsController {
   @Post(':tenantId/events-secret')
   @OperatorOnly()
   @ShowsSecret()
+  @ApiRoute('rotateEventsSecret', 'Replace the secret that signs events', 'The old secret stops signing.')
+  @ApiErrors('unauthorized', 'forbidden', 'tenant_not_found')
   @ApiCreatedResponse({ type: EventsSecretResponseDto })
   async rotateEventsSecret(@Param('tenantId') tenantId: string): Promise<EventsSecretResponseDto> {
     return { eventsSecret: await this.tenants.rotateEventsSecret(tenantId) };
@@ -66,6 +79,8 @@ export class TenantsController {
   @Post(':tenantId/api-keys')
   @OperatorOnly()
   @ShowsSecret()
+  @ApiRoute('createApiKey', 'Create a tenant API key', 'The key is in this answer only.')
+  @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_not_found')
   @ApiCreatedResponse({ type: CreatedApiKeyResponseDto })
   async createKey(@Param('tenantId') tenantId: string, @Body() dto: CreateApiKeyDto): Promise<CreatedApiKeyResponseDto> {
     const created = await this.keys.create(tenantId, dto.name ?? null);
@@ -74,6 +89,8 @@ export class TenantsController {
 
   @Get(':tenantId/api-keys')
   @OperatorOnly()
+  @ApiRoute('listApiKeys', "List a tenant's API keys (never the keys themselves)")
+  @ApiErrors('unauthorized', 'forbidden', 'tenant_not_found')
   @ApiOkResponse({ type: [ApiKeyResponseDto] })
   async listKeys(@Param('tenantId') tenantId: string): Promise<ApiKeyResponseDto[]> {
     return (await this.keys.list(tenantId)).map(ApiKeyResponseDto.from);
@@ -82,6 +99,8 @@ export class TenantsController {
   @Delete(':tenantId/api-keys/:keyId')
   @OperatorOnly()
   @HttpCode(204)
+  @ApiRoute('revokeApiKey', 'Revoke a tenant API key')
+  @ApiErrors('unauthorized', 'forbidden', 'tenant_not_found', 'api_key_not_found')
   @ApiNoContentResponse()
   async revokeKey(@Param('tenantId') tenantId: string, @Param('keyId', keyIdPipe) keyId: string): Promise<void> {
     await this.keys.revoke(tenantId, keyId);

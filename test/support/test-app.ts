@@ -39,8 +39,6 @@ export interface TestAppOptions {
   /** Start a sandbox and configure the `sandbox` environment to point at it (default true). */
   sandbox?: boolean | Partial<SandboxOptions>;
   clock?: Clock;
-  /** false: the facade's routes go through Express and FacadeController instead of the fast lane. */
-  facadeFastLane?: boolean;
 }
 
 export function testVaultKey(kid = 'test1'): string {
@@ -86,7 +84,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     ...options.env,
     DATABASE_URL: databaseUrl,
   });
-  const app = await createApp(config, { logDestination: destination, clock: options.clock, facadeFastLane: options.facadeFastLane });
+  const app = await createApp(config, { logDestination: destination, clock: options.clock });
   await app.listen(config.port, '127.0.0.1');
   const address = app.getHttpServer().address();
   const url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : config.port}`;

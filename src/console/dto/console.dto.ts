@@ -17,16 +17,6 @@ export class ConsoleSessionDto {
   expiresAt: string;
 }
 
-class ErrorDetailDto {
-  @ApiProperty({ example: 'unauthorized' }) code: string;
-  @ApiProperty() message: string;
-  @ApiProperty() requestId: string;
-}
-
-export class ConsoleErrorDto {
-  @ApiProperty({ type: ErrorDetailDto }) error: ErrorDetailDto;
-}
-
 class RenewalFiguresDto {
   @ApiProperty({ description: 'Renewals that held the lease, by outcome.', example: { success: 120, failure: 0, reauth_required: 1, lost_race: 0 } })
   byOutcome: Record<string, number>;

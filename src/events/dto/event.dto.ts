@@ -9,7 +9,8 @@ export class ListEventsQueryDto {
   @MaxLength(64)
   after?: string;
 
-  @ApiPropertyOptional({ description: 'Page size, 1 to 500.', default: 50 })
+  // The default is stated in words: a schema `default` makes generated clients require the field.
+  @ApiPropertyOptional({ description: 'Page size; 50 when omitted.', type: 'integer', minimum: 1, maximum: 500 })
   @IsOptional()
   @Matches(/^\d{1,4}$/, { message: 'limit must be an integer between 1 and 500' })
   limit?: string;

@@ -24,7 +24,8 @@ export class CreateWebhookDto {
   @IsObject()
   headers?: Record<string, unknown>;
 
-  @ApiPropertyOptional({ enum: RECEIVER_AUTHS, default: 'bearer', description: 'Self-targeted mode only: how the generated secret is sent (spec 5.2).' })
+  // The default is stated in words: a schema `default` makes generated clients require the field.
+  @ApiPropertyOptional({ enum: RECEIVER_AUTHS, description: 'Self-targeted mode only: how the generated secret is sent (spec 5.2); `bearer` when omitted.' })
   @IsOptional()
   @IsIn(RECEIVER_AUTHS)
   auth?: ReceiverAuth;

@@ -1,0 +1,170 @@
+// What the facade benchmarks share: a scratch database, the sandbox and the compiled app, each in its own
+// process, tenants with a connected user. Not part of `npm test`.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { authorizeAtSandbox, openCallback } from '../test/support/connect.js';
+import { freePort } from '../src/common/free-port.js';
+
+export const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const children: ChildProcess[] = [];
+
+export function start(name: string, args: string[], env: Record<string, string>): ChildProcess {
+  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  child.stderr?.on('data', (d: Buffer) => {
+    if (process.env.BENCH_VERBOSE) process.stderr.write(`[${name}] ${d.toString()}`);
+  });
+  children.push(child);
+  return child;
+}
+
+export async function ready(url: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const res = await fetch(url);
+      await res.arrayBuffer();
+      if (res.status < 500) return;
+    } catch {
+      /* not yet */
+    }
+    if (Date.now() > deadline) throw new Error(`${url} not ready`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function withDatabase(url: string, db: string): string {
+  const u = new URL(url);
+  u.pathname = `/${db}`;
+  return u.toString();
+}
+
+export async function json<T>(res: Response): Promise<T> {
+  if (res.status >= 300) throw new Error(`${res.url} answered ${res.status}: ${await res.text()}`);
+  return (await res.json()) as T;
+}
+
+/** user + system CPU time of a process so far, in ms (Linux /proc). */
+export function cpuMs(pid: number | undefined): number {
+  if (!pid) return 0;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime in clock ticks (100 Hz)
+  } catch {
+    return 0;
+  }
+}
+
+export function median(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+export interface Stack {
+  databaseUrl: string;
+  appUrl: string;
+  sandboxUrl: string;
+  operatorKey: string;
+  appProc: ChildProcess;
+  sandboxProc: ChildProcess;
+  /** Creates a tenant with a tenant key and `u-alice` connected as the sandbox's alice; returns the key. */
+  tenant(id: string): Promise<string>;
+  /** An access token of a sandbox user, straight from the sandbox (for baselines). */
+  tokenOf(user: string): Promise<string>;
+}
+
+/** Builds the app (unless BENCH_SKIP_BUILD), runs `body` against a fresh stack, and tears everything down. */
+export async function withStack(appEnv: Record<string, string>, body: (stack: Stack) => Promise<void>): Promise<void> {
+  if (!process.env.BENCH_SKIP_BUILD) {
+    console.log('building the app (tsc)...');
+    spawnSync(process.execPath, [resolve(ROOT, 'node_modules/typescript/bin/tsc'), '-p', resolve(ROOT, 'tsconfig.build.json')], { cwd: ROOT, stdio: 'ignore' });
+  }
+  const dbName = `cws_bench_${process.pid}_${randomBytes(3).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: withDatabase(SERVER_URL, 'postgres') });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${dbName}`);
+  try {
+    await body(await startStack(withDatabase(SERVER_URL, dbName), appEnv));
+  } finally {
+    for (const c of children) c.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 500));
+    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`).catch(() => undefined);
+    await admin.end();
+  }
+}
+
+/** Exits with the benchmark's outcome; children are killed on failure. */
+export function finish(run: Promise<void>): void {
+  run.then(
+    () => process.exit(0),
+    (e: unknown) => {
+      console.error(e);
+      for (const c of children) c.kill('SIGKILL');
+      process.exit(1);
+    },
+  );
+}
+
+async function startStack(databaseUrl: string, appEnv: Record<string, string>): Promise<Stack> {
+  const [sandboxPort, appPort] = [await freePort(), await freePort()];
+  const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
+  const appUrl = `http://127.0.0.1:${appPort}`;
+  const clientSecret = randomBytes(24).toString('base64url');
+  const operatorKey = `cwsop_bench_${randomBytes(24).toString('base64url')}`;
+
+  const sandboxProc = start('sandbox', ['--import', 'tsx', 'src/sandbox/standalone.ts'], {
+    SANDBOX_PORT: String(sandboxPort),
+    SANDBOX_CLIENT_ID: 'bench',
+    SANDBOX_CLIENT_SECRET: clientSecret,
+    SANDBOX_REDIRECT_URIS: `${appUrl}/oauth/callback`,
+    SANDBOX_RECORD_LIMIT: '0',
+  });
+  await ready(`${sandboxUrl}/_sandbox/users`);
+  const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
+  const appProc = start('app', [...profile, 'dist/src/main.js'], {
+    NODE_ENV: 'production',
+    PORT: String(appPort),
+    PUBLIC_URL: appUrl,
+    DATABASE_URL: databaseUrl,
+    SANDBOX: 'off',
+    VAULT_KEYS: `bench:${randomBytes(32).toString('base64')}`,
+    OPERATOR_API_KEY: operatorKey,
+    CWS_SANDBOX_AUTH_URL: sandboxUrl,
+    CWS_SANDBOX_CLIENT_ID: 'bench',
+    CWS_SANDBOX_CLIENT_SECRET: clientSecret,
+    CWS_SANDBOX_SCOPES: 'workflows.read workflows.write webhooks.manage userinfo.read',
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+    ...appEnv,
+  });
+  await ready(`${appUrl}/health/ready`);
+
+  const op = { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' };
+  return {
+    databaseUrl,
+    appUrl,
+    sandboxUrl,
+    operatorKey,
+    appProc,
+    sandboxProc,
+    async tenant(id: string): Promise<string> {
+      await json(await fetch(`${appUrl}/v1/tenants`, { method: 'POST', headers: op, body: JSON.stringify({ id, name: id, environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] }) }));
+      const { key } = await json<{ key: string }>(await fetch(`${appUrl}/v1/tenants/${id}/api-keys`, { method: 'POST', headers: op, body: '{}' }));
+      const { connectUrl } = await json<{ connectUrl: string }>(
+        await fetch(`${appUrl}/v1/tenants/${id}/connect-sessions`, { method: 'POST', headers: op, body: JSON.stringify({ kind: 'user', userId: 'u-alice', returnUrl: 'http://localhost:5173/done' }) }),
+      );
+      const back = await openCallback(await authorizeAtSandbox(connectUrl, 'alice', 'approve'));
+      if (new URL(back.headers.get('location') ?? 'x:/').searchParams.get('status') !== 'connected') throw new Error(`connecting alice to ${id} failed`);
+      return key;
+    },
+    async tokenOf(user: string): Promise<string> {
+      const { access_token: token } = await json<{ access_token: string }>(
+        await fetch(`${sandboxUrl}/_sandbox/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: user }) }),
+      );
+      return token;
+    },
+  };
+}

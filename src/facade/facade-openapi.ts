@@ -1,0 +1,105 @@
+import type { OpenAPIObject } from '@nestjs/swagger';
+import { FACADE_ROUTES, TENANT_PREFIX, type FacadeRoute } from './facade-routes.js';
+
+type Operation = Record<string, unknown>;
+
+const ERROR_SCHEMA = {
+  type: 'object',
+  properties: {
+    error: {
+      type: 'object',
+      properties: { code: { type: 'string' }, message: { type: 'string' }, requestId: { type: 'string' } },
+      required: ['code', 'message', 'requestId'],
+    },
+  },
+  required: ['error'],
+};
+
+/** The methods an `ANY` route is documented with (OpenAPI names only these). */
+const STANDARD_METHODS = ['get', 'post', 'put', 'patch', 'delete', 'head', 'options'] as const;
+
+const PASSED_THROUGH =
+  'Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.';
+
+function error(codes: string): Record<string, unknown> {
+  return {
+    description: `Error codes: ${codes}. (An upstream answer with this status is passed through instead, with \`x-upstream-status\`.)`,
+    content: { 'application/json': { schema: ERROR_SCHEMA } },
+  };
+}
+
+function tokenText(route: FacadeRoute): string {
+  if (route.token === 'by-path') {
+    return 'Calls the upstream path given after /proxy with the admin connection\'s token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream.';
+  }
+  const upstream = route.upstream === 'userinfo' ? '/userinfo (method: CWS_<ENV>_USERINFO_METHOD)' : `${route.method} ${route.path}`;
+  return `Calls the upstream \`${upstream}\` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design \`admin\` uses its admin connection; any other design answers 400 \`user_id_required\`.`;
+}
+
+function operation(route: FacadeRoute, method: string): Operation {
+  const params: Array<Record<string, unknown>> = [
+    { name: 'tenantId', in: 'path', required: true, description: 'The tenant (a tenant key may call only its own).', schema: { type: 'string' } },
+  ];
+  for (const [, name] of route.path.matchAll(/\{(\w+)\}/g)) {
+    params.push(
+      name === 'path'
+        ? { name, in: 'path', required: true, description: 'The upstream path (a plain relative path; see the operation).', schema: { type: 'string' } }
+        : { name, in: 'path', required: true, schema: { type: 'string' } },
+    );
+  }
+  params.push({
+    name: 'X-User-Id',
+    in: 'header',
+    required: false,
+    description: "The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls).",
+    schema: { type: 'string' },
+  });
+  const op: Operation = {
+    operationId: route.method === 'ANY' ? `${route.id}_${method}` : route.id,
+    summary: route.summary,
+    description: `${tokenText(route)} An upstream 401 causes one token renewal and one retry (when the request body can be sent again). ${PASSED_THROUGH}`,
+    tags: ['facade'],
+    security: [{ bearer: [] }],
+    parameters: params,
+    responses: {
+      [String(route.answer.status)]: { description: `${route.answer.description} From the upstream, passed through with \`x-upstream-status\`.` },
+      '400': error(route.token === 'by-path' ? '`user_id_required`, `invalid_path`, `validation_failed`' : '`user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter)'),
+      '401': error('`unauthorized` (no or bad API key)'),
+      '404': error('`tenant_not_found`'),
+      '409': error('`user_not_connected`, `admin_not_connected`, `reauth_required`'),
+      '422': error('`environment_not_configured`'),
+      '429': error('`too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After)'),
+      '502': error('`upstream_unavailable` (the upstream could not be reached)'),
+      '504': error('`upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS)'),
+    },
+  };
+  if (route.streamed.length > 0 && method !== 'get' && method !== 'head') {
+    const schema = { type: 'object', additionalProperties: true };
+    op.requestBody = {
+      required: false,
+      description: "Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's.",
+      content: Object.fromEntries(route.streamed.map((type) => [type, { schema }])),
+    };
+  }
+  return op;
+}
+
+/** The facade's paths for the OpenAPI document, from the route table. */
+export function facadePaths(): Record<string, Record<string, Operation>> {
+  const paths: Record<string, Record<string, Operation>> = {};
+  for (const route of FACADE_ROUTES) {
+    const key = `${TENANT_PREFIX}{tenantId}${route.path}`;
+    const item = (paths[key] ??= {});
+    const methods = route.method === 'ANY' ? STANDARD_METHODS : [route.method.toLowerCase()];
+    for (const method of methods) item[method] = operation(route, method);
+  }
+  return paths;
+}
+
+/** Adds the facade's paths to a document built from the Nest controllers. */
+export function withFacadePaths(document: OpenAPIObject): OpenAPIObject {
+  const paths = { ...document.paths };
+  for (const [path, item] of Object.entries(facadePaths())) paths[path] = { ...paths[path], ...item };
+  const tags = document.tags?.some((t) => t.name === 'facade') ? document.tags : [...(document.tags ?? []), { name: 'facade', description: 'Upstream calls with the right token (API.md section 7).' }];
+  return { ...document, paths, tags };
+}

@@ -1,0 +1,6 @@
+// `npm start`: build when a source changed (tools/build.mjs), then run the service in this same process,
+// so that signals (Ctrl-C, a container's SIGTERM) reach the service itself.
+import { build } from './build.mjs';
+
+build();
+await import('../dist/src/main.js');
