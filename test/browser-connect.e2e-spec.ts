@@ -37,8 +37,8 @@ describe('the connect flow in headless Chromium', () => {
     await Promise.all([page.waitForURL(/\/health\/live\?/), page.getByRole('button', { name: 'Approve' }).click()]);
     const url = new URL(page.url());
     expect(url.searchParams.get('status')).toBe('connected');
-    const connections = await t.request<Array<{ id: string; userId: string; upstreamUser: { id: string } }>>('GET', '/v1/tenants/browser-co/connections');
-    expect(connections.body.find((c) => c.id === url.searchParams.get('connectionId'))).toMatchObject({ userId: 'browser-alice', upstreamUser: { id: 'alice' } });
+    const connections = await t.request<{ connections: Array<{ id: string; userId: string; upstreamUser: { id: string } }> }>('GET', '/v1/tenants/browser-co/connections');
+    expect(connections.body.connections.find((c) => c.id === url.searchParams.get('connectionId'))).toMatchObject({ userId: 'browser-alice', upstreamUser: { id: 'alice' } });
     await page.close();
   });
 

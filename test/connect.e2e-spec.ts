@@ -76,9 +76,9 @@ describe('the connect flow (API.md sections 5 and 6)', () => {
     const wrong = await connectViaHttp(t, 'beta', { kind: 'admin', as: 'carol' });
     expect(wrong.status).toBe('error');
     expect(wrong.error).toBe('not_admin');
-    const list = await t.request<Connection[]>('GET', '/v1/tenants/beta/connections');
-    expect(list.body).toHaveLength(1);
-    expect(list.body[0]).toMatchObject({ kind: 'admin', isAdmin: false });
+    const list = await t.request<{ connections: Connection[] }>('GET', '/v1/tenants/beta/connections');
+    expect(list.body.connections).toHaveLength(1);
+    expect(list.body.connections[0]).toMatchObject({ kind: 'admin', isAdmin: false });
   });
 
   it('refuses a replayed, unknown or missing state and creates nothing', async () => {

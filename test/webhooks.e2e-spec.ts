@@ -304,7 +304,7 @@ describe('webhooks: provisioning, inbound deliveries, signed forwarding (API.md 
         200,
       );
       expect(dead.delivery.attempts).toBeGreaterThan(2);
-      expect(dead.delivery.lastError).toBe('HTTP 500');
+      expect(dead.delivery.lastError).toBe('http_500');
       expect(dead.delivery.deliveredAt).toBeNull();
       const ids = new Set(failing.received.filter((d) => d.body.type === dead.type).map((d) => d.headers['webhook-id']));
       expect([...ids]).toEqual([dead.id]);

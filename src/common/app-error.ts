@@ -12,6 +12,7 @@ export const ERROR_STATUS = {
   tenant_not_found: 404,
   api_key_not_found: 404,
   connection_not_found: 404,
+  event_not_found: 404,
   route_not_found: 404,
   conflict: 409,
   tenant_exists: 409,

@@ -1,15 +1,24 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
+import type { EnvironmentName } from '../config/app-config.js';
+import { TenantsService } from '../tenants/tenants.service.js';
 import { EventsRepository } from '../events/events.repository.js';
 import type { TokenSet, UpstreamUser } from '../upstream/upstream.types.js';
 import { TokenVault } from '../vault/token-vault.service.js';
 import type { ConnectSessionEntity } from './connect-session.entity.js';
 import type { ConnectionEntity } from './connection.entity.js';
-import { ConnectionsRepository, type ConnectedFields } from './connections.repository.js';
+import {
+  ConnectionsRepository,
+  type ConnectedFields,
+  type ConnectionFilter,
+  type ConnectionWithHealth,
+  type PagePosition,
+  type RenewalRecord,
+} from './connections.repository.js';
 import { refreshDueAt, sealTokens } from './token-fields.js';
 
 @Injectable()
@@ -20,16 +29,33 @@ export class ConnectionsService {
     private readonly vault: TokenVault,
     private readonly events: EventsRepository,
     private readonly clock: Clock,
+    private readonly tenants: TenantsService,
   ) {}
 
-  list(tenantId: string): Promise<ConnectionEntity[]> {
-    return this.repo.listForTenant(tenantId);
+  /** A page of the tenant's connections in creation order; `next` (null on the last page) continues after it. */
+  async list(tenantId: string, q: ConnectionListQuery): Promise<{ connections: ConnectionWithHealth[]; next: string | null }> {
+    const limit = q.limit ?? DEFAULT_CONNECTIONS_PAGE;
+    const after = q.after === undefined ? null : decodeConnectionCursor(tenantId, q.after);
+    const tenant = await this.tenants.get(tenantId);
+    // A tenant's connections all live in its environment.
+    if (q.environment !== undefined && q.environment !== tenant.environment) return { connections: [], next: null };
+    const rows = await this.repo.listPage(tenantId, { userId: q.userId, kind: q.kind, status: q.status }, after, limit);
+    const page = rows.slice(0, limit);
+    const last = page.at(-1);
+    return { connections: page, next: rows.length > limit && last ? encodeConnectionCursor(tenantId, last.position) : null };
   }
 
-  async get(tenantId: string, id: string): Promise<ConnectionEntity> {
-    const connection = await this.repo.getById(tenantId, id);
-    if (!connection) throw new AppError('connection_not_found', 'No such connection.');
-    return connection;
+  async get(tenantId: string, id: string): Promise<ConnectionWithHealth> {
+    const found = await this.repo.getWithHealth(tenantId, id);
+    if (!found) throw new AppError('connection_not_found', 'No such connection.');
+    return found;
+  }
+
+  /** The connection's last renewals, newest first. */
+  async renewals(tenantId: string, id: string): Promise<RenewalRecord[]> {
+    const history = await this.repo.renewalHistory(tenantId, id);
+    if (!history) throw new AppError('connection_not_found', 'No such connection.');
+    return history;
   }
 
   /** Deletes a connection and its tokens; the partner hears of it as connection.deleted. */
@@ -94,4 +120,39 @@ export function eventPayload(type: string, c: Pick<ConnectionEntity, 'id' | 'ten
     upstreamUserId: c.upstreamUserId,
     ...(c.statusReason ? { reason: c.statusReason } : {}),
   };
+}
+
+export const DEFAULT_CONNECTIONS_PAGE = 100;
+export const MAX_CONNECTIONS_PAGE = 500;
+
+export interface ConnectionListQuery extends ConnectionFilter {
+  limit?: number;
+  after?: string;
+  environment?: EnvironmentName;
+}
+
+const CURSOR_VERSION = 'c1';
+const CURSOR_TEXT = /^c1\|(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z)\|([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\|([A-Za-z0-9_-]{16})$/;
+
+/**
+ * The `next` cursor: the position of a page's last row, with a check value over it and the tenant. It is
+ * opaque to callers; the check catches a cursor that was cut, altered or taken from another tenant (it is not
+ * a secret: forging one only starts the caller's own listing somewhere else).
+ */
+export function encodeConnectionCursor(tenantId: string, p: PagePosition): string {
+  return Buffer.from(`${CURSOR_VERSION}|${p.createdAt}|${p.id}|${cursorCheck(tenantId, p)}`, 'utf8').toString('base64url');
+}
+
+export function decodeConnectionCursor(tenantId: string, cursor: string): PagePosition {
+  const text = /^[A-Za-z0-9_-]{1,200}$/.test(cursor) ? Buffer.from(cursor, 'base64url').toString('utf8') : '';
+  const m = CURSOR_TEXT.exec(text);
+  const position = m ? { createdAt: m[1], id: m[2] } : null;
+  if (!m || !position || m[3] !== cursorCheck(tenantId, position) || encodeConnectionCursor(tenantId, position) !== cursor || Number.isNaN(Date.parse(position.createdAt))) {
+    throw new AppError('validation_failed', 'after is not a cursor this service gave out for this listing.');
+  }
+  return position;
+}
+
+function cursorCheck(tenantId: string, p: PagePosition): string {
+  return createHash('sha256').update(`${tenantId}|${p.createdAt}|${p.id}`).digest().subarray(0, 12).toString('base64url');
 }

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import PgBoss from 'pg-boss';
 import { Agent, request } from 'undici';
@@ -5,6 +6,7 @@ import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
+import type { TenantEntity } from '../tenants/tenant.entity.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { EventsRepository, type SqlExecutor, type StoredEvent, type UnqueuedEvent } from './events.repository.js';
 import { signDelivery } from './standard-webhooks.js';
@@ -20,7 +22,14 @@ interface DeliveryJob {
   attempt: number;
 }
 
-type Outcome = { ok: true } | { ok: false; error: string };
+/** One attempt's result: what the attempts log keeps, and the Retry-After the target asked for (429, 503). */
+interface Outcome {
+  ok: boolean;
+  status: number | null;
+  error: string | null;
+  durationMs: number;
+  retryAfterMs: number | null;
+}
 
 /**
  * Signed, at-least-once delivery of events to the tenant's eventsTargetUrl (docs/webhooks.md).
@@ -141,52 +150,66 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
   async deliver(job: DeliveryJob): Promise<void> {
     const event = await this.events.getById(job.eventId);
     if (!event || event.deliveryState !== 'pending' || event.deliveryAttempts !== job.attempt) return;
-    let target: string | null;
-    let secret: string;
+    let tenant: TenantEntity;
     try {
-      target = (await this.tenants.get(event.tenantId)).eventsTargetUrl;
-      secret = await this.tenants.eventsSecretOf(event.tenantId);
+      tenant = await this.tenants.get(event.tenantId);
     } catch (e) {
       if (e instanceof AppError && e.code === 'tenant_not_found') return; // deleted with its events
       throw e;
     }
-    if (!target) {
+    const target = tenant.eventsTargetUrl;
+    if (!target || tenant.eventsTargetDisabled) {
       await this.events.markNoTarget(event.id);
       return;
     }
-    const outcome = await this.post(target, secret, event);
+    const outcome = await this.post(target, this.tenants.signingSecretsOf(tenant), event);
+    await this.events.recordAttempt(event.id, { at: this.clock.now(), status: outcome.status, durationMs: outcome.durationMs, error: outcome.error });
     if (outcome.ok) {
       await this.events.markDelivered(event.id, job.attempt);
       return;
     }
-    const now = this.clock.now().getTime();
-    if (now - event.receivedAt.getTime() >= this.config.events.retrySpanMs) {
-      await this.events.markDead(event.id, job.attempt, outcome.error);
-      this.logger.warn({ eventId: event.id, tenantId: event.tenantId, attempts: job.attempt + 1, lastError: outcome.error }, 'event dead-lettered');
+    const error = outcome.error ?? 'network';
+    if (outcome.status === 410) {
+      // The partner says this target is gone for good: stop sending anything there until it sets one again.
+      await this.tenants.disableEventsTarget(event.tenantId, target);
+      await this.events.markDead(event.id, job.attempt, error);
+      this.logger.warn({ eventId: event.id, tenantId: event.tenantId }, 'the events target answered 410 Gone: delivery to it is disabled until eventsTargetUrl is set again');
       return;
     }
-    const next = new Date(now + retryDelayMs(job.attempt + 1, this.config.events.retryBaseMs, this.config.events.retryMaxMs));
-    await this.events.recordFailure(event.id, job.attempt, outcome.error, next, async (sql) => {
+    const now = this.clock.now().getTime();
+    if (now - (event.retryFrom ?? event.receivedAt).getTime() >= this.config.events.retrySpanMs) {
+      await this.events.markDead(event.id, job.attempt, error);
+      this.logger.warn({ eventId: event.id, tenantId: event.tenantId, attempts: job.attempt + 1, lastError: error }, 'event dead-lettered');
+      return;
+    }
+    // Retry-After is a floor the target asked for; the backoff still applies when it asks for less.
+    const delay = Math.max(retryDelayMs(job.attempt + 1, this.config.events.retryBaseMs, this.config.events.retryMaxMs), outcome.retryAfterMs ?? 0);
+    const next = new Date(now + delay);
+    await this.events.recordFailure(event.id, job.attempt, error, next, async (sql) => {
       await this.boss?.insert([{ name: DELIVERY_QUEUE, data: { eventId: event.id, attempt: job.attempt + 1 } satisfies DeliveryJob, startAfter: next }], { db: sql });
     });
   }
 
-  private async post(target: string, secret: string, event: StoredEvent): Promise<Outcome> {
+  private async post(target: string, secrets: string[], event: StoredEvent): Promise<Outcome> {
     const body = deliveryBody(event);
     const timestamp = Math.floor(this.clock.now().getTime() / 1000);
+    const started = performance.now();
+    const took = () => Math.round(performance.now() - started);
     try {
       const res = await request(target, {
         method: 'POST',
         dispatcher: this.agent,
-        headers: { 'content-type': 'application/json', 'user-agent': 'cws-connect-webhooks/1', ...signDelivery(secret, event.id, timestamp, body) },
+        headers: { 'content-type': 'application/json', 'user-agent': 'cws-connect-webhooks/1', ...signDelivery(secrets, event.id, timestamp, body) },
         body,
         signal: AbortSignal.timeout(this.config.events.attemptTimeoutMs),
       });
       await res.body.dump({ limit: 64 * 1024 }).catch(() => undefined);
-      if (res.statusCode >= 200 && res.statusCode < 300) return { ok: true };
-      return { ok: false, error: `HTTP ${res.statusCode}` };
+      const status = res.statusCode;
+      if (status >= 200 && status < 300) return { ok: true, status, error: null, durationMs: took(), retryAfterMs: null };
+      const retryAfterMs = status === 429 || status === 503 ? retryAfterMsOf(res.headers['retry-after'], this.clock.now().getTime(), this.config.events.retrySpanMs) : null;
+      return { ok: false, status, error: `http_${status}`, durationMs: took(), retryAfterMs };
     } catch (e) {
-      return { ok: false, error: networkError(e) };
+      return { ok: false, status: null, error: networkError(e), durationMs: took(), retryAfterMs: null };
     }
   }
 }
@@ -202,13 +225,30 @@ export function retryDelayMs(failures: number, baseMs: number, maxMs: number, ra
   return Math.max(1, Math.round(raw * (0.8 + 0.4 * random())));
 }
 
+/**
+ * A Retry-After header (delay-seconds or an HTTP date) in milliseconds from `now`, at most `capMs`; null when
+ * absent or unreadable.
+ */
+export function retryAfterMsOf(header: string | string[] | undefined, now: number, capMs: number): number | null {
+  const value = (Array.isArray(header) ? header[0] : header)?.trim();
+  if (!value) return null;
+  let ms: number;
+  if (/^\d{1,10}$/.test(value)) ms = Number(value) * 1000;
+  else {
+    // An HTTP date starts with a day name (IMF-fixdate, RFC 850 or asctime); Date.parse alone takes "-5" for a year.
+    const at = /^[A-Za-z]{3,9},? /.test(value) ? Date.parse(value) : Number.NaN;
+    if (Number.isNaN(at)) return null;
+    ms = at - now;
+  }
+  return Math.min(capMs, Math.max(0, ms));
+}
+
 // Only the error's kind: a message may quote the target URL, which can carry credentials.
 function networkError(e: unknown): string {
-  const err = e as { code?: unknown; name?: unknown; cause?: { code?: unknown } };
-  const code = typeof err?.code === 'string' ? err.code : typeof err?.cause?.code === 'string' ? err.cause.code : null;
-  if (code) return `network error ${code}`;
-  if (err?.name === 'TimeoutError' || err?.name === 'AbortError') return 'timeout';
-  return 'network error';
+  const err = e as { code?: unknown; name?: unknown; cause?: { code?: unknown; name?: unknown } };
+  const code = typeof err?.code === 'string' ? err.code : typeof err?.cause?.code === 'string' ? err.cause.code : '';
+  const timedOut = ['TimeoutError', 'AbortError'].includes(String(err?.name)) || String(err?.cause?.name) === 'TimeoutError' || /TIMEOUT/.test(code);
+  return timedOut ? 'timeout' : 'network';
 }
 
 function errorText(e: unknown): string {

@@ -5,7 +5,20 @@ import { DataSource, EntityManager } from 'typeorm';
 import { LOCKS, withAdvisoryLock } from '../database/advisory-lock.js';
 
 export type EventSource = 'upstream' | 'service';
-export type DeliveryState = 'pending' | 'delivered' | 'dead' | 'no_target';
+export type DeliveryState = 'pending' | 'delivered' | 'dead' | 'no_target' | 'filtered';
+
+/** One delivery attempt as the partner may see it: never a body, a header or a URL. */
+export interface DeliveryAttempt {
+  at: Date;
+  /** The target's HTTP status; null when none came (timeout, network error). */
+  status: number | null;
+  durationMs: number;
+  /** null on success; else `timeout`, `network` or `http_<status>`. */
+  error: string | null;
+}
+
+/** The states a bulk redelivery may pick: everything that is not on its way already. */
+export const REDELIVERABLE_STATES = ['dead', 'delivered', 'no_target'] as const;
 
 export interface NewEvent {
   tenantId: string;
@@ -28,6 +41,8 @@ export interface StoredEvent {
   deliveryAttempts: number;
   lastDeliveryError: string | null;
   deliveredAt: Date | null;
+  /** When its current delivery began (a redelivery restarts the retry span); null: at receipt. */
+  retryFrom: Date | null;
 }
 
 @Injectable()
@@ -61,7 +76,9 @@ export class EventsRepository {
     const rows = (await runner.query(
       `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, delivery_state, next_attempt_at)
        SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, v.payload::jsonb,
-              CASE WHEN t.events_target_url IS NULL THEN 'no_target' ELSE 'pending' END, now()
+              CASE WHEN t.events_target_url IS NULL OR t.events_target_disabled THEN 'no_target'
+                   WHEN t.event_types IS NOT NULL AND NOT (t.event_types ? v.type) THEN 'filtered'
+                   ELSE 'pending' END, now()
          FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
               WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, payload, ord)
          JOIN tenants t ON t.id = v.tenant_id
@@ -147,6 +164,70 @@ export class EventsRepository {
     );
   }
 
+  /** Keeps one delivery attempt in the event's attempts log. */
+  async recordAttempt(eventId: string, a: DeliveryAttempt): Promise<void> {
+    await this.db.query(`INSERT INTO event_attempts (event_id, at, status, duration_ms, error) VALUES ($1, $2, $3, $4, $5)`, [eventId, a.at, a.status, a.durationMs, a.error]);
+  }
+
+  /** The attempts of one of the tenant's events, oldest first; null when the tenant has no such event. */
+  async listAttempts(tenantId: string, eventId: string): Promise<DeliveryAttempt[] | null> {
+    const rows = (await this.db.query(
+      `SELECT e.id AS event_id, a.at, a.status, a.duration_ms, a.error
+         FROM events e LEFT JOIN event_attempts a ON a.event_id = e.id
+        WHERE e.tenant_id = $1 AND e.id = $2
+        ORDER BY a.id`,
+      [tenantId, eventId],
+    )) as Array<{ at: Date | null; status: number | null; duration_ms: number | null; error: string | null }>;
+    if (rows.length === 0) return null;
+    return rows.filter((r) => r.at !== null).map((r) => ({ at: r.at!, status: r.status, durationMs: Number(r.duration_ms), error: r.error }));
+  }
+
+  /**
+   * Delivers one of the tenant's events again (same id, so the partner can de-duplicate): it becomes pending,
+   * with a fresh retry span, and the relay queues it. An event on its way already is left as it is.
+   * Answers null for an unknown event, else whether it was queued now.
+   */
+  async redeliverOne(tenantId: string, eventId: string): Promise<boolean | null> {
+    const [rows] = (await this.db.query(
+      `UPDATE events e SET delivery_state = 'pending', enqueued_at = NULL, next_attempt_at = now(), retry_from = now()
+        WHERE e.tenant_id = $1 AND e.id = $2 AND e.delivery_state <> 'pending'
+        RETURNING e.id`,
+      [tenantId, eventId],
+    )) as [Array<{ id: string }>, number];
+    if (rows.length === 1) return true;
+    const exists = (await this.db.query(`SELECT 1 FROM events WHERE tenant_id = $1 AND id = $2`, [tenantId, eventId])) as unknown[];
+    return exists.length === 1 ? false : null;
+  }
+
+  /**
+   * Delivers again the tenant's events received since `since` in one of `states`, oldest first, at most
+   * `max` of them and never more than leaves the tenant `maxPending` events waiting in all. One statement:
+   * two concurrent calls cannot both fill the same room. Answers how many were queued and how many matched
+   * but did not fit.
+   */
+  async redeliverSince(tenantId: string, since: Date, states: readonly DeliveryState[], max: number, maxPending: number): Promise<{ queued: number; left: number }> {
+    return this.db.transaction(async (m) => {
+      // Serialises bulk redeliveries of one tenant, so the room computed below is not spent twice.
+      await m.query(`SELECT pg_advisory_xact_lock(hashtextextended('events-redeliver:' || $1, 0))`, [tenantId]);
+      const [{ pending }] = (await m.query(`SELECT count(*)::int AS pending FROM events WHERE tenant_id = $1 AND delivery_state = 'pending'`, [tenantId])) as Array<{ pending: number }>;
+      const room = Math.max(0, Math.min(max, maxPending - pending));
+      const [{ matching }] = (await m.query(
+        `SELECT count(*)::int AS matching FROM events WHERE tenant_id = $1 AND received_at >= $2 AND delivery_state = ANY($3::text[])`,
+        [tenantId, since, states],
+      )) as Array<{ matching: number }>;
+      if (room === 0 || matching === 0) return { queued: 0, left: matching };
+      const [rows] = (await m.query(
+        `UPDATE events e SET delivery_state = 'pending', enqueued_at = NULL, next_attempt_at = now(), retry_from = now()
+          WHERE e.id IN (SELECT id FROM events
+                          WHERE tenant_id = $1 AND received_at >= $2 AND delivery_state = ANY($3::text[])
+                          ORDER BY received_at, seq LIMIT $4 FOR UPDATE SKIP LOCKED)
+          RETURNING e.id`,
+        [tenantId, since, states, room],
+      )) as [Array<{ id: string }>, number];
+      return { queued: rows.length, left: matching - rows.length };
+    });
+  }
+
   /** The tenant's eventsTargetUrl was removed while the event waited. */
   async markNoTarget(id: string): Promise<void> {
     await this.db.query(`UPDATE events SET delivery_state = 'no_target', next_attempt_at = NULL WHERE id = $1 AND delivery_state = 'pending'`, [id]);
@@ -185,5 +266,6 @@ export function toEvent(r: Record<string, unknown>): StoredEvent {
     deliveryAttempts: Number(r.delivery_attempts),
     lastDeliveryError: (r.last_delivery_error as string | null) ?? null,
     deliveredAt: (r.delivered_at as Date | null) ?? null,
+    retryFrom: (r.retry_from as Date | null) ?? null,
   };
 }

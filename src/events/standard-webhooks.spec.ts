@@ -1,5 +1,6 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { describe, expect, it } from '@jest/globals';
+import { Webhook } from 'standardwebhooks';
 import { signDelivery } from './standard-webhooks.js';
 
 /** What a partner writes (docs/webhooks.md), kept independent of the signer. */
@@ -37,6 +38,20 @@ describe('signDelivery (Standard Webhooks)', () => {
     // From the standard-webhooks test suite (libraries/javascript/src/index.test.ts).
     const ref = signDelivery('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'msg_p5jXN8AQM9LWM0D4loKWxJek', 1614265330, '{"test": 2432232314}');
     expect(ref['webhook-signature']).toBe('v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=');
+  });
+
+  it('signs with every secret of an overlap, space separated; the official verifier accepts each secret', () => {
+    const next = `whsec_${randomBytes(32).toString('base64')}`;
+    const body = '{"type":"connection.created","timestamp":"2026-11-23T00:00:00.000Z","data":{}}';
+    const now = Math.floor(Date.now() / 1000);
+    const headers = { ...signDelivery([next, secret], 'evt-9', now, body) };
+    const [first, second] = headers['webhook-signature'].split(' ');
+    expect(first).toBe(signDelivery(next, 'evt-9', now, body)['webhook-signature']);
+    expect(second).toBe(signDelivery(secret, 'evt-9', now, body)['webhook-signature']);
+    expect(new Webhook(next).verify(body, headers)).toMatchObject({ type: 'connection.created' });
+    expect(new Webhook(secret).verify(body, headers)).toMatchObject({ type: 'connection.created' });
+    expect(() => new Webhook(`whsec_${randomBytes(32).toString('base64')}`).verify(body, headers)).toThrow();
+    expect(() => signDelivery([], 'evt-9', now, body)).toThrow();
   });
 
   it('refuses a secret without the whsec_ prefix', () => {

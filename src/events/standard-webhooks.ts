@@ -11,11 +11,15 @@ const PREFIX = 'whsec_';
 
 /**
  * Signs `body` as Standard Webhooks: `v1,<base64 HMAC-SHA256 over "{id}.{timestamp}.{body}">`, keyed with
- * the base64-decoded bytes after `whsec_`. `timestamp` is unix seconds.
+ * the base64-decoded bytes after `whsec_`. `timestamp` is unix seconds. Several secrets (a rotation's
+ * overlap) give several signatures, space separated, in the order given: a verifier accepts any one.
  */
-export function signDelivery(secret: string, id: string, timestamp: number, body: string): SignedHeaders {
-  const mac = createHmac('sha256', secretBytes(secret)).update(`${id}.${timestamp}.${body}`).digest('base64');
-  return { 'webhook-id': id, 'webhook-timestamp': String(timestamp), 'webhook-signature': `v1,${mac}` };
+export function signDelivery(secrets: string | readonly string[], id: string, timestamp: number, body: string): SignedHeaders {
+  const signatures = (typeof secrets === 'string' ? [secrets] : secrets).map(
+    (secret) => `v1,${createHmac('sha256', secretBytes(secret)).update(`${id}.${timestamp}.${body}`).digest('base64')}`,
+  );
+  if (signatures.length === 0) throw new Error('a delivery is signed with at least one secret');
+  return { 'webhook-id': id, 'webhook-timestamp': String(timestamp), 'webhook-signature': signatures.join(' ') };
 }
 
 export function secretBytes(secret: string): Buffer {

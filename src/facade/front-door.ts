@@ -39,7 +39,12 @@ export class FacadeDoor {
     const started = performance.now();
     try {
       const tenant = checkParam(match.tenantId);
-      if (!tenant.ok) throw paramError(tenant.reason, 'tenantId');
+      if (!tenant.ok) {
+        if (tenant.reason === 'nul') throw paramError(tenant.reason, 'tenantId');
+        // Tenant ids are slugs, so no tenant has this id: after the credential check, the answer of an unknown tenant.
+        await this.keys.authorize(req.headers.authorization, match.tenantId);
+        throw new AppError('tenant_not_found', 'No such tenant.');
+      }
       await this.keys.authorize(req.headers.authorization, tenant.value);
       const call = upstreamCall(match);
       const release = this.limits.acquire(tenant.value, match.route.streamed.length > 0 && hasBody(req));

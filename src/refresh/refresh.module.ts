@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { ConnectionsModule } from '../connections/connections.module.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
 import { RefreshScheduler } from './refresh-scheduler.service.js';
 import { RefreshController } from './refresh.controller.js';
@@ -7,6 +8,7 @@ import { RenewalService } from './renewal.service.js';
 
 /** Token renewal: on demand (RenewalService, for routing) and ahead of expiry (RefreshScheduler). Needs ScheduleModule.forRoot() in the app. */
 @Module({
+  imports: [ConnectionsModule],
   controllers: [RefreshController],
   providers: [RefreshRepository, RefreshMetrics, RenewalService, RefreshScheduler],
   exports: [RenewalService],

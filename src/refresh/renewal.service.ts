@@ -5,6 +5,7 @@ import { Clock } from '../common/clock.js';
 import type { AppConfig, CwsEnvironment, EnvironmentName } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import type { ConnectionEntity } from '../connections/connection.entity.js';
+import { ConnectionsRepository } from '../connections/connections.repository.js';
 import { eventPayload } from '../connections/connections.service.js';
 import { accessTokenRef, refreshDueAt, refreshTokenRef, sealTokens } from '../connections/token-fields.js';
 import { EventsRepository } from '../events/events.repository.js';
@@ -77,6 +78,7 @@ export class RenewalService implements OnModuleDestroy {
     private readonly events: EventsRepository,
     private readonly metrics: RefreshMetrics,
     private readonly clock: Clock,
+    private readonly connections: ConnectionsRepository,
   ) {}
 
   async onModuleDestroy(): Promise<void> {
@@ -130,7 +132,7 @@ export class RenewalService implements OnModuleDestroy {
    */
   renewClaimed(leased: LeasedConnection, leaseTakenAt: number, callOver: () => void): Promise<void> {
     const id = leased.connection.id;
-    const run = this.renewHeld(leased, ALWAYS, 'scheduled', leaseTakenAt, callOver);
+    const run = this.recorded(id, () => this.renewHeld(leased, ALWAYS, 'scheduled', leaseTakenAt, callOver));
     // On-demand callers in this process share it instead of polling the row until the lease is released.
     const shared = !this.inflight.has(id);
     if (shared) this.inflight.set(id, run);
@@ -166,7 +168,7 @@ export class RenewalService implements OnModuleDestroy {
       if (this.closing) throw new AppError('service_unavailable', 'The service is shutting down.');
       const takenAt = performance.now();
       const leased = await this.repo.tryLease(id, this.config.instanceId, leaseMs);
-      if (leased) return this.renewHeld(leased, need, mode, takenAt);
+      if (leased) return this.recorded(id, () => this.renewHeld(leased, need, mode, takenAt));
       const current = await this.repo.getById(id);
       if (!current) throw new AppError('connection_not_found', 'No such connection.');
       if (current.status !== 'active') throw reauthRequired();
@@ -174,6 +176,34 @@ export class RenewalService implements OnModuleDestroy {
       if (performance.now() > giveUpAt) throw new AppError('service_unavailable', 'The renewal of this connection by another instance did not finish in time.');
       await sleep(POLL_MIN_MS + Math.random() * POLL_JITTER_MS);
     }
+  }
+
+  /**
+   * Keeps the outcome of a renewal that held the lease in the connection's history and lastError. Written
+   * after the fact and never awaited: it neither delays nor fails the renewal (a lost record costs a line of
+   * history, not a token).
+   */
+  private recorded(connectionId: string, renew: () => Promise<Outcome>): Promise<Outcome> {
+    const started = performance.now();
+    const keep = (outcome: 'renewed' | 'failed' | 'reauth_required', error: string | null) => {
+      const record = { at: this.clock.now(), outcome, error, durationMs: Math.round(performance.now() - started) };
+      this.connections.recordRenewal(connectionId, record).catch((e: unknown) => {
+        this.logger.warn({ connectionId, error: e instanceof Error ? e.name : 'unknown' }, 'could not keep a renewal in the connection history');
+      });
+    };
+    return renew().then(
+      (o) => {
+        // No new token: someone else's renewal served it (a lost race), not one of ours.
+        if (o.accessToken !== null) keep('renewed', null);
+        return o;
+      },
+      (e: unknown) => {
+        const code = e instanceof AppError ? e.code : 'internal_error';
+        if (code === 'reauth_required') keep('reauth_required', REAUTH_REASON);
+        else if (code !== 'connection_not_found') keep('failed', code);
+        throw e;
+      },
+    );
   }
 
   /** The lease is ours from `takenAt` (a local time no later than the database's). `callOver` runs once no token call of this renewal is in flight any more. */

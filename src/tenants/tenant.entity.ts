@@ -30,6 +30,21 @@ export class TenantEntity {
   @Column({ name: 'events_secret_enc', type: 'text' })
   eventsSecretEnc: string;
 
+  /** The secret before the last rotation: it signs too until eventsSecretPrevUntil (the overlap). */
+  @Column({ name: 'events_secret_prev_enc', type: 'text', nullable: true })
+  eventsSecretPrevEnc: string | null;
+
+  @Column({ name: 'events_secret_prev_until', type: 'timestamptz', nullable: true })
+  eventsSecretPrevUntil: Date | null;
+
+  /** The event types delivered to the target; null: all. Events of other types are stored (state filtered), not delivered. */
+  @Column({ name: 'event_types', type: 'jsonb', nullable: true })
+  eventTypes: string[] | null;
+
+  /** The target answered 410 Gone: nothing is delivered until eventsTargetUrl is set again. */
+  @Column({ name: 'events_target_disabled', type: 'boolean', default: false })
+  eventsTargetDisabled: boolean;
+
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
 

@@ -1,11 +1,11 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, ParseUUIDPipe, Patch, Post } from '@nestjs/common';
-import { ApiBearerAuth, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { ApiBearerAuth, ApiBody, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
 import { AppError } from '../common/app-error.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { OperatorOnly, ShowsSecret } from './auth.decorators.js';
 import { ApiKeyResponseDto, CreateApiKeyDto, CreatedApiKeyResponseDto } from './dto/api-key.dto.js';
-import { CreatedTenantResponseDto, CreateTenantDto, EventsSecretResponseDto, TenantResponseDto, UpdateTenantDto } from './dto/tenant.dto.js';
+import { CreatedTenantResponseDto, CreateTenantDto, EventsSecretResponseDto, RotateEventsSecretDto, TenantResponseDto, UpdateTenantDto } from './dto/tenant.dto.js';
 import { TenantsService } from './tenants.service.js';
 
 export const keyIdPipe = new ParseUUIDPipe({ exceptionFactory: () => new AppError('api_key_not_found', 'No such API key.') });
@@ -69,11 +69,12 @@ export class TenantsController {
   @Post(':tenantId/events-secret')
   @OperatorOnly()
   @ShowsSecret()
-  @ApiRoute('rotateEventsSecret', 'Replace the secret that signs events', 'The old secret stops signing.')
-  @ApiErrors('unauthorized', 'forbidden', 'tenant_not_found')
+  @ApiRoute('rotateEventsSecret', 'Rotate the events secret, optionally with an overlap during which both secrets sign', 'The new secret is in this answer only.')
+  @ApiBody({ type: RotateEventsSecretDto, required: false })
   @ApiCreatedResponse({ type: EventsSecretResponseDto })
-  async rotateEventsSecret(@Param('tenantId') tenantId: string): Promise<EventsSecretResponseDto> {
-    return { eventsSecret: await this.tenants.rotateEventsSecret(tenantId) };
+  @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_not_found')
+  async rotateEventsSecret(@Param('tenantId') tenantId: string, @Body() dto: RotateEventsSecretDto): Promise<EventsSecretResponseDto> {
+    return { eventsSecret: await this.tenants.rotateEventsSecret(tenantId, dto.overlapSeconds ?? 0) };
   }
 
   @Post(':tenantId/api-keys')

@@ -32,9 +32,25 @@ export class TenantsRepository {
     return result.raw.length === 1;
   }
 
-  async update(id: string, changes: Partial<Pick<TenantEntity, 'name' | 'design' | 'allowedReturnUrls' | 'eventsTargetUrl' | 'eventsSecretEnc'>>): Promise<TenantEntity | null> {
+  async update(
+    id: string,
+    changes: Partial<
+      Pick<TenantEntity, 'name' | 'design' | 'allowedReturnUrls' | 'eventsTargetUrl' | 'eventsSecretEnc' | 'eventsSecretPrevEnc' | 'eventsSecretPrevUntil' | 'eventTypes' | 'eventsTargetDisabled'>
+    >,
+  ): Promise<TenantEntity | null> {
     await this.repo.update({ id }, changes);
     return this.getById(id);
+  }
+
+  /** The target answered 410 Gone: stop delivering to it, unless the tenant moved to another URL meanwhile. */
+  async disableEventsTarget(id: string, url: string): Promise<boolean> {
+    const result = await this.repo
+      .createQueryBuilder()
+      .update(TenantEntity)
+      .set({ eventsTargetDisabled: true })
+      .where('id = :id AND events_target_url = :url AND NOT events_target_disabled', { id, url })
+      .execute();
+    return (result.affected ?? 0) > 0;
   }
 
   async delete(id: string): Promise<boolean> {

@@ -35,6 +35,10 @@ export class TenantsService {
         allowedReturnUrls: dto.allowedReturnUrls,
         eventsTargetUrl: dto.eventsTargetUrl ?? null,
         eventsSecretEnc: this.vault.seal(eventsSecret, secretRef(id)),
+        eventsSecretPrevEnc: null,
+        eventsSecretPrevUntil: null,
+        eventTypes: dto.eventTypes ?? null,
+        eventsTargetDisabled: false,
         createdAt: now,
         updatedAt: now,
       });
@@ -61,7 +65,12 @@ export class TenantsService {
     if (dto.name !== undefined) changes.name = dto.name;
     if (dto.design !== undefined) changes.design = dto.design;
     if (dto.allowedReturnUrls !== undefined) changes.allowedReturnUrls = dto.allowedReturnUrls;
-    if (dto.eventsTargetUrl !== undefined) changes.eventsTargetUrl = dto.eventsTargetUrl;
+    if (dto.eventsTargetUrl !== undefined) {
+      changes.eventsTargetUrl = dto.eventsTargetUrl;
+      // Setting the target again (even to the same URL) is how a tenant says it is back after a 410 Gone.
+      changes.eventsTargetDisabled = false;
+    }
+    if (dto.eventTypes !== undefined) changes.eventTypes = dto.eventTypes;
     const updated = Object.keys(changes).length ? await this.repo.update(id, changes) : await this.repo.getById(id);
     if (!updated) throw new AppError('tenant_not_found', 'No such tenant.');
     return updated;
@@ -71,17 +80,35 @@ export class TenantsService {
     if (!(await this.repo.delete(id))) throw new AppError('tenant_not_found', 'No such tenant.');
   }
 
-  async rotateEventsSecret(id: string): Promise<string> {
-    await this.get(id);
+  /**
+   * A new events secret. Without an overlap the old one stops signing at once; with one, every delivery is
+   * signed with both until the overlap ends, so the partner can switch its verifier in its own time. A second
+   * rotation during an overlap ends that overlap: only the secret being replaced keeps signing.
+   */
+  async rotateEventsSecret(id: string, overlapSeconds = 0): Promise<string> {
+    const tenant = await this.get(id);
     const eventsSecret = newEventsSecret();
-    await this.repo.update(id, { eventsSecretEnc: this.vault.seal(eventsSecret, secretRef(id)) });
+    const overlap = overlapSeconds > 0;
+    await this.repo.update(id, {
+      eventsSecretEnc: this.vault.seal(eventsSecret, secretRef(id)),
+      eventsSecretPrevEnc: overlap ? this.vault.seal(this.vault.open(tenant.eventsSecretEnc, secretRef(id)), prevSecretRef(id)) : null,
+      eventsSecretPrevUntil: overlap ? new Date(this.clock.now().getTime() + overlapSeconds * 1000) : null,
+    });
     return eventsSecret;
   }
 
-  /** The plaintext secret that signs this tenant's events; for the outbound delivery only. */
-  async eventsSecretOf(id: string): Promise<string> {
-    const tenant = await this.get(id);
-    return this.vault.open(tenant.eventsSecretEnc, secretRef(id));
+  /** The plaintext secrets that sign this tenant's events now, the current one first; for the outbound delivery only. */
+  signingSecretsOf(tenant: TenantEntity): string[] {
+    const secrets = [this.vault.open(tenant.eventsSecretEnc, secretRef(tenant.id))];
+    if (tenant.eventsSecretPrevEnc && tenant.eventsSecretPrevUntil && tenant.eventsSecretPrevUntil > this.clock.now()) {
+      secrets.push(this.vault.open(tenant.eventsSecretPrevEnc, prevSecretRef(tenant.id)));
+    }
+    return secrets;
+  }
+
+  /** The target answered 410 Gone. False when the tenant has another target by now (or it was disabled already). */
+  disableEventsTarget(id: string, url: string): Promise<boolean> {
+    return this.repo.disableEventsTarget(id, url);
   }
 
   private checkTargetUrl(url: string | undefined): void {
@@ -93,6 +120,10 @@ export class TenantsService {
 
 function secretRef(id: string): SealedRef {
   return { table: 'tenants', id, column: 'events_secret_enc' };
+}
+
+function prevSecretRef(id: string): SealedRef {
+  return { table: 'tenants', id, column: 'events_secret_prev_enc' };
 }
 
 /** Standard Webhooks secrets: "whsec_" and the base64 of the key bytes. */

@@ -11,6 +11,7 @@ export interface SealedColumn {
 
 export const SEALED_COLUMNS: readonly SealedColumn[] = Object.freeze([
   { table: 'tenants', idColumn: 'id', column: 'events_secret_enc' },
+  { table: 'tenants', idColumn: 'id', column: 'events_secret_prev_enc' },
   { table: 'connections', idColumn: 'id', column: 'access_token_enc' },
   { table: 'connections', idColumn: 'id', column: 'refresh_token_enc' },
   { table: 'webhook_receivers', idColumn: 'id', column: 'secret_enc' },

@@ -38,7 +38,8 @@ class MemoryVaultRepository implements Pick<VaultRepository, 'existingColumns' |
   }
   private pendingOf(col: SealedColumn, kid: string): SealedValue[] {
     return [...(this.tables.get(col.table)?.entries() ?? [])]
-      .filter(([, row]) => row[col.column] !== null && !row[col.column]?.startsWith(`v1.${kid}.`))
+      // A column a row does not set is NULL, as in SQL.
+      .filter(([, row]) => row[col.column] != null && !row[col.column]?.startsWith(`v1.${kid}.`))
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
       .map(([id, row]) => ({ id, value: row[col.column] as string }));
   }
@@ -89,6 +90,7 @@ describe('VaultReencryptService', () => {
   it('lists the sealed columns of every module', () => {
     expect(SEALED_COLUMNS.map((c) => `${c.table}.${c.column}`)).toEqual([
       'tenants.events_secret_enc',
+      'tenants.events_secret_prev_enc',
       'connections.access_token_enc',
       'connections.refresh_token_enc',
       'webhook_receivers.secret_enc',

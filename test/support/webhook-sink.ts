@@ -14,6 +14,8 @@ export interface SinkDelivery {
 export class WebhookSink {
   readonly received: SinkDelivery[] = [];
   respond: (n: number) => number = () => 200;
+  /** Extra response headers for the n-th request (e.g. Retry-After). */
+  respondHeaders: (n: number) => Record<string, string> = () => ({});
   url = '';
   private server!: Server;
   private count = 0;
@@ -25,7 +27,8 @@ export class WebhookSink {
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
         const raw = Buffer.concat(chunks).toString('utf8');
-        const status = sink.respond(sink.count++);
+        const n = sink.count++;
+        const status = sink.respond(n);
         let body: SinkDelivery['body'];
         try {
           body = JSON.parse(raw) as SinkDelivery['body'];
@@ -33,7 +36,7 @@ export class WebhookSink {
           body = { type: '(not JSON)', timestamp: '', data: raw };
         }
         sink.received.push({ headers: req.headers, raw, body, status });
-        res.writeHead(status, { 'content-type': 'text/plain' }).end(status < 300 ? 'ok' : 'no');
+        res.writeHead(status, { 'content-type': 'text/plain', ...sink.respondHeaders(n) }).end(status < 300 ? 'ok' : 'no');
       });
     });
     sink.server.keepAliveTimeout = 30_000;

@@ -1,6 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsOptional, IsString, Matches, MaxLength } from 'class-validator';
-import type { DeliveryState, EventSource, StoredEvent } from '../events.repository.js';
+import { IsIn, IsISO8601, IsOptional, IsString, Matches, MaxLength } from 'class-validator';
+import type { DeliveryAttempt, DeliveryState, EventSource, StoredEvent } from '../events.repository.js';
+import type { RedeliverState } from '../events.service.js';
 
 export class ListEventsQueryDto {
   @ApiPropertyOptional({ description: 'The `next` cursor of an earlier page; from the start when omitted.' })
@@ -17,13 +18,16 @@ export class ListEventsQueryDto {
 }
 
 export class EventDeliveryDto {
-  @ApiProperty({ enum: ['pending', 'delivered', 'dead', 'no_target'] })
+  @ApiProperty({
+    enum: ['pending', 'delivered', 'dead', 'no_target', 'filtered'],
+    description: '`no_target`: the tenant had no eventsTargetUrl (or it was disabled by a 410 Gone); `filtered`: its type is not in the tenant\'s eventTypes.',
+  })
   state: DeliveryState;
 
   @ApiProperty()
   attempts: number;
 
-  @ApiProperty({ type: String, nullable: true, description: 'Why the last attempt failed (status or error kind).' })
+  @ApiProperty({ type: String, nullable: true, description: 'Why the last attempt failed: `timeout`, `network` or `http_<status>`.' })
   lastError: string | null;
 
   @ApiProperty({ type: String, nullable: true, format: 'date-time' })
@@ -67,4 +71,51 @@ export class EventPageDto {
 
   @ApiProperty({ type: String, nullable: true, description: 'Pass as `after` for the next page (opaque). Null only when there has never been an event.' })
   next: string | null;
+}
+
+export class AttemptDto {
+  @ApiProperty({ format: 'date-time', description: 'When the attempt ended.' })
+  at: string;
+
+  @ApiProperty({ type: Number, nullable: true, description: "The target's HTTP status; null when none came." })
+  status: number | null;
+
+  @ApiProperty()
+  durationMs: number;
+
+  @ApiProperty({ type: String, nullable: true, description: 'null on success; else `timeout`, `network` or `http_<status>`.', example: 'http_503' })
+  error: string | null;
+
+  static from(a: DeliveryAttempt): AttemptDto {
+    return { at: a.at.toISOString(), status: a.status, durationMs: a.durationMs, error: a.error };
+  }
+}
+
+export class AttemptsDto {
+  @ApiProperty({ type: [AttemptDto], description: 'Oldest first. Never a body, a header or a URL.' })
+  attempts: AttemptDto[];
+}
+
+export class RedeliveredDto {
+  @ApiProperty({ description: 'The event, delivered again under this id (webhook-id).' })
+  id: string;
+}
+
+export class RedeliverSinceDto {
+  @ApiProperty({ format: 'date-time', description: 'Events received at or after this time.', example: '2026-11-23T00:00:00Z' })
+  @IsISO8601({ strict: true, strictSeparator: true })
+  since: string;
+
+  @ApiPropertyOptional({ enum: ['dead', 'delivered', 'any'], default: 'dead', description: '`any`: dead, delivered, or stored while there was no target.' })
+  @IsOptional()
+  @IsIn(['dead', 'delivered', 'any'])
+  state?: RedeliverState;
+}
+
+export class RedeliverQueuedDto {
+  @ApiProperty({ description: 'Events queued for delivery again by this call.' })
+  queued: number;
+
+  @ApiProperty({ description: 'Events that matched but were not queued (the per-call or per-tenant bound): call again once these are delivered.' })
+  remaining: number;
 }

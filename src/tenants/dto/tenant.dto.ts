@@ -1,9 +1,17 @@
-import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { ArrayMaxSize, ArrayMinSize, IsArray, IsIn, IsOptional, IsString, IsUrl, Length, Matches, MaxLength, ValidateIf } from 'class-validator';
+import { ApiProperty, type ApiPropertyOptions, ApiPropertyOptional } from '@nestjs/swagger';
+import { ArrayMaxSize, ArrayMinSize, ArrayUnique, IsArray, IsIn, IsInt, IsOptional, IsString, IsUrl, Length, Matches, Max, MaxLength, Min, ValidateIf } from 'class-validator';
 import { ENVIRONMENT_NAMES, type EnvironmentName } from '../../config/app-config.js';
 import { DESIGNS, TENANT_ID, type Design, type TenantEntity } from '../tenant.entity.js';
 
 const URL_OPTIONS = { require_tld: false, require_protocol: true, protocols: ['http', 'https'] };
+
+const EVENT_TYPES_DOC: ApiPropertyOptions = {
+  type: [String],
+  nullable: true,
+  description:
+    'The event types delivered to eventsTargetUrl (exact names, e.g. `workflow_step_updated`, `connection.reauth_required`, `unknown`); null or omitted: all. Events of other types are still stored and listed (delivery state `filtered`), not delivered.',
+  example: ['workflow_step_updated', 'connection.reauth_required'],
+};
 
 export class CreateTenantDto {
   @ApiPropertyOptional({ description: 'A slug; generated from the name when omitted.', example: 'acme-legal' })
@@ -39,6 +47,16 @@ export class CreateTenantDto {
   @IsUrl(URL_OPTIONS)
   @MaxLength(2000)
   eventsTargetUrl?: string;
+
+  @ApiPropertyOptional(EVENT_TYPES_DOC)
+  @ValidateIf((_, v) => v !== null && v !== undefined)
+  @IsArray()
+  @ArrayMinSize(1)
+  @ArrayMaxSize(100)
+  @ArrayUnique()
+  @IsString({ each: true })
+  @Matches(/^[A-Za-z0-9_.:-]{1,100}$/, { each: true, message: 'each event type is a name of letters, digits, dots, dashes and underscores' })
+  eventTypes?: string[] | null;
 }
 
 export class UpdateTenantDto {
@@ -62,11 +80,35 @@ export class UpdateTenantDto {
   @MaxLength(2000, { each: true })
   allowedReturnUrls?: string[];
 
-  @ApiPropertyOptional({ nullable: true, description: 'null stops event delivery.' })
+  @ApiPropertyOptional({ nullable: true, description: 'null stops event delivery. Setting it (even to the same URL) delivers again to a target that answered 410 Gone.' })
   @ValidateIf((_, v) => v !== null && v !== undefined)
   @IsUrl(URL_OPTIONS)
   @MaxLength(2000)
   eventsTargetUrl?: string | null;
+
+  @ApiPropertyOptional(EVENT_TYPES_DOC)
+  @ValidateIf((_, v) => v !== null && v !== undefined)
+  @IsArray()
+  @ArrayMinSize(1)
+  @ArrayMaxSize(100)
+  @ArrayUnique()
+  @IsString({ each: true })
+  @Matches(/^[A-Za-z0-9_.:-]{1,100}$/, { each: true, message: 'each event type is a name of letters, digits, dots, dashes and underscores' })
+  eventTypes?: string[] | null;
+}
+
+export class RotateEventsSecretDto {
+  @ApiPropertyOptional({
+    description: 'For this many seconds (at most 7 days) every delivery carries two signatures, the new secret\'s and the old one\'s; 0 or omitted: the old secret stops signing at once.',
+    default: 0,
+    minimum: 0,
+    maximum: 604800,
+  })
+  @IsOptional()
+  @IsInt()
+  @Min(0)
+  @Max(604800)
+  overlapSeconds?: number;
 }
 
 export class TenantResponseDto {
@@ -76,6 +118,8 @@ export class TenantResponseDto {
   @ApiProperty({ enum: DESIGNS }) design: Design;
   @ApiProperty({ type: [String] }) allowedReturnUrls: string[];
   @ApiProperty({ nullable: true, type: String }) eventsTargetUrl: string | null;
+  @ApiProperty({ description: 'The target answered 410 Gone: nothing is delivered until eventsTargetUrl is set again.' }) eventsTargetDisabled: boolean;
+  @ApiProperty(EVENT_TYPES_DOC) eventTypes: string[] | null;
   @ApiProperty() createdAt: string;
   @ApiProperty() updatedAt: string;
 
@@ -87,6 +131,8 @@ export class TenantResponseDto {
       design: t.design,
       allowedReturnUrls: t.allowedReturnUrls,
       eventsTargetUrl: t.eventsTargetUrl,
+      eventsTargetDisabled: t.eventsTargetDisabled,
+      eventTypes: t.eventTypes,
       createdAt: t.createdAt.toISOString(),
       updatedAt: t.updatedAt.toISOString(),
     };
@@ -99,6 +145,6 @@ export class CreatedTenantResponseDto extends TenantResponseDto {
 }
 
 export class EventsSecretResponseDto {
-  @ApiProperty({ description: 'The new secret (whsec_…); the old one stops signing at once.' })
+  @ApiProperty({ description: 'The new secret (whsec_…); the old one stops signing at once, or at the end of the overlap.' })
   eventsSecret: string;
 }
