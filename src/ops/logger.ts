@@ -74,8 +74,9 @@ export function loggerParams(config: AppConfig, destination?: DestinationStream)
     formatters: {
       log: (object: Record<string, unknown>) => redactSecrets(object) as Record<string, unknown>,
     },
+    // A 503 is an expected answer during a database outage, whose cause is logged once (common/database-outage.ts).
     customLogLevel: (_req: IncomingMessage, res: ServerResponse, err?: Error) =>
-      err || res.statusCode >= 500 ? ('error' as const) : res.statusCode >= 400 ? ('warn' as const) : ('info' as const),
+      res.statusCode === 503 ? ('info' as const) : err || res.statusCode >= 500 ? ('error' as const) : res.statusCode >= 400 ? ('warn' as const) : ('info' as const),
     autoLogging: { ignore: (req: IncomingMessage) => req.url === '/health/live' || req.url === '/metrics' },
     base: { instance: config.instanceId },
     // Readable lines say what happened in the message itself; JSON keeps it in req and res.
