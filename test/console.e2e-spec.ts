@@ -136,8 +136,10 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
     await page.getByLabel('Health').selectOption('reauth_required');
     await page.getByRole('button', { name: 'Apply filters' }).click();
     await page.waitForURL(/status=reauth_required/);
-    const rows = page.getByRole('table').getByRole('row');
-    await expect(rows.count()).resolves.toBe(2); // the header and alice
+    // The filtered page replaces the unfiltered one: bob (active) goes, alice stays.
+    await page.getByRole('row', { name: /console-bob/ }).waitFor({ state: 'detached' });
+    await page.getByRole('row', { name: /console-alice/ }).waitFor();
+    await expect(page.getByRole('table').getByRole('row').count()).resolves.toBe(2); // the header and alice
     // The page shows what the API says went wrong, whatever the code.
     const lastError = (await t.request<{ connections: Array<{ lastError: { code: string } | null }> }>('GET', `/v1/tenants/${TENANT}/connections?userId=console-alice`)).body.connections[0].lastError;
     expect(lastError?.code).toBe('refresh_token_rejected');
@@ -324,7 +326,8 @@ describe('console sessions: cookie, CSRF and what a session may not do', () => {
 
   it('is served by every instance on the same database, and signing out ends it on all of them', async () => {
     const { cookie, csrf } = await signIn();
-    const other = await startTestApp({ databaseUrl: t.databaseUrl, sandbox: false, env: { OPERATOR_API_KEY: t.operatorKey } });
+    const vaultKeys = t.config.vaultKeys.map((k) => `${k.kid}:${k.key.toString('base64')}`).join(',');
+    const other = await startTestApp({ databaseUrl: t.databaseUrl, sandbox: false, env: { OPERATOR_API_KEY: t.operatorKey, VAULT_KEYS: vaultKeys } });
     try {
       const headers = { cookie, 'x-csrf-token': csrf };
       expect((await other.request('GET', '/v1/tenants', { key: null, headers })).status).toBe(200);
