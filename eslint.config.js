@@ -16,4 +16,13 @@ export default tseslint.config(
     files: ['**/*.js'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
   },
+  {
+    // Code that runs in the browser: the connect module and the demo partner page.
+    files: ['packages/connect-browser/**/*.js', 'examples/partner-app/public/**/*.js'],
+    languageOptions: {
+      globals: Object.fromEntries(
+        ['window', 'document', 'URL', 'URLSearchParams', 'fetch', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'MessageEvent', 'EventSource', 'Event'].map((g) => [g, 'readonly']),
+      ),
+    },
+  },
 );
