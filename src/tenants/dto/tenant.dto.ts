@@ -61,7 +61,7 @@ export class UpdateTenantDto {
   @MaxLength(2000, { each: true })
   allowedReturnUrls?: string[];
 
-  @ApiPropertyOptional({ nullable: true, description: 'null stops event delivery.' })
+  @ApiPropertyOptional({ type: String, nullable: true, description: 'null stops event delivery.' })
   @ValidateIf((_, v) => v !== null && v !== undefined)
   @IsUrl(URL_OPTIONS)
   @MaxLength(2000)

@@ -561,7 +561,7 @@ export interface components {
             /** @enum {string} */
             design?: "admin" | "users" | "admin+users";
             /** @description null stops event delivery. */
-            eventsTargetUrl?: Record<string, never> | null;
+            eventsTargetUrl?: string | null;
             name?: string;
         };
         UpstreamUserDto: {
