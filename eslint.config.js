@@ -18,7 +18,7 @@ export default tseslint.config(
   },
   {
     // Code that runs in the browser: the connect module and the demo partner page.
-    files: ['packages/connect-browser/**/*.js', 'examples/partner-app/public/**/*.js'],
+    files: ['packages/connect-browser/**/*.js', 'examples/partner-app/public/**/*.js', 'test/partner-guide/**/*.js'],
     languageOptions: {
       globals: Object.fromEntries(
         ['window', 'document', 'URL', 'URLSearchParams', 'fetch', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'MessageEvent', 'EventSource', 'Event'].map((g) => [g, 'readonly']),
