@@ -1,19 +1,20 @@
 import { Readable } from 'node:stream';
 import createClient, { type Client } from 'openapi-fetch';
-import type { components, paths } from './generated/openapi.js';
+import type { paths } from './generated/openapi.js';
 
 export { verifyEvent, EventVerificationError, CONNECTION_EVENT_TYPES } from './events.js';
 export type { ConnectionEventData, ConnectionEventType, ServiceEvent, UpstreamEvent, VerifiedEvent } from './events.js';
 export type { components, paths } from './generated/openapi.js';
 
-type Schemas = components['schemas'];
-export type Connection = Schemas['ConnectionResponseDto'];
-export type ConnectSession = Schemas['ConnectSessionResponseDto'];
-export type CreateConnectSession = Schemas['CreateConnectSessionDto'];
-export type StoredEvent = Schemas['EventDto'];
-export type EventPage = Schemas['EventPageDto'];
+// Named by route, not by schema: a schema renamed on the server side leaves these types in place.
+type Json<R> = R extends { content: { 'application/json': infer T } } ? T : never;
+export type Connection = Json<paths['/v1/tenants/{tenantId}/connections/{connectionId}']['get']['responses'][200]>;
+export type ConnectSession = Json<paths['/v1/tenants/{tenantId}/connect-sessions']['post']['responses'][201]>;
+export type CreateConnectSession = Json<NonNullable<paths['/v1/tenants/{tenantId}/connect-sessions']['post']['requestBody']>>;
+export type EventPage = Json<paths['/v1/tenants/{tenantId}/events']['get']['responses'][200]>;
+export type StoredEvent = EventPage['events'][number];
 
-type ListConnectionsAnswer = paths['/v1/tenants/{tenantId}/connections']['get']['responses'][200]['content']['application/json'];
+type ListConnectionsAnswer = Json<paths['/v1/tenants/{tenantId}/connections']['get']['responses'][200]>;
 /** One page of connections (API.md section 6). A service that does not page answers every row as one page. */
 export type ConnectionPage = { connections: Connection[]; next: string | null };
 
