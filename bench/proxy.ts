@@ -11,7 +11,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon, { type Result } from 'autocannon';
 import pg from 'pg';
-import { authorizeAtSandbox } from '../test/support/connect.js';
+import { authorizeAtSandbox, openCallback } from '../test/support/connect.js';
 import { freePort } from '../src/common/free-port.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -154,7 +154,7 @@ async function run(databaseUrl: string): Promise<void> {
   const { connectUrl } = await json<{ connectUrl: string }>(
     await fetch(`${appUrl}/v1/tenants/bench/connect-sessions`, { method: 'POST', headers: op, body: JSON.stringify({ kind: 'user', userId: 'u-alice', returnUrl: 'http://localhost:5173/done' }) }),
   );
-  const back = await fetch(await authorizeAtSandbox(connectUrl, 'alice', 'approve'), { redirect: 'manual' });
+  const back = await openCallback(await authorizeAtSandbox(connectUrl, 'alice', 'approve'));
   if (new URL(back.headers.get('location') ?? 'x:/').searchParams.get('status') !== 'connected') throw new Error('connecting alice failed');
   const { access_token: token } = await json<{ access_token: string }>(
     await fetch(`${sandboxUrl}/_sandbox/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: 'alice' }) }),

@@ -6,6 +6,7 @@ import express from 'express';
 import { Logger } from 'nestjs-pino';
 import { AppModule, AppOptions } from './app.module.js';
 import { AppExceptionFilter } from './common/app-exception.filter.js';
+import { formBodyParser, jsonBodyParser, refuseBadUrl } from './common/json-body.js';
 import type { AppConfig } from './config/app-config.js';
 import { FacadeFastLane } from './facade/fast-lane.js';
 
@@ -35,8 +36,9 @@ export async function createApp(config: AppConfig, options: CreateAppOptions = {
   // facade's fast lane answers errors without Express, and the two paths give the same headers.
   app.set('etag', false);
   if (options.facadeFastLane !== false) app.get(FacadeFastLane).install(app.getHttpServer());
-  const json = express.json({ limit: '1mb' });
-  const form = express.urlencoded({ extended: false, limit: '64kb' });
+  const json = jsonBodyParser({ limit: '1mb' });
+  const form = formBodyParser({ limit: '64kb' });
+  app.use(refuseBadUrl);
   app.use((req: express.Request, res: express.Response, next: express.NextFunction) => {
     if (STREAMED_PATHS.test(req.url)) return next();
     json(req, res, (err?: unknown) => (err ? next(err) : form(req, res, next)));

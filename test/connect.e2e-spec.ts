@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ConnectService } from '../src/connections/connect.service.js';
-import { authorizeAtSandbox, connectViaHttp, newTenant } from './support/connect.js';
+import { authorizeAtSandbox, connectViaHttp, newTenant, openCallback } from './support/connect.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
 
 interface ErrorBody {
@@ -84,13 +84,13 @@ describe('the connect flow (API.md sections 5 and 6)', () => {
   it('refuses a replayed, unknown or missing state and creates nothing', async () => {
     const out = await connectViaHttp(t, 'acme', { userId: 'u-carol', as: 'carol' });
     const count = await t.db.query('SELECT count(*)::int AS n FROM connections');
-    const replay = await fetch(out.callbackUrl, { redirect: 'manual' });
+    const replay = await fetch(out.callbackUrl, { redirect: 'manual', headers: { cookie: out.cookie } });
     expect(replay.status).toBe(400);
     expect(((await replay.json()) as ErrorBody).error.code).toBe('connect_state_invalid');
 
     const forged = new URL(out.callbackUrl);
     forged.searchParams.set('state', 'A'.repeat(43));
-    const unknown = await fetch(forged, { redirect: 'manual', headers: { accept: 'text/html' } });
+    const unknown = await fetch(forged, { redirect: 'manual', headers: { accept: 'text/html', cookie: out.cookie } });
     expect(unknown.status).toBe(400);
     const html = await unknown.text();
     expect(unknown.headers.get('content-type')).toContain('text/html');
@@ -106,7 +106,7 @@ describe('the connect flow (API.md sections 5 and 6)', () => {
     const session = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', { body: { kind: 'user', userId: 'u-late', returnUrl: 'http://localhost:5173/x' } });
     const callback = await authorizeAtSandbox(session.body.connectUrl, 'dave', 'approve');
     await t.db.query(`UPDATE connect_sessions SET state_expires_at = now() - interval '1 second', expires_at = now() - interval '1 second' WHERE user_id = 'u-late'`);
-    const res = await fetch(callback, { redirect: 'manual' });
+    const res = await openCallback(callback);
     expect(res.status).toBe(400);
     const body = (await res.json()) as ErrorBody;
     expect(body.error.code).toBe('connect_state_invalid');

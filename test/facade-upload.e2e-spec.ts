@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { SandboxServer } from '../src/sandbox/sandbox-server.js';
-import { authorizeAtSandbox } from './support/connect.js';
+import { authorizeAtSandbox, openCallback } from './support/connect.js';
 import { freePort } from '../src/common/free-port.js';
 import { spawnApp, type SpawnedApp } from './support/spawn-app.js';
 import { testVaultKey } from './support/test-app.js';
@@ -100,7 +100,7 @@ describe('a 1 GiB multipart upload through the facade (app in its own process)',
       body: JSON.stringify({ kind: 'user', userId: 'u-alice', returnUrl: 'http://localhost:5173/done' }),
     });
     const { connectUrl } = (await session.json()) as { connectUrl: string };
-    const back = await fetch(await authorizeAtSandbox(connectUrl, 'alice', 'approve'), { redirect: 'manual' });
+    const back = await openCallback(await authorizeAtSandbox(connectUrl, 'alice', 'approve'));
     expect(new URL(back.headers.get('location')!).searchParams.get('status')).toBe('connected');
   }, 60_000);
 

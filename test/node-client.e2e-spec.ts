@@ -19,7 +19,8 @@ describe('the node client against the service', () => {
   /** The browser's part of the flow (the consent page), then the callback: what a person does. */
   const connect = async (userId: string, as: string) => {
     const session = await client.createConnectSession({ kind: 'user', userId, returnUrl: 'http://localhost:5173/done' });
-    const back = await fetch(await authorizeAtSandbox(session.connectUrl, as, 'approve'), { redirect: 'manual' });
+    const callback = await authorizeAtSandbox(session.connectUrl, as, 'approve');
+    const back = await fetch(callback.url, { redirect: 'manual', headers: { cookie: callback.cookie } });
     return new URL(back.headers.get('location')!).searchParams.get('connectionId')!;
   };
 

@@ -21,6 +21,7 @@ export const ERROR_STATUS = {
   connect_session_expired: 400,
   connect_state_invalid: 400,
   payload_too_large: 413,
+  unsupported_media_type: 415,
   internal_error: 500,
   upstream_error: 502,
   upstream_unavailable: 502,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { CommitBatcher } from './commit-batcher.js';
+import { CommitBatcher, statementRefused } from './commit-batcher.js';
 
 describe('CommitBatcher', () => {
   it('writes a lone item at once and groups the items that arrive during a write', async () => {
@@ -19,17 +19,70 @@ describe('CommitBatcher', () => {
     expect(writes).toEqual([['a'], ['b', 'c', 'd']]);
   });
 
-  it('rejects every item of a failed statement and keeps going', async () => {
+  it('rejects every item of a group whose connection failed, without retrying, and keeps going', async () => {
+    const writes: string[][] = [];
     let fail = true;
+    let release: () => void = () => undefined;
     const batcher = new CommitBatcher<{ id: string }>(async (items) => {
+      writes.push(items.map((i) => i.id));
+      if (writes.length === 1) {
+        await new Promise<void>((r) => (release = r));
+        return new Set(items.map((i) => i.id));
+      }
       if (fail) {
         fail = false;
         throw new Error('connection reset');
       }
       return new Set(items.map((i) => i.id));
-    }, 2);
-    await expect(batcher.save({ id: 'x' })).rejects.toThrow('connection reset');
+    });
+    const first = batcher.save({ id: 'w' });
+    const group = [batcher.save({ id: 'x1' }), batcher.save({ id: 'x2' }), batcher.save({ id: 'x3' })];
+    release();
+    expect(await first).toBe(true);
+    for (const p of group) await expect(p).rejects.toThrow('connection reset');
+    expect(writes).toEqual([['w'], ['x1', 'x2', 'x3']]);
     expect(await batcher.save({ id: 'y' })).toBe(true);
+  });
+
+  it('a member the database refuses fails alone: the group is split until it is isolated', async () => {
+    const writes: string[][] = [];
+    let release: () => void = () => undefined;
+    const refused = Object.assign(new Error('unsupported Unicode escape sequence'), { code: '22P05' });
+    const batcher = new CommitBatcher<{ id: string }>(async (items) => {
+      writes.push(items.map((i) => i.id));
+      if (writes.length === 1) await new Promise<void>((r) => (release = r));
+      if (items.some((i) => i.id.startsWith('bad'))) throw refused;
+      return new Set(items.filter((i) => i.id !== 'gone').map((i) => i.id));
+    });
+    const first = batcher.save({ id: 'lead' });
+    const ids = ['a', 'b', 'bad1', 'c', 'gone', 'd', 'e', 'bad2', 'f'];
+    const outcomes = ids.map((id) => batcher.save({ id }).then((saved) => (saved ? 'saved' : 'not saved'), (e: Error) => `refused: ${e.message}`));
+    release();
+    await first;
+    const answered = await Promise.all(outcomes);
+    expect(Object.fromEntries(ids.map((id, i) => [id, answered[i]]))).toEqual({
+      a: 'saved',
+      b: 'saved',
+      bad1: 'refused: unsupported Unicode escape sequence',
+      c: 'saved',
+      gone: 'not saved',
+      d: 'saved',
+      e: 'saved',
+      bad2: 'refused: unsupported Unicode escape sequence',
+      f: 'saved',
+    });
+    // Every good member was written in a statement that succeeded, the bad ones alone.
+    expect(writes.filter((w) => w.length === 1 && w[0].startsWith('bad'))).toEqual([['bad1'], ['bad2']]);
+    expect(writes.length).toBeLessThan(2 + 2 * 2 * Math.ceil(Math.log2(ids.length)));
+  });
+
+  it('tells a refused statement from a lost connection', () => {
+    expect(statementRefused(Object.assign(new Error('x'), { code: '22P05' }))).toBe(true);
+    expect(statementRefused(Object.assign(new Error('x'), { code: '23505' }))).toBe(true);
+    expect(statementRefused(Object.assign(new Error('x'), { code: '08006' }))).toBe(false);
+    expect(statementRefused(Object.assign(new Error('x'), { code: '57P01' }))).toBe(false);
+    expect(statementRefused(Object.assign(new Error('x'), { code: 'ECONNRESET' }))).toBe(false);
+    expect(statementRefused(new Error('x'))).toBe(false);
   });
 
   it('splits a backlog into statements of at most maxBatch rows', async () => {

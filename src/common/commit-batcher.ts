@@ -4,18 +4,25 @@
  * WAL flush, one round trip) carries many rows: the database's commit rate stops capping throughput.
  * Used for renewed token pairs (each row keeps its own compare-and-swap condition inside the shared
  * statement) and for inbound deliveries.
+ *
+ * A group never fails its good members for a bad one: when the database refuses a group's statement,
+ * the group is split in halves and each half written again, down to the member that fails alone (about
+ * 2·log2(n) extra statements for one bad member of n). Only a failure that is nobody's member's fault
+ * (the connection, not the statement: see `statementRefused`) fails the whole group at once, since
+ * every retry would meet it too.
  */
 export class CommitBatcher<Item extends { id: string }> {
-  private pending: Array<{ item: Item; resolve: (saved: boolean) => void; reject: (e: unknown) => void }> = [];
+  private pending: Array<Pending<Item>> = [];
   private flushing = false;
 
-  /** `write` answers the ids whose condition held and that were saved. */
+  /** `write` answers the ids whose condition held and that were saved; a failed statement saves nothing. */
   constructor(
     private readonly write: (items: Item[]) => Promise<Set<string>>,
     private readonly maxBatch = 250,
+    private readonly isolates: (e: unknown) => boolean = statementRefused,
   ) {}
 
-  /** Resolves true once the item is committed, false when its condition did not hold; rejects when the statement failed. */
+  /** Resolves true once the item is committed, false when its condition did not hold; rejects when its own write failed. */
   save(item: Item): Promise<boolean> {
     return new Promise((resolve, reject) => {
       this.pending.push({ item, resolve, reject });
@@ -26,17 +33,42 @@ export class CommitBatcher<Item extends { id: string }> {
   private async flush(): Promise<void> {
     this.flushing = true;
     try {
-      while (this.pending.length > 0) {
-        const batch = this.pending.splice(0, this.maxBatch);
-        try {
-          const saved = await this.write(batch.map((b) => b.item));
-          for (const b of batch) b.resolve(saved.has(b.item.id));
-        } catch (e) {
-          for (const b of batch) b.reject(e);
-        }
-      }
+      while (this.pending.length > 0) await this.writeGroup(this.pending.splice(0, this.maxBatch));
     } finally {
       this.flushing = false;
     }
   }
+
+  private async writeGroup(group: Array<Pending<Item>>): Promise<void> {
+    let saved: Set<string>;
+    try {
+      saved = await this.write(group.map((g) => g.item));
+    } catch (e) {
+      if (group.length === 1 || !this.isolates(e)) {
+        for (const g of group) g.reject(e);
+        return;
+      }
+      const half = Math.ceil(group.length / 2);
+      await this.writeGroup(group.slice(0, half));
+      await this.writeGroup(group.slice(half));
+      return;
+    }
+    for (const g of group) g.resolve(saved.has(g.item.id));
+  }
+}
+
+interface Pending<Item> {
+  item: Item;
+  resolve: (saved: boolean) => void;
+  reject: (e: unknown) => void;
+}
+
+/**
+ * True when the database answered and refused the statement (a SQLSTATE), so that a member's data may be
+ * the cause; false for a lost or refused connection and for the server's own trouble (classes 08, 53, 57,
+ * 58), which no split would get past.
+ */
+export function statementRefused(e: unknown): boolean {
+  const code = typeof e === 'object' && e !== null ? (e as { code?: unknown }).code : undefined;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && !/^(08|53|57|58)/.test(code);
 }

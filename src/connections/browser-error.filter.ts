@@ -22,6 +22,8 @@ export class BrowserErrorFilter implements ExceptionFilter {
       .setHeader('x-request-id', requestId)
       .setHeader('content-type', 'text/html; charset=utf-8')
       .setHeader('cache-control', 'no-store')
+      // The page's own URL may be a connect link: its token must not leave in a Referer.
+      .setHeader('referrer-policy', 'no-referrer')
       .send(
         `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Connection failed</title>` +
           `<meta name="viewport" content="width=device-width, initial-scale=1">` +

@@ -29,6 +29,10 @@ export class ConnectSessionEntity {
   @Column({ name: 'state_hash', type: 'bytea', nullable: true })
   stateHash: Buffer | null;
 
+  /** SHA-256 of the value in the browser-binding cookie set with the state (connect-state.store.ts). */
+  @Column({ name: 'browser_hash', type: 'bytea', nullable: true })
+  browserHash: Buffer | null;
+
   @Column({ name: 'expires_at', type: 'timestamptz' })
   expiresAt: Date;
 

@@ -11,12 +11,12 @@ export class ConnectSessionsRepository {
     await this.repo.insert(session);
   }
 
-  /** Opens a session once: sets its state. Null when unknown, already opened or expired. */
-  async start(tokenHash: Buffer, stateHash: Buffer, now: Date, stateExpiresAt: Date): Promise<ConnectSessionEntity | null> {
+  /** Opens a session once: sets its state and the browser it is bound to. Null when unknown, already opened or expired. */
+  async start(tokenHash: Buffer, stateHash: Buffer, browserHash: Buffer, now: Date, stateExpiresAt: Date): Promise<ConnectSessionEntity | null> {
     const rows = await this.updateReturning(
-      `UPDATE connect_sessions SET started_at = $3, state_hash = $2, state_expires_at = $4
+      `UPDATE connect_sessions SET started_at = $3, state_hash = $2, state_expires_at = $4, browser_hash = $5
         WHERE token_hash = $1 AND started_at IS NULL AND expires_at > $3 RETURNING *`,
-      [tokenHash, stateHash, now, stateExpiresAt],
+      [tokenHash, stateHash, now, stateExpiresAt, browserHash],
     );
     return rows[0] ?? null;
   }
@@ -35,11 +35,14 @@ export class ConnectSessionsRepository {
     return this.repo.findOneBy({ tokenHash });
   }
 
-  /** Consumes a state exactly once, atomically; null when unknown or already used. */
-  async consumeState(stateHash: Buffer, now: Date): Promise<ConnectSessionEntity | null> {
+  /**
+   * Consumes a state exactly once, atomically, and only from the browser it was issued to; null when
+   * unknown, already used or presented by another browser (then nothing changes).
+   */
+  async consumeState(stateHash: Buffer, browserHash: Buffer, now: Date): Promise<ConnectSessionEntity | null> {
     const rows = await this.updateReturning(
-      `UPDATE connect_sessions SET completed_at = $2 WHERE state_hash = $1 AND completed_at IS NULL RETURNING *`,
-      [stateHash, now],
+      `UPDATE connect_sessions SET completed_at = $2 WHERE state_hash = $1 AND browser_hash = $3 AND completed_at IS NULL RETURNING *`,
+      [stateHash, now, browserHash],
     );
     return rows[0] ?? null;
   }
@@ -71,6 +74,7 @@ function fromRow(r: Record<string, unknown>): Partial<ConnectSessionEntity> {
     scopes: r.scopes as string[],
     tokenHash: r.token_hash as Buffer,
     stateHash: (r.state_hash as Buffer | null) ?? null,
+    browserHash: (r.browser_hash as Buffer | null) ?? null,
     expiresAt: r.expires_at as Date,
     startedAt: (r.started_at as Date | null) ?? null,
     stateExpiresAt: (r.state_expires_at as Date | null) ?? null,

@@ -39,7 +39,7 @@ export class ConnectService {
     private readonly upstream: UpstreamClient,
     private readonly clock: Clock,
   ) {
-    this.stateStore = new ConnectStateStore(sessions, clock);
+    this.stateStore = new ConnectStateStore(sessions, clock, config.publicUrl);
     for (const env of Object.values(config.environments)) {
       createCwsStrategy(env, { publicUrl: config.publicUrl, upstream, stateStore: this.stateStore, passport: this.passport });
     }
@@ -71,6 +71,7 @@ export class ConnectService {
         scopes,
         tokenHash: sha256(token),
         stateHash: null,
+        browserHash: null,
         expiresAt,
         startedAt: null,
         stateExpiresAt: null,
@@ -117,11 +118,11 @@ export class ConnectService {
   async callback(req: Request, res: Response): Promise<void> {
     const state = req.query.state;
     if (typeof req.query.error === 'string') {
-      const session = await this.stateStore.consume(state);
+      const session = await this.stateStore.consume(req, state);
       return redirectBack(res, session, { status: 'error', error: oauthErrorCode(req.query.error) });
     }
     if (typeof req.query.code !== 'string' || !req.query.code) {
-      await this.stateStore.consume(state);
+      await this.stateStore.consume(req, state);
       throw new AppError('validation_failed', 'The callback carries neither a code nor an error.');
     }
     const peeked = await this.stateStore.peek(state);

@@ -5,6 +5,7 @@ import { ConnectionChangeNotify1795313268226 } from '../../migrations/1795313268
 import { CreateWebhookReceivers1795313322858 } from '../../migrations/1795313322858-CreateWebhookReceivers.js';
 import { ConnectionsFillfactor1795316400000 } from '../../migrations/1795316400000-ConnectionsFillfactor.js';
 import { GroupedConnectionChanges1795400000000 } from '../../migrations/1795400000000-GroupedConnectionChanges.js';
+import { ConnectSessionBrowserBinding1796100000000 } from '../../migrations/1796100000000-ConnectSessionBrowserBinding.js';
 import { ConnectSessionDisplay1796600000000 } from '../../migrations/1796600000000-ConnectSessionDisplay.js';
 
 /**
@@ -19,5 +20,6 @@ export const MIGRATIONS = [
   CreateWebhookReceivers1795313322858,
   ConnectionsFillfactor1795316400000,
   GroupedConnectionChanges1795400000000,
+  ConnectSessionBrowserBinding1796100000000,
   ConnectSessionDisplay1796600000000,
 ];

@@ -25,6 +25,7 @@ export function loggerParams(config: AppConfig, destination?: DestinationStream)
         url: redactUrl(req.url),
         headers: redactSecrets(req.headers),
       }),
+      res: (res: { statusCode?: number; headers?: Record<string, unknown> }) => ({ statusCode: res.statusCode, headers: redactSecrets(res.headers) }),
     },
     formatters: {
       log: (object: Record<string, unknown>) => redactSecrets(object) as Record<string, unknown>,

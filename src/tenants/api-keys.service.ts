@@ -8,6 +8,8 @@ import { ApiKeyCache } from './api-key-cache.js';
 import type { Principal } from './auth.decorators.js';
 import { TenantApiKeyEntity } from './tenant-api-key.entity.js';
 import { TenantApiKeysRepository } from './tenant-api-keys.repository.js';
+import { TENANT_ID } from './tenant.entity.js';
+import { TenantsRepository } from './tenants.repository.js';
 
 export const TENANT_KEY_PREFIX = 'cwsk_';
 /** Characters of the key kept in clear (prefix included) to find the candidate rows. */
@@ -30,6 +32,7 @@ export class ApiKeysService {
     private readonly repo: TenantApiKeysRepository,
     private readonly clock: Clock,
     private readonly cache: ApiKeyCache,
+    private readonly tenants: TenantsRepository,
   ) {
     this.operatorHash = sha256(config.operatorApiKey);
   }
@@ -37,14 +40,16 @@ export class ApiKeysService {
   /**
    * The credential of a `/v1` call (its Authorization header) checked against the tenant in its path.
    * Tenant isolation lives here, once (API.md section 2): a tenant key on another tenant's path answers
-   * 404 tenant_not_found, exactly as if that tenant did not exist. Used by ApiKeyAuthGuard and by the
-   * facade's fast lane.
+   * 404 tenant_not_found, exactly as if that tenant did not exist; and a tenant that does not exist is
+   * 404 tenant_not_found on every tenant-scoped route, for the operator too (API.md section 6). Used by
+   * ApiKeyAuthGuard and by the facade's fast lane, so no controller repeats it.
    */
   async authorize(authorization: string | undefined, tenantId: string | undefined): Promise<Principal> {
     const principal = await this.authenticate(bearerOf(authorization));
-    if (principal.kind === 'tenant' && tenantId !== undefined && tenantId !== principal.tenantId) {
-      throw new AppError('tenant_not_found', 'No such tenant.');
-    }
+    if (tenantId === undefined) return principal;
+    // A tenant key exists only while its tenant does (the delete cascades); the operator may name any id.
+    const known = principal.kind === 'tenant' ? tenantId === principal.tenantId : TENANT_ID.test(tenantId) && (await this.tenants.exists(tenantId));
+    if (!known) throw new AppError('tenant_not_found', 'No such tenant.');
     return principal;
   }
 

@@ -65,7 +65,6 @@ export class TenantsController {
   @OperatorOnly()
   @ApiCreatedResponse({ type: CreatedApiKeyResponseDto })
   async createKey(@Param('tenantId') tenantId: string, @Body() dto: CreateApiKeyDto): Promise<CreatedApiKeyResponseDto> {
-    await this.tenants.get(tenantId);
     const created = await this.keys.create(tenantId, dto.name ?? null);
     return { id: created.id, name: created.name, prefix: created.prefix, createdAt: created.createdAt.toISOString(), key: created.key };
   }
@@ -74,7 +73,6 @@ export class TenantsController {
   @OperatorOnly()
   @ApiOkResponse({ type: [ApiKeyResponseDto] })
   async listKeys(@Param('tenantId') tenantId: string): Promise<ApiKeyResponseDto[]> {
-    await this.tenants.get(tenantId);
     return (await this.keys.list(tenantId)).map(ApiKeyResponseDto.from);
   }
 
@@ -83,7 +81,6 @@ export class TenantsController {
   @HttpCode(204)
   @ApiNoContentResponse()
   async revokeKey(@Param('tenantId') tenantId: string, @Param('keyId', keyIdPipe) keyId: string): Promise<void> {
-    await this.tenants.get(tenantId);
     await this.keys.revoke(tenantId, keyId);
   }
 }

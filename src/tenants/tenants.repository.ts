@@ -11,6 +11,10 @@ export class TenantsRepository {
     return this.repo.findOneBy({ id });
   }
 
+  exists(id: string): Promise<boolean> {
+    return this.repo.existsBy({ id });
+  }
+
   list(): Promise<TenantEntity[]> {
     return this.repo.find({ order: { createdAt: 'ASC', id: 'ASC' } });
   }

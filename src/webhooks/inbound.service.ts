@@ -36,16 +36,26 @@ export class InboundService {
     this.inserts = new CommitBatcher((events) => this.events.recordMany(events));
   }
 
-  async accept(tenantId: string, receiverId: string, authorization: string | undefined, body: unknown): Promise<{ id: string }> {
+  /**
+   * `delivery.body` is what the one JSON body parser made of it (common/json-body.ts: NUL, unpaired
+   * surrogates and deep nesting are refused there, before this runs).
+   */
+  async accept(tenantId: string, receiverId: string, authorization: string | undefined, delivery: { contentType: string | undefined; body: unknown }): Promise<{ id: string }> {
     const expected = await this.expectedDigest(tenantId, receiverId);
     const given = createHash('sha256')
       .update(authorization ?? '')
       .digest();
     const match = timingSafeEqual(given, expected ?? NO_RECEIVER);
     if (!match || !expected || authorization === undefined) throw new AppError('unauthorized', "The webhook's Authorization is missing or wrong.");
+    if (!isJsonType(delivery.contentType)) throw new AppError('unsupported_media_type', 'A delivery is a JSON body: content-type: application/json.');
+    const body = delivery.body;
     if (body === undefined) throw new AppError('validation_failed', 'A delivery is a JSON body (content-type: application/json).');
     const id = randomUUID();
-    const stored = await this.inserts.save({ id, tenantId, source: 'upstream', type: eventTypeOf(body), payload: body, receiverId });
+    const stored = await this.inserts.save({ id, tenantId, source: 'upstream', type: eventTypeOf(body), payload: body, receiverId }).catch((e: unknown) => {
+      // The group commit isolates a member the database refuses; a data exception is this delivery's own fault.
+      if (sqlStateOf(e)?.startsWith('22')) throw new AppError('validation_failed', 'The delivery holds a value PostgreSQL cannot store as JSON.');
+      throw e;
+    });
     // Not stored: the tenant (and with it the receiver) was deleted since the digest was cached.
     if (!stored) throw new AppError('unauthorized', "The webhook's Authorization is missing or wrong.");
     this.delivery.kick();
@@ -67,6 +77,15 @@ export class InboundService {
     this.digests.set(key, { digest, until: now + CACHE_TTL_MS });
     return digest;
   }
+}
+
+function isJsonType(contentType: string | undefined): boolean {
+  return contentType !== undefined && contentType.split(';')[0].trim().toLowerCase() === 'application/json';
+}
+
+function sqlStateOf(e: unknown): string | undefined {
+  const code = typeof e === 'object' && e !== null ? (e as { code?: unknown }).code : undefined;
+  return typeof code === 'string' ? code : undefined;
 }
 
 /** The payload's event kind when it names one (`event`, `type` or `eventType`), else `unknown`. */

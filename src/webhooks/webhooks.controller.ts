@@ -1,5 +1,5 @@
 import { Body, Controller, Get, Headers, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
-import { ApiBearerAuth, ApiOkResponse, ApiTags, ApiUnauthorizedResponse } from '@nestjs/swagger';
+import { ApiBadRequestResponse, ApiBearerAuth, ApiOkResponse, ApiTags, ApiUnauthorizedResponse, ApiUnsupportedMediaTypeResponse } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { Public } from '../tenants/auth.decorators.js';
 import { CreateWebhookDto } from './dto/create-webhook.dto.js';
@@ -35,8 +35,10 @@ export class InboundController {
   @HttpCode(200)
   @ApiOkResponse({ description: 'Stored durably; `{"id"}` is the event id (webhook-id of the forwarded delivery).' })
   @ApiUnauthorizedResponse({ description: "A missing or wrong Authorization (the webhook's configured value), or an unknown receiver." })
+  @ApiBadRequestResponse({ description: 'Not valid JSON, nested too deeply, or holding a NUL or an unpaired surrogate escape (`validation_failed`).' })
+  @ApiUnsupportedMediaTypeResponse({ description: 'The body is not `application/json` (`unsupported_media_type`); nothing stored.' })
   accept(@Param('tenantId') tenantId: string, @Param('receiverId') receiverId: string, @Headers('authorization') authorization: string | undefined, @Req() req: Request): Promise<{ id: string }> {
-    return this.inbound.accept(tenantId, receiverId, authorization, req.body as unknown);
+    return this.inbound.accept(tenantId, receiverId, authorization, { contentType: req.headers['content-type'], body: req.body as unknown });
   }
 }
 

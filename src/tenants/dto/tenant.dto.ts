@@ -1,14 +1,14 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { ArrayMaxSize, ArrayMinSize, IsArray, IsIn, IsOptional, IsString, IsUrl, Length, Matches, MaxLength, ValidateIf } from 'class-validator';
 import { ENVIRONMENT_NAMES, type EnvironmentName } from '../../config/app-config.js';
-import { DESIGNS, type Design, type TenantEntity } from '../tenant.entity.js';
+import { DESIGNS, TENANT_ID, type Design, type TenantEntity } from '../tenant.entity.js';
 
 const URL_OPTIONS = { require_tld: false, require_protocol: true, protocols: ['http', 'https'] };
 
 export class CreateTenantDto {
   @ApiPropertyOptional({ description: 'A slug; generated from the name when omitted.', example: 'acme-legal' })
   @IsOptional()
-  @Matches(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, { message: 'id must be a lower-case slug (letters, digits, dashes; at most 63)' })
+  @Matches(TENANT_ID, { message: 'id must be a lower-case slug (letters, digits, dashes; at most 63)' })
   id?: string;
 
   @ApiProperty({ example: 'Acme Legal' })

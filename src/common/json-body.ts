@@ -1,0 +1,156 @@
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { AppError } from './app-error.js';
+
+/**
+ * How deeply arrays and objects may nest in a request body. Validation and serialisation walk a value
+ * recursively, so a body nested thousands of levels deep would overflow the stack there; no document of
+ * this API or of the upstream's deliveries comes near this.
+ */
+export const JSON_MAX_DEPTH = 64;
+
+type Middleware = (req: Request, res: Response, next: NextFunction) => void;
+
+const NOT_JSON = 'The request body is not valid JSON.';
+const HAS_NUL = 'The request holds a NUL character (\\u0000), which this service does not accept.';
+const LONE_SURROGATE = 'The request body holds an unpaired UTF-16 surrogate escape, which this service does not accept.';
+const TOO_DEEP = `The request body nests arrays and objects more than ${JSON_MAX_DEPTH} levels deep.`;
+
+/**
+ * The one JSON body parser of the service: reads `application/json` bodies (size limit, charsets and
+ * compression as body-parser does), then `parseJsonBody`. Other content types are left for the next parser.
+ */
+export function jsonBodyParser(options: { limit: string }): Middleware {
+  const read = express.text({ type: 'application/json', limit: options.limit });
+  return (req, res, next) =>
+    read(req, res, (err?: unknown) => {
+      if (err) return next(err);
+      if (typeof req.body !== 'string') return next();
+      try {
+        req.body = parseJsonBody(req.body);
+      } catch (e) {
+        return next(e);
+      }
+      next();
+    });
+}
+
+/** Form bodies are flat strings; they are held to the same NUL rule as JSON. */
+export function formBodyParser(options: { limit: string }): Middleware {
+  const read = express.urlencoded({ extended: false, limit: options.limit });
+  return (req, res, next) =>
+    read(req, res, (err?: unknown) => {
+      if (err) return next(err);
+      if (req.body !== null && typeof req.body === 'object' && hasNulDeep(req.body)) return next(new AppError('validation_failed', HAS_NUL));
+      next();
+    });
+}
+
+/**
+ * Refuses a request whose path or query is not cleanly percent-encoded or decodes to a NUL: path
+ * parameters and query values end up in SQL, and PostgreSQL's text refuses NUL. Runs before routing.
+ */
+export const refuseBadUrl: Middleware = (req, _res, next) => {
+  const problem = urlProblem(req.url);
+  next(problem ? new AppError('validation_failed', problem) : undefined);
+};
+
+export function urlProblem(url: string): string | null {
+  if (!url.includes('%') && !url.includes('\0')) return null;
+  if (/%00/.test(url) || url.includes('\0')) return 'The request URL holds a NUL character (%00), which this service does not accept.';
+  const q = url.indexOf('?');
+  const path = q < 0 ? url : url.slice(0, q);
+  for (const segment of path.split('/')) {
+    try {
+      decodeURIComponent(segment);
+    } catch {
+      return 'The request path is not validly percent-encoded UTF-8.';
+    }
+  }
+  return null;
+}
+
+/**
+ * Parses a JSON document the way the service accepts it: an object or an array at the top (an empty body
+ * is `{}`), nesting at most JSON_MAX_DEPTH levels, no NUL and no unpaired surrogate escape in any string
+ * or key (PostgreSQL's jsonb and text refuse both). Anything else is `validation_failed`.
+ */
+export function parseJsonBody(text: string): unknown {
+  const start = firstNonSpace(text);
+  if (start === -1) return {};
+  const first = text.charCodeAt(start);
+  if (first !== 0x7b && first !== 0x5b) throw new AppError('validation_failed', `${NOT_JSON} It must be an object or an array.`);
+  const problem = scanJson(text, JSON_MAX_DEPTH);
+  if (problem) throw new AppError('validation_failed', problem);
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new AppError('validation_failed', NOT_JSON);
+  }
+}
+
+/**
+ * One pass over the text, without recursion: the nesting depth outside strings, and the `\u` escapes
+ * inside them. Runs before JSON.parse, so a hostile body is refused before anything is built from it.
+ * Malformed JSON is left for JSON.parse to refuse.
+ */
+export function scanJson(text: string, maxDepth: number): string | null {
+  let depth = 0;
+  let inString = false;
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x22) inString = false;
+      else if (c === 0x5c) {
+        if (text.charCodeAt(i + 1) !== 0x75) {
+          i++;
+          continue;
+        }
+        const unit = hexUnit(text, i + 2);
+        if (unit === 0) return HAS_NUL;
+        if (unit >= 0xdc00 && unit <= 0xdfff) return LONE_SURROGATE;
+        if (unit >= 0xd800 && unit <= 0xdbff) {
+          const low = text.charCodeAt(i + 6) === 0x5c && text.charCodeAt(i + 7) === 0x75 ? hexUnit(text, i + 8) : -1;
+          if (low < 0xdc00 || low > 0xdfff) return LONE_SURROGATE;
+          i += 6;
+        }
+        i += 5;
+      } else if (c === 0) return HAS_NUL;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > maxDepth) return TOO_DEEP;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return null;
+}
+
+/** True when a string anywhere in the value (keys included) holds a NUL; iterative, so depth costs no stack. */
+export function hasNulDeep(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string') {
+      if (v.includes('\0')) return true;
+    } else if (v !== null && typeof v === 'object') {
+      for (const [k, child] of Object.entries(v)) {
+        if (k.includes('\0')) return true;
+        stack.push(child);
+      }
+    }
+  }
+  return false;
+}
+
+/** The UTF-16 unit of four hex digits at `at`, or -1. */
+function hexUnit(text: string, at: number): number {
+  const hex = text.slice(at, at + 4);
+  return /^[0-9a-fA-F]{4}$/.test(hex) ? parseInt(hex, 16) : -1;
+}
+
+function firstNonSpace(text: string): number {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) return i;
+  }
+  return -1;
+}
