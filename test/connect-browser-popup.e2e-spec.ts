@@ -220,7 +220,7 @@ describe('the browser module and completion page over HTTP', () => {
 
   it.each([
     ['an unknown session', '6f1c2d44-9a43-4f55-8a57-7a0d2b8e8f10', 'status=connected&connectionId=6f1c2d44-9a43-4f55-8a57-7a0d2b8e8f10', 'connect_state_invalid'],
-    ['a session id that is no UUID', 'x%00y', 'status=connected&connectionId=6f1c2d44-9a43-4f55-8a57-7a0d2b8e8f10', 'connect_state_invalid'],
+    ['a session id that is no UUID', 'not-a-session', 'status=connected&connectionId=6f1c2d44-9a43-4f55-8a57-7a0d2b8e8f10', 'connect_state_invalid'],
     ['no status', null, 'connectionId=6f1c2d44-9a43-4f55-8a57-7a0d2b8e8f10', 'validation_failed'],
     ['a script in the error code', null, 'status=error&error=%3C%2Fscript%3E', 'validation_failed'],
     ['a connection id that is no UUID', null, 'status=connected&connectionId=%22%3E%3Cb%3E', 'validation_failed'],

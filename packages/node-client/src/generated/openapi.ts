@@ -632,8 +632,22 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description Not valid JSON, nested too deeply, or holding a NUL or an unpaired surrogate escape (`validation_failed`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description A missing or wrong Authorization (the webhook's configured value), or an unknown receiver. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The body is not `application/json` (`unsupported_media_type`); nothing stored. */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
