@@ -14,18 +14,11 @@ export type CreateConnectSession = Json<NonNullable<paths['/v1/tenants/{tenantId
 export type EventPage = Json<paths['/v1/tenants/{tenantId}/events']['get']['responses'][200]>;
 export type StoredEvent = EventPage['events'][number];
 
-type ListConnectionsAnswer = Json<paths['/v1/tenants/{tenantId}/connections']['get']['responses'][200]>;
-/** One page of connections (API.md section 6). A service that does not page answers every row as one page. */
-export type ConnectionPage = { connections: Connection[]; next: string | null };
+/** One page of connections (API.md section 6). */
+export type ConnectionPage = Json<paths['/v1/tenants/{tenantId}/connections']['get']['responses'][200]>;
 
-export interface ConnectionFilter {
-  userId?: string;
-  kind?: 'user' | 'admin';
-  status?: 'active' | 'reauth_required';
-  environment?: string;
-  /** Page size, 1 to 500. */
-  limit?: number;
-}
+/** Filters and page size of a connections listing (`limit` 1 to 500), as the service's document gives them. */
+export type ConnectionFilter = Omit<NonNullable<paths['/v1/tenants/{tenantId}/connections']['get']['parameters']['query']>, 'after'>;
 
 /** An answer of cws-connect that is not a success: its own error (`code`), or the upstream's passed through (`upstreamStatus`). */
 export class CwsApiError extends Error {
@@ -117,8 +110,8 @@ export class CwsConnectClient {
 
   /** One page of connections; pass the `next` of a page as `after` for the following one. */
   async connectionsPage(filter: ConnectionFilter & { after?: string } = {}): Promise<ConnectionPage> {
-    const res = await this.send('GET', `/connections${query({ ...filter })}`);
-    return asPage((await json(res)) as ListConnectionsAnswer);
+    const { data, error, response } = await this.api.GET('/v1/tenants/{tenantId}/connections', { params: { path: { tenantId: this.tenantId }, query: filter } });
+    return ok(data, error, response);
   }
 
   /** Every connection matching the filter, page after page (`for await (const c of client.listConnections())`). */
@@ -135,7 +128,7 @@ export class CwsConnectClient {
   /** One page of events, oldest first; an empty page answers the cursor it was given, so a poller can keep it. */
   async eventsPage(options: { after?: string; limit?: number } = {}): Promise<EventPage> {
     const { data, error, response } = await this.api.GET('/v1/tenants/{tenantId}/events', {
-      params: { path: { tenantId: this.tenantId }, query: { after: options.after, limit: options.limit === undefined ? undefined : String(options.limit) } },
+      params: { path: { tenantId: this.tenantId }, query: { after: options.after, limit: options.limit } },
     });
     return ok(data, error, response);
   }
@@ -203,11 +196,6 @@ export class CwsConnectClient {
 
 function isStreamed(body: object | StreamedBody): body is StreamedBody {
   return 'contentType' in body && 'body' in body && (body.body instanceof Readable || body.body instanceof ReadableStream || body.body instanceof Uint8Array || typeof body.body === 'string');
-}
-
-/** Answers of services that page ({connections, next}) and of services that do not (an array). */
-function asPage(answer: ListConnectionsAnswer): ConnectionPage {
-  return Array.isArray(answer) ? { connections: answer, next: null } : (answer as ConnectionPage);
 }
 
 function ok<T>(data: T | undefined, error: unknown, response: Response): T {

@@ -12,7 +12,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get: operations["OpsController_live"];
+        /** Is the process up? */
+        get: operations["getLiveness"];
         put?: never;
         post?: never;
         delete?: never;
@@ -28,7 +29,8 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get: operations["OpsController_ready"];
+        /** Can this instance serve requests? */
+        get: operations["getReadiness"];
         put?: never;
         post?: never;
         delete?: never;
@@ -46,7 +48,11 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        post: operations["InboundController_accept"];
+        /**
+         * Receive an upstream webhook delivery
+         * @description Called by the upstream, not by partners. Authenticated by the `Authorization` value the webhook was provisioned with (401 `unauthorized` when missing or wrong, or for an unknown receiver), not by an API key. The body must be `application/json` (415 otherwise); JSON nested too deeply or holding a NUL or an unpaired surrogate escape is 400 `validation_failed`. Nothing is stored on any error.
+         */
+        post: operations["receiveDelivery"];
         delete?: never;
         options?: never;
         head?: never;
@@ -60,9 +66,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get: operations["TenantsController_list"];
+        /** List the tenants */
+        get: operations["listTenants"];
         put?: never;
-        post: operations["TenantsController_create"];
+        /**
+         * Create a tenant
+         * @description The answer carries the tenant's `eventsSecret`, shown only here.
+         */
+        post: operations["createTenant"];
         delete?: never;
         options?: never;
         head?: never;
@@ -76,13 +87,19 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get: operations["TenantsController_get"];
+        /** Get a tenant */
+        get: operations["getTenant"];
         put?: never;
         post?: never;
-        delete: operations["TenantsController_delete"];
+        /** Delete a tenant and everything it owns */
+        delete: operations["deleteTenant"];
         options?: never;
         head?: never;
-        patch: operations["TenantsController_update"];
+        /**
+         * Change a tenant
+         * @description Its environment cannot be changed.
+         */
+        patch: operations["updateTenant"];
         trace?: never;
     };
     "/v1/tenants/{tenantId}/api-keys": {
@@ -92,9 +109,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get: operations["TenantsController_listKeys"];
+        /** List a tenant's API keys (never the keys themselves) */
+        get: operations["listApiKeys"];
         put?: never;
-        post: operations["TenantsController_createKey"];
+        /**
+         * Create a tenant API key
+         * @description The key is in this answer only.
+         */
+        post: operations["createApiKey"];
         delete?: never;
         options?: never;
         head?: never;
@@ -111,7 +133,8 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        delete: operations["TenantsController_revokeKey"];
+        /** Revoke a tenant API key */
+        delete: operations["revokeApiKey"];
         options?: never;
         head?: never;
         patch?: never;
@@ -126,7 +149,11 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        post: operations["ConnectionsController_createSession"];
+        /**
+         * Start connecting a user or the admin
+         * @description Send the browser to `connectUrl` (single use, 10 minutes).
+         */
+        post: operations["createConnectSession"];
         delete?: never;
         options?: never;
         head?: never;
@@ -140,7 +167,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get: operations["ConnectionsController_list"];
+        /**
+         * A page of the tenant's connections (never their tokens)
+         * @description In creation order (stable); filters combine. Pass `next` back as `after` until it is null; an `after` this service did not give out is `validation_failed`.
+         */
+        get: operations["listConnections"];
         put?: never;
         post?: never;
         delete?: never;
@@ -156,10 +187,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get: operations["ConnectionsController_get"];
+        /** One connection, with its last renewal error */
+        get: operations["getConnection"];
         put?: never;
         post?: never;
-        delete: operations["ConnectionsController_delete"];
+        /** Delete a connection and its tokens */
+        delete: operations["deleteConnection"];
         options?: never;
         head?: never;
         patch?: never;
@@ -174,7 +207,31 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        post: operations["RefreshController_refresh"];
+        /**
+         * Renew a connection's tokens now
+         * @description `409 reauth_required`: the upstream refused the refresh token; the user must connect again.
+         */
+        post: operations["refreshConnection"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/connections/{connectionId}/renewals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The connection's last 20 renewals
+         * @description Each renewal that ran (scheduled, on demand or forced): when it ended, its outcome, its error code and how long it took; newest first.
+         */
+        get: operations["listConnectionRenewals"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -188,7 +245,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get: operations["EventsController_list"];
+        /**
+         * A page of the tenant's events
+         * @description An `after` this service did not give out is `validation_failed`.
+         */
+        get: operations["listEvents"];
         put?: never;
         post?: never;
         delete?: never;
@@ -206,7 +267,71 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        post: operations["TenantsController_rotateEventsSecret"];
+        /**
+         * Rotate the events secret, optionally with an overlap during which both secrets sign
+         * @description The new secret is in this answer only.
+         */
+        post: operations["rotateEventsSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/events/{eventId}/attempts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An event's delivery attempts
+         * @description When, the HTTP status, how long, and the error class of each attempt; never a body or a URL.
+         */
+        get: operations["listEventAttempts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/events/{eventId}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deliver one event again, under the same webhook-id
+         * @description `conflict` when the tenant has no eventsTargetUrl, or it is disabled after a 410 Gone.
+         */
+        post: operations["redeliverEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/events/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deliver again every event received since a time, in a state
+         * @description Oldest first. One call queues at most 1000 events, and never more than leaves the tenant 5000 events waiting for delivery; `remaining` counts what matched but was not queued. `conflict` when the tenant has no eventsTargetUrl, or it is disabled after a 410 Gone.
+         */
+        post: operations["redeliverEventsSince"];
         delete?: never;
         options?: never;
         head?: never;
@@ -224,7 +349,7 @@ export interface paths {
          * The acting user's upstream profile
          * @description Calls the upstream `/userinfo (method: CWS_<ENV>_USERINFO_METHOD)` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design `admin` uses its admin connection; any other design answers 400 `user_id_required`. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
          */
-        get: operations["FacadeController_me"];
+        get: operations["facadeMe"];
         put?: never;
         post?: never;
         delete?: never;
@@ -242,39 +367,39 @@ export interface paths {
         };
         /**
          * Any upstream endpoint, as is
-         * @description Calls the upstream `{ANY} /{path…}` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design `admin` uses its admin connection; any other design answers 400 `user_id_required`. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
          */
-        get: operations["FacadeController_proxy_get"];
+        get: operations["facadeProxy_get"];
         /**
          * Any upstream endpoint, as is
-         * @description Calls the upstream `{ANY} /{path…}` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design `admin` uses its admin connection; any other design answers 400 `user_id_required`. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
          */
-        put: operations["FacadeController_proxy_put"];
+        put: operations["facadeProxy_put"];
         /**
          * Any upstream endpoint, as is
-         * @description Calls the upstream `{ANY} /{path…}` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design `admin` uses its admin connection; any other design answers 400 `user_id_required`. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
          */
-        post: operations["FacadeController_proxy_post"];
+        post: operations["facadeProxy_post"];
         /**
          * Any upstream endpoint, as is
-         * @description Calls the upstream `{ANY} /{path…}` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design `admin` uses its admin connection; any other design answers 400 `user_id_required`. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
          */
-        delete: operations["FacadeController_proxy_delete"];
+        delete: operations["facadeProxy_delete"];
         /**
          * Any upstream endpoint, as is
-         * @description Calls the upstream `{ANY} /{path…}` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design `admin` uses its admin connection; any other design answers 400 `user_id_required`. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
          */
-        options: operations["FacadeController_proxy_options"];
+        options: operations["facadeProxy_options"];
         /**
          * Any upstream endpoint, as is
-         * @description Calls the upstream `{ANY} /{path…}` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design `admin` uses its admin connection; any other design answers 400 `user_id_required`. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
          */
-        head: operations["FacadeController_proxy_head"];
+        head: operations["facadeProxy_head"];
         /**
          * Any upstream endpoint, as is
-         * @description Calls the upstream `{ANY} /{path…}` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design `admin` uses its admin connection; any other design answers 400 `user_id_required`. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
          */
-        patch: operations["FacadeController_proxy_patch"];
+        patch: operations["facadeProxy_patch"];
         trace?: never;
     };
     "/v1/tenants/{tenantId}/webhooks": {
@@ -284,9 +409,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get: operations["WebhooksController_list"];
+        /**
+         * List the tenant's upstream webhooks
+         * @description Sent with the admin connection.
+         */
+        get: operations["listWebhooks"];
         put?: never;
-        post: operations["WebhooksController_create"];
+        /**
+         * Provision an upstream webhook
+         * @description Without `targetURL`, it delivers to this service (`/inbound/...`) with a generated secret. Sent with the admin connection.
+         */
+        post: operations["createWebhook"];
         delete?: never;
         options?: never;
         head?: never;
@@ -304,13 +437,13 @@ export interface paths {
          * List the workflows the user may see
          * @description Calls the upstream `GET /workflows` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design `admin` uses its admin connection; any other design answers 400 `user_id_required`. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
          */
-        get: operations["FacadeController_listWorkflows"];
+        get: operations["facadeListWorkflows"];
         put?: never;
         /**
          * Launch a workflow (the user is its creator)
          * @description Calls the upstream `POST /workflows` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design `admin` uses its admin connection; any other design answers 400 `user_id_required`. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
          */
-        post: operations["FacadeController_launch"];
+        post: operations["facadeLaunchWorkflow"];
         delete?: never;
         options?: never;
         head?: never;
@@ -328,7 +461,7 @@ export interface paths {
          * Read one workflow
          * @description Calls the upstream `GET /workflows/{workflowId}` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design `admin` uses its admin connection; any other design answers 400 `user_id_required`. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
          */
-        get: operations["FacadeController_getWorkflow"];
+        get: operations["facadeGetWorkflow"];
         put?: never;
         post?: never;
         delete?: never;
@@ -352,9 +485,9 @@ export interface paths {
         head?: never;
         /**
          * Approve on behalf of the user (only the holder of the approval can)
-         * @description Calls the upstream `PATCH /workflows/{id}/approvals` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design `admin` uses its admin connection; any other design answers 400 `user_id_required`. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         * @description Calls the upstream `PATCH /workflows/{workflowId}/approvals` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design `admin` uses its admin connection; any other design answers 400 `user_id_required`. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
          */
-        patch: operations["FacadeController_approve"];
+        patch: operations["facadeApproveWorkflow"];
         trace?: never;
     };
     "/v1/tenants/{tenantId}/workflows/{workflowId}/upload-signed": {
@@ -368,9 +501,9 @@ export interface paths {
         put?: never;
         /**
          * Upload a signed document (the workflow must be in the Sign step)
-         * @description Calls the upstream `POST /workflows/{id}/upload-signed` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design `admin` uses its admin connection; any other design answers 400 `user_id_required`. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         * @description Calls the upstream `POST /workflows/{workflowId}/upload-signed` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design `admin` uses its admin connection; any other design answers 400 `user_id_required`. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
          */
-        post: operations["FacadeController_uploadSigned"];
+        post: operations["facadeUploadSigned"];
         delete?: never;
         options?: never;
         head?: never;
@@ -390,7 +523,7 @@ export interface paths {
          * Launch a workflow asynchronously
          * @description Calls the upstream `POST /workflows/async` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design `admin` uses its admin connection; any other design answers 400 `user_id_required`. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
          */
-        post: operations["FacadeController_launchAsync"];
+        post: operations["facadeLaunchWorkflowAsync"];
         delete?: never;
         options?: never;
         head?: never;
@@ -408,6 +541,30 @@ export interface components {
             /** @description The first characters of the key, to recognise it. */
             prefix: string;
         };
+        AttemptDto: {
+            /**
+             * Format: date-time
+             * @description When the attempt ended.
+             */
+            at: string;
+            durationMs: number;
+            /**
+             * @description null on success; else `timeout`, `network` or `http_<status>`.
+             * @example http_503
+             */
+            error: string | null;
+            /** @description The target's HTTP status; null when none came. */
+            status: number | null;
+        };
+        AttemptsDto: {
+            /** @description Oldest first. Never a body, a header or a URL. */
+            attempts: components["schemas"]["AttemptDto"][];
+        };
+        ConnectionPageDto: {
+            connections: components["schemas"]["ConnectionResponseDto"][];
+            /** @description Pass as `after` for the next page (opaque); null on the last page. */
+            next: string | null;
+        };
         ConnectionResponseDto: {
             accessTokenExpiresAt: string | null;
             createdAt: string;
@@ -415,6 +572,8 @@ export interface components {
             isAdmin: boolean;
             /** @enum {string} */
             kind: "admin" | "user";
+            /** @description The last failed renewal, or the one that made the connection reauth_required; null again after a successful renewal or a reconnect. */
+            lastError: components["schemas"]["LastErrorDto"] | null;
             lastRefreshedAt: string | null;
             scopes: string[];
             /** @enum {string} */
@@ -461,7 +620,17 @@ export interface components {
             environment: "na" | "eu" | "demo" | "sandbox";
             /** @description The secret that signs events (whsec_…). Shown only here and on rotation. */
             eventsSecret: string;
+            /** @description The target answered 410 Gone: nothing is delivered until eventsTargetUrl is set again. */
+            eventsTargetDisabled: boolean;
             eventsTargetUrl: string | null;
+            /**
+             * @description The event types delivered to eventsTargetUrl (exact names, e.g. `workflow_step_updated`, `connection.reauth_required`, `unknown`); null or omitted: all. Events of other types are still stored and listed (delivery state `filtered`), not delivered.
+             * @example [
+             *       "workflow_step_updated",
+             *       "connection.reauth_required"
+             *     ]
+             */
+            eventTypes: string[] | null;
             id: string;
             name: string;
             updatedAt: string;
@@ -475,14 +644,22 @@ export interface components {
              */
             allowedReturnUrls: string[];
             /**
-             * @default admin+users
+             * @description `admin+users` when omitted.
              * @enum {string}
              */
-            design: "admin" | "users" | "admin+users";
+            design?: "admin" | "users" | "admin+users";
             /** @enum {string} */
             environment: "na" | "eu" | "demo" | "sandbox";
             /** @description Where events are delivered, signed (Standard Webhooks). */
             eventsTargetUrl?: string;
+            /**
+             * @description The event types delivered to eventsTargetUrl (exact names, e.g. `workflow_step_updated`, `connection.reauth_required`, `unknown`); null or omitted: all. Events of other types are still stored and listed (delivery state `filtered`), not delivered.
+             * @example [
+             *       "workflow_step_updated",
+             *       "connection.reauth_required"
+             *     ]
+             */
+            eventTypes?: string[] | null;
             /**
              * @description A slug; generated from the name when omitted.
              * @example acme-legal
@@ -493,11 +670,10 @@ export interface components {
         };
         CreateWebhookDto: {
             /**
-             * @description Self-targeted mode only: how the generated secret is sent (spec 5.2).
-             * @default bearer
+             * @description Self-targeted mode only: how the generated secret is sent (spec 5.2); `bearer` when omitted.
              * @enum {string}
              */
-            auth: "bearer" | "apiKey" | "basic";
+            auth?: "bearer" | "apiKey" | "basic";
             /**
              * @description Event kinds subscribed to (spec 6).
              * @example [
@@ -513,14 +689,31 @@ export interface components {
             /** @description Where the upstream delivers. Omitted: this service itself (`{PUBLIC_URL}/inbound/{tenantId}/{receiverId}`) with a generated secret. https only (http://localhost and http://127.0.0.1 outside production). */
             targetURL?: string;
         };
+        ErrorBodyDto: {
+            /**
+             * @description A stable snake_case code, e.g. `tenant_not_found`.
+             * @example validation_failed
+             */
+            code: string;
+            /** @description A sentence for a person. */
+            message: string;
+            /** @description The same value as the `x-request-id` response header. */
+            requestId: string;
+        };
+        ErrorResponseDto: {
+            error: components["schemas"]["ErrorBodyDto"];
+        };
         EventDeliveryDto: {
             attempts: number;
             /** Format: date-time */
             deliveredAt: string | null;
-            /** @description Why the last attempt failed (status or error kind). */
+            /** @description Why the last attempt failed: `timeout`, `network` or `http_<status>`. */
             lastError: string | null;
-            /** @enum {string} */
-            state: "pending" | "delivered" | "dead" | "no_target";
+            /**
+             * @description `no_target`: the tenant had no eventsTargetUrl (or it was disabled by a 410 Gone); `filtered`: its type is not in the tenant's eventTypes.
+             * @enum {string}
+             */
+            state: "pending" | "delivered" | "dead" | "no_target" | "filtered";
         };
         EventDto: {
             delivery: components["schemas"]["EventDeliveryDto"];
@@ -541,8 +734,68 @@ export interface components {
             next: string | null;
         };
         EventsSecretResponseDto: {
-            /** @description The new secret (whsec_…); the old one stops signing at once. */
+            /** @description The new secret (whsec_…); the old one stops signing at once, or at the end of the overlap. */
             eventsSecret: string;
+        };
+        LastErrorDto: {
+            /** Format: date-time */
+            at: string;
+            /**
+             * @description Why the last renewal failed: `upstream_unavailable`, `upstream_timeout`, `upstream_error`, `refresh_token_rejected`, ...
+             * @example upstream_unavailable
+             */
+            code: string;
+        };
+        RedeliveredDto: {
+            /** @description The event, delivered again under this id (webhook-id). */
+            id: string;
+        };
+        RedeliverQueuedDto: {
+            /** @description Events queued for delivery again by this call. */
+            queued: number;
+            /** @description Events that matched but were not queued (the per-call or per-tenant bound): call again once these are delivered. */
+            remaining: number;
+        };
+        RedeliverSinceDto: {
+            /**
+             * Format: date-time
+             * @description Events received at or after this time.
+             * @example 2026-11-23T00:00:00Z
+             */
+            since: string;
+            /**
+             * @description `any`: dead, delivered, or stored while there was no target.
+             * @default dead
+             * @enum {string}
+             */
+            state: "dead" | "delivered" | "any";
+        };
+        RenewalDto: {
+            /**
+             * Format: date-time
+             * @description When the renewal ended.
+             */
+            at: string;
+            /** @description From taking the renewal lease to the stored outcome. */
+            durationMs: number;
+            /**
+             * @description The error code of a renewal that did not renew; null when renewed.
+             * @example upstream_timeout
+             */
+            error: string | null;
+            /** @enum {string} */
+            outcome: "renewed" | "failed" | "reauth_required";
+        };
+        RenewalHistoryDto: {
+            /** @description The last 20 renewals, newest first. */
+            renewals: components["schemas"]["RenewalDto"][];
+        };
+        RotateEventsSecretDto: {
+            /**
+             * @description For this many seconds (at most 7 days) every delivery carries two signatures, the new secret's and the old one's; 0 or omitted: the old secret stops signing at once.
+             * @default 0
+             */
+            overlapSeconds: number;
         };
         TenantResponseDto: {
             allowedReturnUrls: string[];
@@ -551,7 +804,17 @@ export interface components {
             design: "admin" | "users" | "admin+users";
             /** @enum {string} */
             environment: "na" | "eu" | "demo" | "sandbox";
+            /** @description The target answered 410 Gone: nothing is delivered until eventsTargetUrl is set again. */
+            eventsTargetDisabled: boolean;
             eventsTargetUrl: string | null;
+            /**
+             * @description The event types delivered to eventsTargetUrl (exact names, e.g. `workflow_step_updated`, `connection.reauth_required`, `unknown`); null or omitted: all. Events of other types are still stored and listed (delivery state `filtered`), not delivered.
+             * @example [
+             *       "workflow_step_updated",
+             *       "connection.reauth_required"
+             *     ]
+             */
+            eventTypes: string[] | null;
             id: string;
             name: string;
             updatedAt: string;
@@ -560,8 +823,16 @@ export interface components {
             allowedReturnUrls?: string[];
             /** @enum {string} */
             design?: "admin" | "users" | "admin+users";
-            /** @description null stops event delivery. */
+            /** @description null stops event delivery. Setting it (even to the same URL) delivers again to a target that answered 410 Gone. */
             eventsTargetUrl?: string | null;
+            /**
+             * @description The event types delivered to eventsTargetUrl (exact names, e.g. `workflow_step_updated`, `connection.reauth_required`, `unknown`); null or omitted: all. Events of other types are still stored and listed (delivery state `filtered`), not delivered.
+             * @example [
+             *       "workflow_step_updated",
+             *       "connection.reauth_required"
+             *     ]
+             */
+            eventTypes?: string[] | null;
             name?: string;
         };
         UpstreamUserDto: {
@@ -577,7 +848,7 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
-    OpsController_live: {
+    getLiveness: {
         parameters: {
             query?: never;
             header?: never;
@@ -595,7 +866,7 @@ export interface operations {
             };
         };
     };
-    OpsController_ready: {
+    getReadiness: {
         parameters: {
             query?: never;
             header?: never;
@@ -611,9 +882,18 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description `service_unavailable` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
-    InboundController_accept: {
+    receiveDelivery: {
         parameters: {
             query?: never;
             header?: never;
@@ -632,30 +912,36 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Not valid JSON, nested too deeply, or holding a NUL or an unpaired surrogate escape (`validation_failed`). */
+            /** @description `validation_failed` */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
             };
-            /** @description A missing or wrong Authorization (the webhook's configured value), or an unknown receiver. */
+            /** @description `unauthorized` */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
             };
-            /** @description The body is not `application/json` (`unsupported_media_type`); nothing stored. */
+            /** @description `unsupported_media_type` */
             415: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
             };
         };
     };
-    TenantsController_list: {
+    listTenants: {
         parameters: {
             query?: never;
             header?: never;
@@ -672,9 +958,27 @@ export interface operations {
                     "application/json": components["schemas"]["TenantResponseDto"][];
                 };
             };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
-    TenantsController_create: {
+    createTenant: {
         parameters: {
             query?: never;
             header?: never;
@@ -695,9 +999,54 @@ export interface operations {
                     "application/json": components["schemas"]["CreatedTenantResponseDto"];
                 };
             };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_exists` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `environment_not_configured` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
-    TenantsController_get: {
+    getTenant: {
         parameters: {
             query?: never;
             header?: never;
@@ -716,9 +1065,27 @@ export interface operations {
                     "application/json": components["schemas"]["TenantResponseDto"];
                 };
             };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
-    TenantsController_delete: {
+    deleteTenant: {
         parameters: {
             query?: never;
             header?: never;
@@ -736,9 +1103,36 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
-    TenantsController_update: {
+    updateTenant: {
         parameters: {
             query?: never;
             header?: never;
@@ -761,9 +1155,45 @@ export interface operations {
                     "application/json": components["schemas"]["TenantResponseDto"];
                 };
             };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
-    TenantsController_listKeys: {
+    listApiKeys: {
         parameters: {
             query?: never;
             header?: never;
@@ -782,9 +1212,36 @@ export interface operations {
                     "application/json": components["schemas"]["ApiKeyResponseDto"][];
                 };
             };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
-    TenantsController_createKey: {
+    createApiKey: {
         parameters: {
             query?: never;
             header?: never;
@@ -807,9 +1264,45 @@ export interface operations {
                     "application/json": components["schemas"]["CreatedApiKeyResponseDto"];
                 };
             };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
-    TenantsController_revokeKey: {
+    revokeApiKey: {
         parameters: {
             query?: never;
             header?: never;
@@ -827,9 +1320,36 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found`, `api_key_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
-    ConnectionsController_createSession: {
+    createConnectSession: {
         parameters: {
             query?: never;
             header?: never;
@@ -852,11 +1372,58 @@ export interface operations {
                     "application/json": components["schemas"]["ConnectSessionResponseDto"];
                 };
             };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `environment_not_configured` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
-    ConnectionsController_list: {
+    listConnections: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The `next` of the previous page (opaque). */
+                after?: string;
+                /** @description A tenant's connections all live in the tenant's environment: another one gives an empty page. */
+                environment?: "na" | "eu" | "demo" | "sandbox";
+                kind?: "admin" | "user";
+                /** @description Page size, 1 to 500. */
+                limit?: number;
+                status?: "active" | "reauth_required";
+                /** @description The partner's user id: that user's connection only. */
+                userId?: string;
+            };
             header?: never;
             path: {
                 tenantId: string;
@@ -870,12 +1437,39 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ConnectionResponseDto"][];
+                    "application/json": components["schemas"]["ConnectionPageDto"];
+                };
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
         };
     };
-    ConnectionsController_get: {
+    getConnection: {
         parameters: {
             query?: never;
             header?: never;
@@ -895,9 +1489,27 @@ export interface operations {
                     "application/json": components["schemas"]["ConnectionResponseDto"];
                 };
             };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found`, `connection_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
-    ConnectionsController_delete: {
+    deleteConnection: {
         parameters: {
             query?: never;
             header?: never;
@@ -916,9 +1528,27 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found`, `connection_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
-    RefreshController_refresh: {
+    refreshConnection: {
         parameters: {
             query?: never;
             header?: never;
@@ -939,22 +1569,118 @@ export interface operations {
                     "application/json": components["schemas"]["ConnectionResponseDto"];
                 };
             };
-            /** @description `reauth_required`: the upstream refused the refresh token; the user must connect again. */
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found`, `connection_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `reauth_required` */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `environment_not_configured` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `upstream_unavailable` */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable` */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `upstream_timeout` */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
             };
         };
     };
-    EventsController_list: {
+    listConnectionRenewals: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                connectionId: string;
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RenewalHistoryDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found`, `connection_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    listEvents: {
         parameters: {
             query?: {
                 /** @description The `next` cursor of an earlier page; from the start when omitted. */
                 after?: string;
-                /** @description Page size, 1 to 500. */
-                limit?: string;
+                /** @description Page size; 50 when omitted. */
+                limit?: number;
             };
             header?: never;
             path: {
@@ -973,9 +1699,36 @@ export interface operations {
                     "application/json": components["schemas"]["EventPageDto"];
                 };
             };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
-    TenantsController_rotateEventsSecret: {
+    rotateEventsSecret: {
         parameters: {
             query?: never;
             header?: never;
@@ -984,7 +1737,11 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RotateEventsSecretDto"];
+            };
+        };
         responses: {
             201: {
                 headers: {
@@ -994,13 +1751,199 @@ export interface operations {
                     "application/json": components["schemas"]["EventsSecretResponseDto"];
                 };
             };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
-    FacadeController_me: {
+    listEventAttempts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                eventId: string;
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AttemptsDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found`, `event_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    redeliverEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                eventId: string;
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RedeliveredDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found`, `event_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    redeliverEventsSince: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RedeliverSinceDto"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RedeliverQueuedDto"];
+                };
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    facadeMe: {
         parameters: {
             query?: never;
             header?: {
-                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`). */
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
@@ -1018,14 +1961,14 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Error codes: `user_id_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1040,7 +1983,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1055,7 +1998,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1063,14 +2006,14 @@ export interface operations {
                     };
                 };
             };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected` (design admin, no X-User-Id, no admin connection), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1085,7 +2028,22 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1100,7 +2058,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1115,7 +2073,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1125,16 +2083,162 @@ export interface operations {
             };
         };
     };
-    FacadeController_proxy_get: {
+    facadeProxy_get: {
         parameters: {
             query?: never;
             header?: {
-                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`). */
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
-                /** @description The upstream path. Paths under /webhooks use the admin token (X-User-Id ignored); all others the user's. */
-                path: unknown;
+                /** @description The upstream path (a plain relative path; see the operation). */
+                path: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Whatever the upstream answers. From the upstream, passed through with `x-upstream-status`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    facadeProxy_put: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description The upstream path (a plain relative path; see the operation). */
+                path: string;
                 /** @description The tenant (a tenant key may call only its own). */
                 tenantId: string;
             };
@@ -1155,14 +2259,21 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Error codes: `user_id_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Whatever the upstream answers. From the upstream, passed through with `x-upstream-status`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1170,18 +2281,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1189,18 +2296,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1208,18 +2311,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `admin_not_connected` (none, or the tenant's design is `users`), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `user_not_connected`, `admin_not_connected` (design admin, no X-User-Id, no admin connection), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1227,18 +2326,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1246,18 +2341,29 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             502: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1265,18 +2371,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             504: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1286,16 +2388,16 @@ export interface operations {
             };
         };
     };
-    FacadeController_proxy_put: {
+    facadeProxy_post: {
         parameters: {
             query?: never;
             header?: {
-                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`). */
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
-                /** @description The upstream path. Paths under /webhooks use the admin token (X-User-Id ignored); all others the user's. */
-                path: unknown;
+                /** @description The upstream path (a plain relative path; see the operation). */
+                path: string;
                 /** @description The tenant (a tenant key may call only its own). */
                 tenantId: string;
             };
@@ -1316,14 +2418,21 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Error codes: `user_id_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Whatever the upstream answers. From the upstream, passed through with `x-upstream-status`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1331,18 +2440,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1350,18 +2455,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1369,18 +2470,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `admin_not_connected` (none, or the tenant's design is `users`), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `user_not_connected`, `admin_not_connected` (design admin, no X-User-Id, no admin connection), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1388,18 +2485,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1407,18 +2500,29 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             502: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1426,18 +2530,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             504: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1447,16 +2547,16 @@ export interface operations {
             };
         };
     };
-    FacadeController_proxy_post: {
+    facadeProxy_delete: {
         parameters: {
             query?: never;
             header?: {
-                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`). */
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
-                /** @description The upstream path. Paths under /webhooks use the admin token (X-User-Id ignored); all others the user's. */
-                path: unknown;
+                /** @description The upstream path (a plain relative path; see the operation). */
+                path: string;
                 /** @description The tenant (a tenant key may call only its own). */
                 tenantId: string;
             };
@@ -1477,14 +2577,21 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Error codes: `user_id_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Whatever the upstream answers. From the upstream, passed through with `x-upstream-status`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1492,18 +2599,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1511,18 +2614,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1530,18 +2629,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `admin_not_connected` (none, or the tenant's design is `users`), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `user_not_connected`, `admin_not_connected` (design admin, no X-User-Id, no admin connection), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1549,18 +2644,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1568,18 +2659,29 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             502: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1587,18 +2689,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             504: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1608,16 +2706,16 @@ export interface operations {
             };
         };
     };
-    FacadeController_proxy_delete: {
+    facadeProxy_options: {
         parameters: {
             query?: never;
             header?: {
-                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`). */
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
-                /** @description The upstream path. Paths under /webhooks use the admin token (X-User-Id ignored); all others the user's. */
-                path: unknown;
+                /** @description The upstream path (a plain relative path; see the operation). */
+                path: string;
                 /** @description The tenant (a tenant key may call only its own). */
                 tenantId: string;
             };
@@ -1638,14 +2736,21 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Error codes: `user_id_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Whatever the upstream answers. From the upstream, passed through with `x-upstream-status`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1653,18 +2758,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1672,18 +2773,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1691,18 +2788,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `admin_not_connected` (none, or the tenant's design is `users`), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `user_not_connected`, `admin_not_connected` (design admin, no X-User-Id, no admin connection), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1710,18 +2803,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1729,18 +2818,29 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             502: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1748,18 +2848,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             504: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1769,16 +2865,162 @@ export interface operations {
             };
         };
     };
-    FacadeController_proxy_options: {
+    facadeProxy_head: {
         parameters: {
             query?: never;
             header?: {
-                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`). */
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
-                /** @description The upstream path. Paths under /webhooks use the admin token (X-User-Id ignored); all others the user's. */
-                path: unknown;
+                /** @description The upstream path (a plain relative path; see the operation). */
+                path: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Whatever the upstream answers. From the upstream, passed through with `x-upstream-status`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    facadeProxy_patch: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description The upstream path (a plain relative path; see the operation). */
+                path: string;
                 /** @description The tenant (a tenant key may call only its own). */
                 tenantId: string;
             };
@@ -1799,14 +3041,21 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Error codes: `user_id_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Whatever the upstream answers. From the upstream, passed through with `x-upstream-status`. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1814,18 +3063,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             401: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1833,18 +3078,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1852,18 +3093,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `admin_not_connected` (none, or the tenant's design is `users`), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `user_not_connected`, `admin_not_connected` (design admin, no X-User-Id, no admin connection), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1871,18 +3108,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1890,18 +3123,29 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             502: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1909,18 +3153,14 @@ export interface operations {
                     };
                 };
             };
-            /**
-             * @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
+            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             504: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -1930,329 +3170,7 @@ export interface operations {
             };
         };
     };
-    FacadeController_proxy_head: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`). */
-                "X-User-Id"?: string;
-            };
-            path: {
-                /** @description The upstream path. Paths under /webhooks use the admin token (X-User-Id ignored); all others the user's. */
-                path: unknown;
-                /** @description The tenant (a tenant key may call only its own). */
-                tenantId: string;
-            };
-            cookie?: never;
-        };
-        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
-        requestBody?: {
-            content: {
-                "application/json": {
-                    [key: string]: unknown;
-                };
-                "application/octet-stream": {
-                    [key: string]: unknown;
-                };
-                "multipart/form-data": {
-                    [key: string]: unknown;
-                };
-            };
-        };
-        responses: {
-            /** @description Error codes: `user_id_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error?: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /**
-             * @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error?: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /**
-             * @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error?: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /**
-             * @description Error codes: `admin_not_connected` (none, or the tenant's design is `users`), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `user_not_connected`, `admin_not_connected` (design admin, no X-User-Id, no admin connection), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error?: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /**
-             * @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error?: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /**
-             * @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error?: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /**
-             * @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
-            504: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error?: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-        };
-    };
-    FacadeController_proxy_patch: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`). */
-                "X-User-Id"?: string;
-            };
-            path: {
-                /** @description The upstream path. Paths under /webhooks use the admin token (X-User-Id ignored); all others the user's. */
-                path: unknown;
-                /** @description The tenant (a tenant key may call only its own). */
-                tenantId: string;
-            };
-            cookie?: never;
-        };
-        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
-        requestBody?: {
-            content: {
-                "application/json": {
-                    [key: string]: unknown;
-                };
-                "application/octet-stream": {
-                    [key: string]: unknown;
-                };
-                "multipart/form-data": {
-                    [key: string]: unknown;
-                };
-            };
-        };
-        responses: {
-            /** @description Error codes: `user_id_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error?: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /**
-             * @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error?: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /**
-             * @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error?: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /**
-             * @description Error codes: `admin_not_connected` (none, or the tenant's design is `users`), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `user_not_connected`, `admin_not_connected` (design admin, no X-User-Id, no admin connection), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error?: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /**
-             * @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error?: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /**
-             * @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error?: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /**
-             * @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             *
-             *     Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.)
-             */
-            504: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error?: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-        };
-    };
-    WebhooksController_list: {
+    listWebhooks: {
         parameters: {
             query?: never;
             header?: never;
@@ -2270,9 +3188,63 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `admin_not_connected`, `reauth_required` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `environment_not_configured` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `upstream_unavailable` */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `upstream_timeout` */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
-    WebhooksController_create: {
+    createWebhook: {
         parameters: {
             query?: never;
             header?: never;
@@ -2294,13 +3266,76 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `admin_not_connected`, `reauth_required` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `environment_not_configured` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `upstream_unavailable` */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `upstream_timeout` */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
-    FacadeController_listWorkflows: {
+    facadeListWorkflows: {
         parameters: {
             query?: never;
             header?: {
-                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`). */
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
@@ -2318,14 +3353,14 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Error codes: `user_id_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2340,7 +3375,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2355,7 +3390,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2363,14 +3398,14 @@ export interface operations {
                     };
                 };
             };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected` (design admin, no X-User-Id, no admin connection), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2385,7 +3420,22 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2400,7 +3450,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2415,7 +3465,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2425,11 +3475,11 @@ export interface operations {
             };
         };
     };
-    FacadeController_launch: {
+    facadeLaunchWorkflow: {
         parameters: {
             query?: never;
             header?: {
-                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`). */
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
@@ -2457,14 +3507,14 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Error codes: `user_id_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2479,7 +3529,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2494,7 +3544,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2502,14 +3552,14 @@ export interface operations {
                     };
                 };
             };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected` (design admin, no X-User-Id, no admin connection), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2524,7 +3574,22 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2539,7 +3604,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2554,7 +3619,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2564,17 +3629,17 @@ export interface operations {
             };
         };
     };
-    FacadeController_getWorkflow: {
+    facadeGetWorkflow: {
         parameters: {
             query?: never;
             header?: {
-                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`). */
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
                 /** @description The tenant (a tenant key may call only its own). */
                 tenantId: string;
-                workflowId: unknown;
+                workflowId: string;
             };
             cookie?: never;
         };
@@ -2587,14 +3652,14 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Error codes: `user_id_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2609,7 +3674,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2624,7 +3689,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2632,14 +3697,14 @@ export interface operations {
                     };
                 };
             };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected` (design admin, no X-User-Id, no admin connection), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2654,7 +3719,22 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2669,7 +3749,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2684,7 +3764,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2694,17 +3774,17 @@ export interface operations {
             };
         };
     };
-    FacadeController_approve: {
+    facadeApproveWorkflow: {
         parameters: {
             query?: never;
             header?: {
-                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`). */
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
                 /** @description The tenant (a tenant key may call only its own). */
                 tenantId: string;
-                workflowId: unknown;
+                workflowId: string;
             };
             cookie?: never;
         };
@@ -2724,14 +3804,14 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Error codes: `user_id_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2746,7 +3826,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2761,7 +3841,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2769,14 +3849,14 @@ export interface operations {
                     };
                 };
             };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected` (design admin, no X-User-Id, no admin connection), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2791,7 +3871,22 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2806,7 +3901,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2821,7 +3916,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2831,17 +3926,17 @@ export interface operations {
             };
         };
     };
-    FacadeController_uploadSigned: {
+    facadeUploadSigned: {
         parameters: {
             query?: never;
             header?: {
-                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`). */
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
                 /** @description The tenant (a tenant key may call only its own). */
                 tenantId: string;
-                workflowId: unknown;
+                workflowId: string;
             };
             cookie?: never;
         };
@@ -2861,14 +3956,14 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Error codes: `user_id_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2883,7 +3978,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2898,7 +3993,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2906,14 +4001,14 @@ export interface operations {
                     };
                 };
             };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected` (design admin, no X-User-Id, no admin connection), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2928,7 +4023,22 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2943,7 +4053,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2958,7 +4068,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -2968,11 +4078,11 @@ export interface operations {
             };
         };
     };
-    FacadeController_launchAsync: {
+    facadeLaunchWorkflowAsync: {
         parameters: {
             query?: never;
             header?: {
-                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`). */
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
@@ -3000,14 +4110,14 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Error codes: `user_id_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -3022,7 +4132,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -3037,7 +4147,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -3045,14 +4155,14 @@ export interface operations {
                     };
                 };
             };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected` (design admin, no X-User-Id, no admin connection), `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -3067,7 +4177,22 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
+                            code: string;
+                            message: string;
+                            requestId: string;
+                        };
+                    };
+                };
+            };
+            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -3082,7 +4207,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
@@ -3097,7 +4222,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        error?: {
+                        error: {
                             code: string;
                             message: string;
                             requestId: string;
