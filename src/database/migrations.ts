@@ -11,6 +11,7 @@ import { DeferredRenewalNotify1796200000001 } from '../../migrations/17962000000
 import { ConnectionPagingAndHealth1796400000000 } from '../../migrations/1796400000000-ConnectionPagingAndHealth.js';
 import { EventReplayAndTargets1796400000100 } from '../../migrations/1796400000100-EventReplayAndTargets.js';
 import { CreateConsoleSessions1796500000000 } from '../../migrations/1796500000000-CreateConsoleSessions.js';
+import { ConnectSessionDisplay1796600000000 } from '../../migrations/1796600000000-ConnectSessionDisplay.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
@@ -30,4 +31,5 @@ export const MIGRATIONS = [
   ConnectionPagingAndHealth1796400000000,
   EventReplayAndTargets1796400000100,
   CreateConsoleSessions1796500000000,
+  ConnectSessionDisplay1796600000000,
 ];
