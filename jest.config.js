@@ -12,14 +12,11 @@ const swc = [
 ];
 const common = {
   extensionsToTreatAsEsm: ['.ts'],
-  // The sandbox package from its sources (its package.json points a plain import at its built dist/).
-  moduleNameMapper: {
-    '^(\\.{1,2}/.*)\\.js$': '$1',
-    '^cws-sandbox$': '<rootDir>/packages/cws-sandbox/src/index.ts',
-    '^cws-sandbox/testing$': '<rootDir>/packages/cws-sandbox/test/helpers.ts',
-  },
+  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: { '^.+\\.ts$': swc },
   testEnvironment: 'node',
+  // The workspace packages are imported by name and run from their TypeScript source (see their package.json).
+  testEnvironmentOptions: { customExportConditions: ['node', 'node-addons', 'cws-connect-source'] },
 };
 export default {
   // Per-project testTimeout is ignored by jest 30: it is a global option.

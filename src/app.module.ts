@@ -8,6 +8,8 @@ import { Clock, SystemClock } from './common/clock.js';
 import type { AppConfig } from './config/app-config.js';
 import { ConfigModule } from './config/config.module.js';
 import { ConnectionsModule } from './connections/connections.module.js';
+import { ConsoleSessionsModule } from './console/console-sessions.module.js';
+import { ConsoleModule } from './console/console.module.js';
 import { DatabaseModule } from './database/database.module.js';
 import { EventsModule } from './events/events.module.js';
 import { FacadeModule } from './facade/facade.module.js';
@@ -45,6 +47,9 @@ export class AppModule {
         RefreshModule,
         FacadeModule,
         WebhooksModule,
+        ConsoleModule,
+        // The API-key guard below also accepts a console session.
+        ConsoleSessionsModule,
       ],
       // What applies to every route: the API-key check, the one error shape, DTO validation.
       providers: [

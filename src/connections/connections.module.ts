@@ -5,6 +5,8 @@ import { UpstreamModule } from '../upstream/upstream.module.js';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { TenantsModule } from '../tenants/tenants.module.js';
 import { ConnectSessionEntity } from './connect-session.entity.js';
+import { ConnectPopupController } from './connect-popup.controller.js';
+import { ConnectPopupService } from './connect-popup.service.js';
 import { ConnectSessionsRepository } from './connect-sessions.repository.js';
 import { ConnectService } from './connect.service.js';
 import { ConnectionEntity } from './connection.entity.js';
@@ -16,8 +18,8 @@ import { ConnectionTokens } from './token-fields.js';
 
 @Module({
   imports: [UpstreamModule, VaultModule, EventsModule, TypeOrmModule.forFeature([ConnectionEntity, ConnectSessionEntity]), TenantsModule],
-  controllers: [ConnectionsController, OAuthController],
-  providers: [ConnectionsRepository, ConnectSessionsRepository, ConnectionsService, ConnectService, ConnectionTokens],
+  controllers: [ConnectionsController, OAuthController, ConnectPopupController],
+  providers: [ConnectionsRepository, ConnectSessionsRepository, ConnectionsService, ConnectService, ConnectPopupService, ConnectionTokens],
   exports: [ConnectionsService, ConnectionsRepository, ConnectionTokens],
 })
 export class ConnectionsModule {}

@@ -6,6 +6,7 @@ import { errorBody, logFailure } from '../common/app-exception.filter.js';
 import { assignRequestId, mintRequestId } from '../common/request-id.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
+import { accessLogLevel } from '../ops/logger.js';
 import { ApiKeysService } from '../tenants/api-keys.service.js';
 import { matchRoute, type RouteMatch } from './facade-routes.js';
 import { FacadeService, type FacadeCall } from './facade.service.js';
@@ -63,7 +64,8 @@ export class FacadeDoor {
       answerError(req, res, e, requestId);
     }
     if (res.statusCode >= 400 && match.route.log === 'errors') {
-      logger.warn({ req, res, route: match.route.id, responseTime: Math.round(performance.now() - started) }, 'request completed');
+      const level = accessLogLevel(res.statusCode);
+      if (level !== 'info') logger[level]({ req, res, route: match.route.id, responseTime: Math.round(performance.now() - started) }, 'request completed');
     }
   }
 }

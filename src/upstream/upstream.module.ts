@@ -1,8 +1,11 @@
 import { Module } from '@nestjs/common';
+import { MetricsModule } from '../ops/metrics.module.js';
 import { UpstreamClient } from './upstream-client.service.js';
+import { UpstreamMetrics } from './upstream-metrics.js';
 
 @Module({
-  providers: [UpstreamClient],
+  imports: [MetricsModule],
+  providers: [UpstreamClient, UpstreamMetrics],
   exports: [UpstreamClient],
 })
 export class UpstreamModule {}
