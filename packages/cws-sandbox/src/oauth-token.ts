@@ -2,6 +2,7 @@ import { ClientAuthenticator } from './client-auth.js';
 import { hasBody, isPlainObject, readJson, SandboxHttpError, sendError, sendJson } from './http-io.js';
 import type { SandboxCall, SandboxRuntime } from './sandbox-runtime.js';
 import { parseScopeList } from './scope-list.js';
+import type { GrantResult, GrantTokens } from './token-store.js';
 
 const TOKEN_BODY_LIMIT = 64 * 1024;
 // RFC 6749 5.1: token responses must not be cached.
@@ -58,16 +59,8 @@ export class TokenEndpoint {
       call.record.outcome = 'unregistered_redirect_uri';
       throw oauthError(400, 'invalid_grant', 'redirect_uri is not a registered redirect URI');
     }
-    const result = rt.tokens.exchangeCode(code, rt.config.clientId, redirectUri);
-    if (!result.ok) {
-      call.record.outcome = result.outcome;
-      if (result.familyId) call.record.tokenFamily = result.familyId;
-      throw oauthError(400, result.error, result.description);
-    }
+    const tokens = granted(call, rt.tokens.exchangeCode(code, rt.config.clientId, redirectUri));
     rt.recorder.stats.codeExchanges++;
-    const { tokens } = result;
-    call.record.tokenFamily = tokens.familyId;
-    call.record.outcome = 'ok';
     sendJson(
       call.res,
       200,
@@ -97,16 +90,9 @@ export class TokenEndpoint {
       scopes = parsed;
     }
     const result = rt.tokens.refresh(refreshToken, scopes);
-    if (!result.ok) {
-      call.record.outcome = result.outcome;
-      if (result.familyId) call.record.tokenFamily = result.familyId;
-      if (result.outcome === 'refresh_reuse') rt.recorder.stats.refreshReuses++;
-      throw oauthError(400, result.error, result.description);
-    }
+    if (!result.ok && result.outcome === 'refresh_reuse') rt.recorder.stats.refreshReuses++;
+    const tokens = granted(call, result);
     rt.recorder.stats.refreshes++;
-    const { tokens } = result;
-    call.record.tokenFamily = tokens.familyId;
-    call.record.outcome = 'ok';
     // Spec 2.2: the refresh response carries the two new tokens, the type and the lifetime (no scope).
     sendJson(
       call.res,
@@ -115,6 +101,18 @@ export class TokenEndpoint {
       NO_STORE,
     );
   }
+}
+
+/** The tokens of a grant, its outcome on the call's record; a refused grant is the OAuth error it names. */
+function granted(call: SandboxCall, result: GrantResult): GrantTokens {
+  if (!result.ok) {
+    call.record.outcome = result.outcome;
+    if (result.familyId) call.record.tokenFamily = result.familyId;
+    throw oauthError(400, result.error, result.description);
+  }
+  call.record.tokenFamily = result.tokens.familyId;
+  call.record.outcome = 'ok';
+  return result.tokens;
 }
 
 function oauthError(status: number, code: string, description: string, headers: Record<string, string> = {}): SandboxHttpError {
