@@ -79,7 +79,8 @@ export class InboundService {
   }
 }
 
-function isJsonType(contentType: string | undefined): boolean {
+/** Whether a Content-Type is `application/json` (any parameters, any letter case). */
+export function isJsonType(contentType: string | undefined): boolean {
   return contentType !== undefined && contentType.split(';')[0].trim().toLowerCase() === 'application/json';
 }
 
