@@ -75,6 +75,19 @@ export function databaseCpuSince(before: Map<number, number>, after: Map<number,
   return ms;
 }
 
+/** Transactions committed in a database so far (the statistics lag by up to PGSTAT's flush interval). */
+export async function transactions(databaseUrl: string): Promise<number> {
+  const c = new pg.Client({ connectionString: databaseUrl });
+  await c.connect();
+  try {
+    await c.query('SELECT pg_stat_force_next_flush()').catch(() => undefined);
+    const r = await c.query<{ n: string }>('SELECT xact_commit AS n FROM pg_stat_database WHERE datname = current_database()');
+    return Number(r.rows[0].n);
+  } finally {
+    await c.end();
+  }
+}
+
 export function median(values: number[]): number {
   const s = [...values].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)];

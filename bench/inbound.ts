@@ -12,7 +12,7 @@ import pg from 'pg';
 import { freePort } from '../src/common/free-port.js';
 import { parseVaultKeys } from '../src/config/app-config.js';
 import { TokenVault } from '../src/vault/token-vault.service.js';
-import { cpuMs, databaseCpu, databaseCpuSince, finish, json, median, ready, start, withStack, type Stack } from './harness.js';
+import { cpuMs, databaseCpu, databaseCpuSince, finish, json, median, ready, start, transactions, withStack, type Stack } from './harness.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -80,16 +80,21 @@ async function run(stack: Stack, vaultKeys: string): Promise<void> {
     for (const m of modes) await autocannon({ url: m.url, method: 'POST', headers, body: BODY, connections: CONNECTIONS, duration: 2 }); // warm-up
     const storedBefore = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM events`)).rows[0].n;
     let acknowledged = 0;
+    let commits = 0;
     const results = new Map<string, Row[]>();
     for (let round = 1; round <= ROUNDS; round++) {
       for (const m of modes) {
         const cpuBefore = cpuMs(m.pid);
         const dbBefore = m.app ? await databaseCpu(db, database) : null;
+        const commitsBefore = m.app ? await transactions(databaseUrl) : 0;
         const r: Result = await autocannon({ url: m.url, method: 'POST', headers, body: BODY, connections: CONNECTIONS, duration: SECONDS });
         const ok = Math.max(1, r['2xx']);
         const cpuUs = ((cpuMs(m.pid) - cpuBefore) * 1000) / ok;
         const dbUs = dbBefore ? (databaseCpuSince(dbBefore, await databaseCpu(db, database)) * 1000) / ok : 0;
-        if (m.app) acknowledged += r['2xx'];
+        if (m.app) {
+          acknowledged += r['2xx'];
+          commits += (await transactions(databaseUrl)) - commitsBefore - 1;
+        }
         const row: Row = { rps: r['2xx'] / SECONDS, p50: r.latency.p50, p99: r.latency.p99, failed: r.non2xx + r.errors + r.timeouts, cpuUs, dbUs };
         console.log(
           `round ${round}  ${m.mode.padEnd(14)} ${row.rps.toFixed(0).padStart(7)} req/s  p50 ${row.p50} ms  p99 ${row.p99} ms  CPU ${cpuUs.toFixed(0)} µs/req` +
@@ -116,6 +121,7 @@ async function run(stack: Stack, vaultKeys: string): Promise<void> {
     const appCpu = median(appRows.map((r) => r.cpuUs));
     const bareCpu = median(bareRows.map((r) => r.cpuUs));
     console.log(`\nevents stored during the rounds: ${stored}, deliveries acknowledged: ${acknowledged}${stored < acknowledged ? '  (LOST ACKNOWLEDGED DELIVERIES)' : ''}`);
+    console.log(`database transactions committed during the cws-connect rounds: ${commits} (${(acknowledged / Math.max(1, commits)).toFixed(1)} deliveries per commit, background work included)`);
     console.log(`per round, cws-connect / bare req/s: ${ratios.map((r) => r.toFixed(2)).join(' ')}`);
     console.log(`CPU µs per request (median): cws-connect ${appCpu.toFixed(0)}, bare endpoint ${bareCpu.toFixed(0)} (ratio ${(appCpu / bareCpu).toFixed(2)})`);
     console.log(`cws-connect / bare throughput: ${median(ratios).toFixed(3)} (median of ${ROUNDS} rounds; goal >= 0.5)`);

@@ -15,9 +15,9 @@ export class CommitBatcher<Item extends { id: string }> {
   private pending: Array<Pending<Item>> = [];
   private flushing = false;
 
-  /** `write` answers the ids whose condition held and that were saved; a failed statement saves nothing. */
+  /** `write` answers the ids whose condition held and that were saved (a Set, or a Map keyed by id); a failed statement saves nothing. */
   constructor(
-    private readonly write: (items: Item[]) => Promise<Set<string>>,
+    private readonly write: (items: Item[]) => Promise<{ has(id: string): boolean }>,
     private readonly maxBatch = 250,
     private readonly isolates: (e: unknown) => boolean = statementRefused,
   ) {}
@@ -40,7 +40,7 @@ export class CommitBatcher<Item extends { id: string }> {
   }
 
   private async writeGroup(group: Array<Pending<Item>>): Promise<void> {
-    let saved: Set<string>;
+    let saved: { has(id: string): boolean };
     try {
       saved = await this.write(group.map((g) => g.item));
     } catch (e) {

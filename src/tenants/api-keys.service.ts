@@ -1,4 +1,4 @@
-import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
@@ -106,6 +106,7 @@ function bearerOf(header: string | undefined): string | null {
   return match ? match[1] : null;
 }
 
+/** One-shot SHA-256 (no Hash object per call: every facade call hashes its key). */
 function sha256(s: string): Buffer {
-  return createHash('sha256').update(s, 'utf8').digest();
+  return hash('sha256', s, 'buffer');
 }

@@ -13,6 +13,7 @@ const logger = new Logger('InboundDoor');
 export const INBOUND_BODY_LIMIT = 1024 * 1024;
 
 const PREFIX = '/inbound/';
+const NOT_BLANK = /\S/;
 
 /** The raw (as sent) path parameters of `POST /inbound/{tenantId}/{receiverId}`. */
 export interface InboundTarget {
@@ -51,8 +52,15 @@ export class InboundDoor {
       if (problem) throw new AppError('validation_failed', problem);
       const contentType = req.headers['content-type'];
       // Read only a JSON body: anything else is refused by `accept` (401 before 415) without reading it.
-      const body = isJsonType(contentType) && hasBody(req) ? parseJsonBody(await readText(req, contentType)) : undefined;
-      const { id } = await this.inbound.accept(decodeURIComponent(target.tenantId), decodeURIComponent(target.receiverId), req.headers.authorization, { contentType, body });
+      const text = isJsonType(contentType) && hasBody(req) ? await readText(req, contentType) : undefined;
+      const body = text === undefined ? undefined : parseJsonBody(text);
+      // A blank body parses as {}: its text is no JSON value to store as is.
+      const stored = text !== undefined && NOT_BLANK.test(text) ? text : undefined;
+      const { id } = await this.inbound.accept(decodeURIComponent(target.tenantId), decodeURIComponent(target.receiverId), req.headers.authorization, {
+        contentType,
+        body,
+        json: stored,
+      });
       const json = `{"id":"${id}"}`;
       res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': json.length }).end(json);
     } catch (e) {
