@@ -7,7 +7,8 @@ import { OpsRepository } from './ops.repository.js';
 
 @Global()
 @Module({
-  imports: [TerminusModule],
+  // Readiness failures are not logged per probe: a database outage is logged once (common/database-outage.ts).
+  imports: [TerminusModule.forRoot({ logger: false })],
   controllers: [OpsController],
   providers: [HealthService, MetricsService, OpsRepository],
   exports: [MetricsService],
