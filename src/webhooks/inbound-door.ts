@@ -5,6 +5,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
 import { errorBody, logFailure } from '../common/app-exception.filter.js';
 import { parseJsonBody, urlProblem } from '../common/json-body.js';
+import { accessLogLevel } from '../ops/logger.js';
 import { InboundService, isJsonType } from './inbound.service.js';
 
 const logger = new Logger('InboundDoor');
@@ -47,6 +48,7 @@ export class InboundDoor {
   constructor(private readonly inbound: InboundService) {}
 
   async serve(req: IncomingMessage, res: ServerResponse, target: InboundTarget, requestId: string, answerError: (e: unknown) => void): Promise<void> {
+    const started = performance.now();
     try {
       const problem = urlProblem(req.url ?? '');
       if (problem) throw new AppError('validation_failed', problem);
@@ -66,8 +68,10 @@ export class InboundDoor {
     } catch (e) {
       const { status } = errorBody(e, requestId);
       if (status >= 500) logFailure(e, requestId);
-      else logger.warn({ req: { method: req.method, url: req.url, id: requestId }, res: { statusCode: status }, route: 'receiveDelivery' }, 'request completed');
       answerError(e);
+      // As the facade's routes: no access line for a success (one per delivery cost more than the delivery's own work), one for an error.
+      const level = accessLogLevel(status);
+      if (level !== 'info') logger[level]({ req, res, route: 'receiveDelivery', responseTime: Math.round(performance.now() - started) }, 'request completed');
     }
   }
 }
