@@ -50,7 +50,7 @@ export interface paths {
         put?: never;
         /**
          * Receive an upstream webhook delivery
-         * @description Called by the upstream, not by partners. Authenticated by the `Authorization` value the webhook was provisioned with (401 `unauthorized` when missing or wrong, or for an unknown receiver), not by an API key. The body must be `application/json` (415 otherwise); JSON nested too deeply or holding a NUL or an unpaired surrogate escape is 400 `validation_failed`. Nothing is stored on any error.
+         * @description Called by the upstream, not by partners. Authenticated by the `Authorization` value the webhook was provisioned with (401 `unauthorized` when missing or wrong, or for an unknown receiver), not by an API key. The body must be `application/json` (415 otherwise), UTF-8, at most 1 MiB (413 `payload_too_large`); JSON nested too deeply or holding a NUL or an unpaired surrogate escape is 400 `validation_failed`. Nothing is stored on any error.
          */
         post: operations["receiveDelivery"];
         delete?: never;
@@ -903,14 +903,25 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+            };
+        };
         responses: {
             /** @description Stored durably; `{"id"}` is the event id (webhook-id of the forwarded delivery). */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": {
+                        /** Format: uuid */
+                        id: string;
+                    };
+                };
             };
             /** @description `validation_failed` */
             400: {
@@ -930,8 +941,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `unsupported_media_type` */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable` */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
