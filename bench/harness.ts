@@ -1,12 +1,12 @@
 // What the facade benchmarks share: a scratch database, the sandbox and the compiled app, each in its own
 // process, tenants with a connected user. Not part of `npm test`.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { authorizeAtSandbox, openCallback } from '../test/support/connect.js';
+import { buildApp } from '../test/support/spawn-app.js';
 import { freePort } from '../src/common/free-port.js';
 
 export const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -59,6 +59,35 @@ export function cpuMs(pid: number | undefined): number {
   }
 }
 
+/**
+ * CPU time so far, in ms, of each PostgreSQL backend serving a database (not the server's shared processes:
+ * WAL writer, checkpointer). Compare two snapshots with `databaseCpuSince`.
+ */
+export async function databaseCpu(client: pg.Client, database: string): Promise<Map<number, number>> {
+  const r = await client.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [database]);
+  return new Map(r.rows.map((row) => [row.pid, cpuMs(row.pid)]));
+}
+
+/** The backends' CPU ms between two snapshots (a backend opened meanwhile counts from zero). */
+export function databaseCpuSince(before: Map<number, number>, after: Map<number, number>): number {
+  let ms = 0;
+  for (const [pid, now] of after) ms += now - (before.get(pid) ?? 0);
+  return ms;
+}
+
+/** Transactions committed in a database so far (the statistics lag by up to PGSTAT's flush interval). */
+export async function transactions(databaseUrl: string): Promise<number> {
+  const c = new pg.Client({ connectionString: databaseUrl });
+  await c.connect();
+  try {
+    await c.query('SELECT pg_stat_force_next_flush()').catch(() => undefined);
+    const r = await c.query<{ n: string }>('SELECT xact_commit AS n FROM pg_stat_database WHERE datname = current_database()');
+    return Number(r.rows[0].n);
+  } finally {
+    await c.end();
+  }
+}
+
 export function median(values: number[]): number {
   const s = [...values].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)];
@@ -79,10 +108,7 @@ export interface Stack {
 
 /** Builds the app (unless BENCH_SKIP_BUILD), runs `body` against a fresh stack, and tears everything down. */
 export async function withStack(appEnv: Record<string, string>, body: (stack: Stack) => Promise<void>): Promise<void> {
-  if (!process.env.BENCH_SKIP_BUILD) {
-    console.log('building the app (tsc)...');
-    spawnSync(process.execPath, [resolve(ROOT, 'node_modules/typescript/bin/tsc'), '-p', resolve(ROOT, 'tsconfig.build.json')], { cwd: ROOT, stdio: 'ignore' });
-  }
+  if (!process.env.BENCH_SKIP_BUILD) buildApp(); // the same build as `npm start` (SWC; nothing to do when nothing changed)
   const dbName = `cws_bench_${process.pid}_${randomBytes(3).toString('hex')}`;
   const admin = new pg.Client({ connectionString: withDatabase(SERVER_URL, 'postgres') });
   await admin.connect();

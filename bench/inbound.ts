@@ -1,123 +1,139 @@
-// Inbound deliveries accepted per second (authenticated, stored durably, acknowledged) against a bare
-// node:http endpoint that answers 200 without storing, same load generator, same run.
-// Run: npx tsx bench/inbound.ts   (DATABASE_URL: a PostgreSQL server to create a scratch database on;
-// unset: an embedded one). DURATION (s, default 10), CONNECTIONS (default 50).
+// Inbound deliveries accepted per second (authenticated, committed, acknowledged) against a bare node:http
+// endpoint that answers 200 and stores nothing, same load generator, alternating rounds in the same run.
+//   npx tsx bench/inbound.ts          (DATABASE_URL defaults to postgres://postgres@127.0.0.1:5432/postgres)
+// Env: BENCH_ROUNDS (5), BENCH_SECONDS (5), BENCH_CONNECTIONS (50), BENCH_LOG_LEVEL (info), BENCH_SKIP_BUILD=1,
+// BENCH_PROFILE=<dir> (a CPU profile of the app), BENCH_VERBOSE=1 (children's stderr).
+// The bare endpoint and the app each run in their own process (the bare one is this file, `bare` as argument),
+// so that the CPU time per request of each is its own. Not part of `npm test`.
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import autocannon from 'autocannon';
+import autocannon, { type Result } from 'autocannon';
 import pg from 'pg';
-import { parseVaultKeys } from '../src/config/app-config.js';
-import { startEmbeddedPostgres } from '../src/database/embedded-postgres.js';
-import { runMigrations } from '../src/database/migrate.js';
-import { SandboxServer } from 'cws-sandbox';
-import { TokenVault } from '../src/vault/token-vault.service.js';
 import { freePort } from '../src/common/free-port.js';
-import { buildApp, spawnApp } from '../test/support/spawn-app.js';
+import { parseVaultKeys } from '../src/config/app-config.js';
+import { TokenVault } from '../src/vault/token-vault.service.js';
+import { cpuMs, databaseCpu, databaseCpuSince, finish, json, median, ready, start, transactions, withStack, type Stack } from './harness.js';
 
-const DURATION = Number(process.env.DURATION ?? 10);
-const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const BODY = JSON.stringify({
   id: 'dlv_00000000-0000-4000-8000-000000000000',
   event: 'workflow_step_updated',
-  occurredAt: new Date().toISOString(),
+  occurredAt: '2026-11-23T12:00:00.000Z',
   companyId: 'acme',
   workflowId: 'wf_1',
   transition: 'Review',
   workflow: { id: 'wf_1', name: 'NDA', step: 'Review', versionNumber: 1 },
 });
 
-function withDatabase(url: string, name: string): string {
-  const u = new URL(url);
-  u.pathname = `/${name}`;
-  return u.toString();
-}
-
-async function load(url: string, headers: Record<string, string>): Promise<{ rps: number; p99: number; non2xx: number; errors: number }> {
-  await autocannon({ url, method: 'POST', headers, body: BODY, connections: CONNECTIONS, duration: 2 }); // warm-up
-  const r = await autocannon({ url, method: 'POST', headers, body: BODY, connections: CONNECTIONS, duration: DURATION });
-  return { rps: r['2xx'] / DURATION, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors };
-}
-
-async function main(): Promise<void> {
-  buildApp();
-  let serverUrl = process.env.DATABASE_URL;
-  let embedded: { stop(): Promise<void> } | null = null;
-  if (!serverUrl) {
-    const db = await startEmbeddedPostgres(mkdtempSync(join(tmpdir(), 'cws-bench-')), () => undefined);
-    embedded = db;
-    serverUrl = db.url;
-  }
-  const dbName = `cws_bench_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: withDatabase(serverUrl, 'postgres') });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${dbName}`);
-  const databaseUrl = withDatabase(serverUrl, dbName);
-  await runMigrations(databaseUrl);
-
-  const sandbox = await SandboxServer.start({ redirectUris: ['http://127.0.0.1:9/oauth/callback'], recordLimit: 0 });
-  const vaultKeys = `bench:${randomBytes(32).toString('base64')}`;
-  const operatorKey = `cwsop_bench_${randomBytes(24).toString('base64url')}`;
-  const port = await freePort();
-  const app = await spawnApp(
-    {
-      NODE_ENV: 'production',
-      DATA_DIR: mkdtempSync(join(tmpdir(), 'cws-bench-data-')),
-      DATABASE_URL: databaseUrl,
-      SANDBOX: 'off',
-      VAULT_KEYS: vaultKeys,
-      OPERATOR_API_KEY: operatorKey,
-      PUBLIC_URL: `http://127.0.0.1:${port}`,
-      CWS_SANDBOX_AUTH_URL: sandbox.url,
-      CWS_SANDBOX_CLIENT_ID: sandbox.clientId,
-      CWS_SANDBOX_CLIENT_SECRET: sandbox.clientSecret,
-      LOG_LEVEL: 'warn',
-    },
-    { port },
-  );
-  const bare = createServer((req, res) => {
+/** The floor: reads the body, answers 200 with an id, stores nothing. */
+function bare(port: number): void {
+  createServer((req, res) => {
     req.resume();
     req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(`{"id":"${randomUUID()}"}`));
-  });
-  await new Promise<void>((r) => bare.listen(0, '127.0.0.1', r));
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
-  try {
-    // A tenant without eventsTargetUrl: the events are stored as `no_target`, so outbound delivery does not
-    // compete for the database during the measurement (ingest only, as the bare endpoint does).
-    const created = await fetch(`${app.url}/v1/tenants`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ id: 'bench', name: 'Bench', environment: 'sandbox', allowedReturnUrls: ['https://partner.example/'] }),
-    });
-    if (created.status !== 201) throw new Error(`tenant creation answered ${created.status}`);
-    const receiverId = randomUUID();
-    const authorization = `Bearer ${randomBytes(32).toString('base64url')}`;
-    const sealed = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) }).seal(authorization, { table: 'webhook_receivers', id: receiverId, column: 'secret_enc' });
-    await pool.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, 'bench', 'bearer', $2)`, [receiverId, sealed]);
+  }).listen(port, '127.0.0.1');
+}
 
+interface Row {
+  rps: number;
+  p50: number;
+  p99: number;
+  failed: number;
+  /** CPU time of the serving process per acknowledged request. */
+  cpuUs: number;
+  /** CPU time of the app's PostgreSQL backends per acknowledged request (the app only). */
+  dbUs: number;
+}
+
+async function run(stack: Stack, vaultKeys: string): Promise<void> {
+  const { appUrl, appProc, databaseUrl, operatorKey } = stack;
+  const created = await fetch(`${appUrl}/v1/tenants`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ id: 'bench', name: 'Bench', environment: 'sandbox', allowedReturnUrls: ['https://partner.example/'] }),
+  });
+  // A tenant without eventsTargetUrl: the events are stored as `no_target`, so outbound delivery does not
+  // compete for the database during the measurement (ingest only, as the bare endpoint does).
+  await json(created);
+  const receiverId = randomUUID();
+  const authorization = `Bearer ${randomBytes(32).toString('base64url')}`;
+  const sealed = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) }).seal(authorization, { table: 'webhook_receivers', id: receiverId, column: 'secret_enc' });
+  const database = new URL(databaseUrl).pathname.slice(1);
+  const db = new pg.Client({ connectionString: databaseUrl });
+  await db.connect();
+  try {
+    await db.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, 'bench', 'bearer', $2)`, [receiverId, sealed]);
+
+    const barePort = await freePort();
+    const bareProc = start('bare', ['--import', 'tsx', 'bench/inbound.ts', 'bare', String(barePort)], {});
+    await ready(`http://127.0.0.1:${barePort}/`);
     const headers = { 'content-type': 'application/json', authorization };
-    const base = await load(`http://127.0.0.1:${(bare.address() as AddressInfo).port}/inbound`, headers);
-    const ours = await load(`${app.url}/inbound/bench/${receiverId}`, headers);
-    const stored = await pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE tenant_id = 'bench'`);
-    console.log(`autocannon, ${CONNECTIONS} connections, ${DURATION} s, ${BODY.length}-byte JSON body`);
-    console.log(`bare node:http (no storing):    ${base.rps.toFixed(0)} req/s  p99 ${base.p99} ms  non-2xx ${base.non2xx}  errors ${base.errors}`);
-    console.log(`cws-connect /inbound (stored):  ${ours.rps.toFixed(0)} req/s  p99 ${ours.p99} ms  non-2xx ${ours.non2xx}  errors ${ours.errors}`);
-    console.log(`ratio: ${(ours.rps / base.rps).toFixed(3)} (cws-connect / bare); events stored: ${stored.rows[0].n}`);
+    const modes = [
+      { mode: 'bare endpoint', url: `http://127.0.0.1:${barePort}/inbound`, pid: bareProc.pid, app: false },
+      { mode: 'cws-connect', url: `${appUrl}/inbound/bench/${receiverId}`, pid: appProc.pid, app: true },
+    ];
+    const check = await fetch(modes[1].url, { method: 'POST', headers, body: BODY });
+    if (check.status !== 200) throw new Error(`/inbound answered ${check.status}: ${await check.text()}`);
+    console.log(`autocannon, ${CONNECTIONS} connections, ${BODY.length}-byte JSON body, ${ROUNDS} rounds x ${SECONDS} s per endpoint, alternating\n`);
+
+    for (const m of modes) await autocannon({ url: m.url, method: 'POST', headers, body: BODY, connections: CONNECTIONS, duration: 2 }); // warm-up
+    const storedBefore = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM events`)).rows[0].n;
+    let acknowledged = 0;
+    let commits = 0;
+    const results = new Map<string, Row[]>();
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const m of modes) {
+        const cpuBefore = cpuMs(m.pid);
+        const dbBefore = m.app ? await databaseCpu(db, database) : null;
+        const commitsBefore = m.app ? await transactions(databaseUrl) : 0;
+        const r: Result = await autocannon({ url: m.url, method: 'POST', headers, body: BODY, connections: CONNECTIONS, duration: SECONDS });
+        const ok = Math.max(1, r['2xx']);
+        const cpuUs = ((cpuMs(m.pid) - cpuBefore) * 1000) / ok;
+        const dbUs = dbBefore ? (databaseCpuSince(dbBefore, await databaseCpu(db, database)) * 1000) / ok : 0;
+        if (m.app) {
+          acknowledged += r['2xx'];
+          commits += (await transactions(databaseUrl)) - commitsBefore - 1;
+        }
+        const row: Row = { rps: r['2xx'] / SECONDS, p50: r.latency.p50, p99: r.latency.p99, failed: r.non2xx + r.errors + r.timeouts, cpuUs, dbUs };
+        console.log(
+          `round ${round}  ${m.mode.padEnd(14)} ${row.rps.toFixed(0).padStart(7)} req/s  p50 ${row.p50} ms  p99 ${row.p99} ms  CPU ${cpuUs.toFixed(0)} µs/req` +
+            (m.app ? `  database backends ${dbUs.toFixed(0)} µs/req` : '') +
+            (row.failed ? `  (${row.failed} failed)` : ''),
+        );
+        results.set(m.mode, [...(results.get(m.mode) ?? []), row]);
+      }
+    }
+    const stored = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM events`)).rows[0].n - storedBefore;
+
+    const bareRows = results.get('bare endpoint') ?? [];
+    const appRows = results.get('cws-connect') ?? [];
+    console.log('\n| endpoint (median of rounds) | req/s | p50 ms | p99 ms | serving process CPU µs/req | database backends CPU µs/req | failed |');
+    console.log('|---|---:|---:|---:|---:|---:|---:|');
+    for (const [mode, rows] of [['bare endpoint, stores nothing', bareRows], ['cws-connect /inbound, committed before the 200', appRows]] as const) {
+      const dbUs = mode.startsWith('cws') ? median(rows.map((r) => r.dbUs)).toFixed(0) : '–';
+      console.log(
+        `| ${mode} | ${median(rows.map((r) => r.rps)).toFixed(0)} | ${median(rows.map((r) => r.p50))} | ${median(rows.map((r) => r.p99))} | ${median(rows.map((r) => r.cpuUs)).toFixed(0)} | ${dbUs} | ${rows.reduce((n, r) => n + r.failed, 0)} |`,
+      );
+    }
+    // Per round: cws-connect's round against the bare endpoint's just before it (the machine's load moves between rounds).
+    const ratios = appRows.map((a, i) => a.rps / bareRows[i].rps);
+    const appCpu = median(appRows.map((r) => r.cpuUs));
+    const bareCpu = median(bareRows.map((r) => r.cpuUs));
+    console.log(`\nevents stored during the rounds: ${stored}, deliveries acknowledged: ${acknowledged}${stored < acknowledged ? '  (LOST ACKNOWLEDGED DELIVERIES)' : ''}`);
+    console.log(`database transactions committed during the cws-connect rounds: ${commits} (${(acknowledged / Math.max(1, commits)).toFixed(1)} deliveries per commit, background work included)`);
+    console.log(`per round, cws-connect / bare req/s: ${ratios.map((r) => r.toFixed(2)).join(' ')}`);
+    console.log(`CPU µs per request (median): cws-connect ${appCpu.toFixed(0)}, bare endpoint ${bareCpu.toFixed(0)} (ratio ${(appCpu / bareCpu).toFixed(2)})`);
+    console.log(`cws-connect / bare throughput: ${median(ratios).toFixed(3)} (median of ${ROUNDS} rounds; goal >= 0.5)`);
+    if (stored < acknowledged) throw new Error('acknowledged deliveries are missing from the events table');
   } finally {
-    await pool.end();
-    bare.close();
-    await app.stop('SIGTERM');
-    await sandbox.close();
-    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`).catch(() => undefined);
-    await admin.end();
-    await embedded?.stop();
+    await db.end();
   }
 }
 
-main().catch((e: unknown) => {
-  console.error(e);
-  process.exit(1);
-});
+if (process.argv[2] === 'bare') {
+  bare(Number(process.argv[3]));
+} else {
+  const vaultKeys = `bench:${randomBytes(32).toString('base64')}`;
+  finish(withStack({ VAULT_KEYS: vaultKeys }, (stack) => run(stack, vaultKeys)));
+}

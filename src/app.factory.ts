@@ -9,6 +9,8 @@ import type { AppConfig } from './config/app-config.js';
 import { withFacadePaths } from './facade/facade-openapi.js';
 import { isFacadePath } from './facade/facade-routes.js';
 import { createHttpServer, FacadeDoor, FrontDoor } from './facade/front-door.js';
+import { InboundDoor } from './webhooks/inbound-door.js';
+import { withInboundPath } from './webhooks/inbound-openapi.js';
 
 export type CreateAppOptions = AppOptions;
 
@@ -37,7 +39,7 @@ export async function createApp(config: AppConfig, options: CreateAppOptions = {
     bodyParser: false,
     bufferLogs: true,
   });
-  adapter.door.open(app.get(FacadeDoor));
+  adapter.door.open(app.get(FacadeDoor), app.get(InboundDoor));
   app.useLogger(app.get(Logger));
   app.set('trust proxy', 'loopback');
   app.disable('x-powered-by');
@@ -64,7 +66,7 @@ export async function createApp(config: AppConfig, options: CreateAppOptions = {
       .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'The operator key or a tenant API key.' })
       .build(),
   );
-  SwaggerModule.setup('docs', app, withFacadePaths(document), { jsonDocumentUrl: 'docs-json' });
+  SwaggerModule.setup('docs', app, withInboundPath(withFacadePaths(document)), { jsonDocumentUrl: 'docs-json' });
   await app.init();
   return app;
 }

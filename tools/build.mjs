@@ -1,6 +1,7 @@
-// Compiles the sandbox package (packages/cws-sandbox, to its own dist/) and src/ and migrations/ to dist/
-// with SWC (the Nest CLI's builder for the app) (no type-checking: that is
-// `npm run typecheck`), and does nothing when no input changed since the last build. Inputs are
+// Compiles the CWS sandbox package (packages/cws-sandbox, to its own dist/) with SWC, src/ and migrations/
+// to dist/ with the Nest CLI's SWC builder, and the operator console
+// (packages/console) to its static files with Vite (no type-checking: that is `npm run typecheck`); each
+// part does nothing when none of its inputs changed since its last build. Inputs are
 // fingerprinted by path, size and modification time, so an edit, a new or deleted file, a branch switch
 // or a dependency update all rebuild. `node tools/build.mjs --force` always builds.
 import { spawnSync } from 'node:child_process';
@@ -10,9 +11,25 @@ import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const stampFile = join(root, 'dist', '.build-fingerprint');
-const SANDBOX = join(root, 'packages', 'cws-sandbox');
-const inputs = ['src', 'migrations', 'packages/cws-sandbox/src', 'packages/cws-sandbox/package.json', 'packages/cws-sandbox/.swcrc', 'package.json', 'package-lock.json', 'nest-cli.json', 'tsconfig.json', 'tsconfig.build.json'];
+const sandbox = {
+  inputs: ['packages/cws-sandbox/src', 'packages/cws-sandbox/package.json', 'packages/cws-sandbox/.swcrc', 'package-lock.json'],
+  output: join(root, 'packages', 'cws-sandbox', 'dist', 'index.js'),
+  stamp: join(root, 'packages', 'cws-sandbox', 'dist', '.build-fingerprint'),
+  command: [join(root, 'node_modules', '@swc', 'cli', 'bin', 'swc.js'), 'src', '-d', 'dist', '--strip-leading-paths', '--config-file', '.swcrc', '--quiet'],
+  cwd: join(root, 'packages', 'cws-sandbox'),
+};
+const service = {
+  inputs: ['src', 'migrations', 'package.json', 'package-lock.json', 'nest-cli.json', 'tsconfig.json', 'tsconfig.build.json'],
+  output: join(root, 'dist', 'src', 'main.js'),
+  stamp: join(root, 'dist', '.build-fingerprint'),
+  command: [join(root, 'node_modules', '@nestjs', 'cli', 'bin', 'nest.js'), 'build'],
+};
+const consolePage = {
+  inputs: ['packages/console/src', 'packages/console/index.html', 'packages/console/vite.config.ts', 'packages/console/package.json', 'package-lock.json'],
+  output: join(root, 'packages', 'console', 'dist', 'index.html'),
+  stamp: join(root, 'packages', 'console', 'dist', '.build-fingerprint'),
+  command: [join(root, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', join(root, 'packages', 'console')],
+};
 
 function* files(path) {
   if (!existsSync(path)) return;
@@ -20,7 +37,7 @@ function* files(path) {
   for (const entry of readdirSync(path, { withFileTypes: true })) yield* files(join(path, entry.name));
 }
 
-function fingerprint() {
+function fingerprint(inputs) {
   const hash = createHash('sha256');
   for (const input of inputs) {
     for (const file of files(join(root, input))) {
@@ -31,28 +48,22 @@ function fingerprint() {
   return hash.digest('hex');
 }
 
-/** Builds when an input changed (or always, with force); exits the process with the compiler's output if the build fails. */
+/** Builds each part whose inputs changed (or all, with force); exits the process with the compiler's output if a build fails. */
 export function build({ force = false } = {}) {
-  const before = fingerprint();
-  const mainJs = join(root, 'dist', 'src', 'main.js');
-  const sandboxJs = join(SANDBOX, 'dist', 'index.js');
-  if (!force && existsSync(mainJs) && existsSync(sandboxJs) && existsSync(stampFile) && readFileSync(stampFile, 'utf8') === before) return;
-
-  // Quiet when it works: `npm start` shows the service's banner, not the compiler's progress.
-  const swc = join(root, 'node_modules', '@swc', 'cli', 'bin', 'swc.js');
-  run([swc, 'src', '-d', 'dist', '--strip-leading-paths', '--config-file', '.swcrc', '--quiet'], SANDBOX, sandboxJs);
-  const nest = join(root, 'node_modules', '@nestjs', 'cli', 'bin', 'nest.js');
-  run([nest, 'build'], root, mainJs);
-  writeFileSync(stampFile, before);
+  for (const part of [sandbox, service, consolePage]) buildPart(part, force);
 }
 
-function run(args, cwd, output) {
-  const built = spawnSync(process.execPath, args, { cwd, encoding: 'utf8' });
+function buildPart({ inputs, output, stamp, command, cwd = root }, force) {
+  const before = fingerprint(inputs);
+  if (!force && existsSync(output) && existsSync(stamp) && readFileSync(stamp, 'utf8') === before) return;
+  // Quiet when it works: `npm start` shows the service's banner, not the compiler's progress.
+  const built = spawnSync(process.execPath, command, { cwd, encoding: 'utf8' });
   if (built.status !== 0 || !existsSync(output)) {
     process.stderr.write(`${built.stdout ?? ''}${built.stderr ?? ''}${built.error ? `${built.error.message}\n` : ''}`);
     console.error('cws-connect: the build failed (see above)');
     process.exit(built.status || 1);
   }
+  writeFileSync(stamp, before);
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1]).href) build({ force: process.argv.includes('--force') });

@@ -2,8 +2,8 @@
  * Group commit: while one statement is writing, the items that arrive meanwhile wait and go together in
  * the next one. Nothing waits on a timer, so a lone item commits at once, and under load one COMMIT (one
  * WAL flush, one round trip) carries many rows: the database's commit rate stops capping throughput.
- * Used for renewed token pairs (each row keeps its own compare-and-swap condition inside the shared
- * statement) and for inbound deliveries.
+ * Used for inbound deliveries; an item may carry its own condition inside the shared statement (`write`
+ * answers the ids saved).
  *
  * A group never fails its good members for a bad one: when the database refuses a group's statement,
  * the group is split in halves and each half written again, down to the member that fails alone (about
@@ -15,9 +15,9 @@ export class CommitBatcher<Item extends { id: string }> {
   private pending: Array<Pending<Item>> = [];
   private flushing = false;
 
-  /** `write` answers the ids whose condition held and that were saved; a failed statement saves nothing. */
+  /** `write` answers the ids whose condition held and that were saved (a Set, or a Map keyed by id); a failed statement saves nothing. */
   constructor(
-    private readonly write: (items: Item[]) => Promise<Set<string>>,
+    private readonly write: (items: Item[]) => Promise<{ has(id: string): boolean }>,
     private readonly maxBatch = 250,
     private readonly isolates: (e: unknown) => boolean = statementRefused,
   ) {}
@@ -40,7 +40,7 @@ export class CommitBatcher<Item extends { id: string }> {
   }
 
   private async writeGroup(group: Array<Pending<Item>>): Promise<void> {
-    let saved: Set<string>;
+    let saved: { has(id: string): boolean };
     try {
       saved = await this.write(group.map((g) => g.item));
     } catch (e) {

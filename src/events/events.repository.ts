@@ -25,6 +25,8 @@ export interface NewEvent {
   source: EventSource;
   type: string;
   payload: unknown;
+  /** `payload` as the JSON text it was parsed from (one JSON value, already checked): stored as is, not encoded again. */
+  payloadJson?: string;
   receiverId?: string | null;
 }
 
@@ -66,34 +68,36 @@ export class EventsRepository {
 
   /**
    * Records several events in one statement (group commit of inbound deliveries), in the given order.
-   * Answers the ids stored: an event whose tenant no longer exists is left out.
+   * Answers the ids stored, each with its delivery state: an event whose tenant no longer exists is left out.
    */
-  recordMany(events: Array<NewEvent & { id: string }>): Promise<Set<string>> {
+  recordMany(events: Array<NewEvent & { id: string }>): Promise<Map<string, DeliveryState>> {
     return this.insert(this.db.manager, events);
   }
 
-  private async insert(runner: EntityManager, events: Array<NewEvent & { id: string }>): Promise<Set<string>> {
+  private async insert(runner: EntityManager, events: Array<NewEvent & { id: string }>): Promise<Map<string, DeliveryState>> {
     const rows = (await runner.query(
       `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, delivery_state, next_attempt_at)
-       SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, v.payload::jsonb,
+       SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, p.payload,
               CASE WHEN t.events_target_url IS NULL OR t.events_target_disabled THEN 'no_target'
                    WHEN t.event_types IS NOT NULL AND NOT (t.event_types ? v.type) THEN 'filtered'
                    ELSE 'pending' END, now()
-         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
-              WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, payload, ord)
+         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[])
+              WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, ord)
+         JOIN jsonb_array_elements($6::jsonb) WITH ORDINALITY AS p(payload, ord) ON p.ord = v.ord
          JOIN tenants t ON t.id = v.tenant_id
         ORDER BY v.ord
-       RETURNING id`,
+       RETURNING id, delivery_state`,
       [
         events.map((e) => e.id),
         events.map((e) => e.tenantId),
         events.map((e) => e.source),
         events.map((e) => e.receiverId ?? null),
         events.map((e) => e.type),
-        events.map((e) => JSON.stringify(e.payload ?? null)),
+        // One JSON array of the payloads: no array-literal escaping of every payload's quotes on the way.
+        `[${events.map((e) => e.payloadJson ?? JSON.stringify(e.payload ?? null)).join(',')}]`,
       ],
-    )) as Array<{ id: string }>;
-    return new Set(rows.map((r) => r.id));
+    )) as Array<{ id: string; delivery_state: DeliveryState }>;
+    return new Map(rows.map((r) => [r.id, r.delivery_state]));
   }
 
   async listAfter(tenantId: string, afterSeq: number, limit: number): Promise<StoredEvent[]> {

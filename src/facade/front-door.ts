@@ -8,6 +8,7 @@ import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { accessLogLevel } from '../ops/logger.js';
 import { ApiKeysService } from '../tenants/api-keys.service.js';
+import { matchInbound, type InboundDoor } from '../webhooks/inbound-door.js';
 import { matchRoute, type RouteMatch } from './facade-routes.js';
 import { FacadeService, type FacadeCall } from './facade.service.js';
 import { checkParam, checkUpstreamPath } from './upstream-path.js';
@@ -107,16 +108,19 @@ function hasBody(req: IncomingMessage): boolean {
 
 /**
  * The HTTP server's one request listener: it mints the request id of every request, serves the facade's
- * routes through FacadeDoor, and hands everything else to Express (the Nest app).
+ * routes through FacadeDoor and the inbound receiver through InboundDoor, and hands everything else to
+ * Express (the Nest app).
  */
 export class FrontDoor {
   private facade: FacadeDoor | null = null;
+  private inbound: InboundDoor | null = null;
 
   constructor(private readonly express: RequestListener) {}
 
-  /** The facade is served once the Nest app is built (before the server listens). */
-  open(facade: FacadeDoor): void {
+  /** The facade and the receiver are served once the Nest app is built (before the server listens). */
+  open(facade: FacadeDoor, inbound: InboundDoor): void {
     this.facade = facade;
+    this.inbound = inbound;
   }
 
   readonly listener = (req: IncomingMessage, res: ServerResponse): void => {
@@ -128,9 +132,15 @@ export class FrontDoor {
       answerError(req, res, new AppError('invalid_path', 'The request target must be a path (origin form).'), requestId);
       return;
     }
-    const { match } = matchRoute(req.method ?? 'GET', url);
+    const method = req.method ?? 'GET';
+    const { match } = matchRoute(method, url);
     if (match !== null && this.facade !== null) {
       this.facade.serve(req, res, match, requestId).catch(() => res.destroy()); // serve answers its own errors; this is a last resort
+      return;
+    }
+    const delivery = this.inbound !== null ? matchInbound(method, url) : null;
+    if (delivery !== null && this.inbound !== null) {
+      this.inbound.serve(req, res, delivery, requestId, (e) => answerError(req, res, e, requestId)).catch(() => res.destroy());
       return;
     }
     this.express(req, res);

@@ -102,6 +102,7 @@ export class ApiKeysService {
 
   async revoke(tenantId: string, id: string): Promise<void> {
     if (!(await this.repo.revoke(tenantId, id, this.clock.now()))) throw new AppError('api_key_not_found', 'No such API key.');
+    this.cache.dropKey(id);
   }
 }
 

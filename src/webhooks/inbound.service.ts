@@ -1,5 +1,6 @@
-import { randomUUID, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
+import { v7 as timeOrderedUuid } from 'uuid';
 import { AppError } from '../common/app-error.js';
 import { CommitBatcher } from '../common/commit-batcher.js';
 import { EventDeliveryService } from '../events/event-delivery.service.js';
@@ -34,14 +35,31 @@ export class InboundService {
     private readonly events: EventsRepository,
     private readonly delivery: EventDeliveryService,
   ) {
-    this.inserts = new CommitBatcher((events) => this.events.recordMany(events));
+    this.inserts = new CommitBatcher(async (events) => {
+      const saved = await this.events.recordMany(events);
+      // The relay is woken only for something to deliver: a tenant without an events target stores its
+      // deliveries as no_target, and a relay pass per group would be a transaction for nothing.
+      for (const state of saved.values()) {
+        if (state === 'pending') {
+          this.delivery.kick();
+          break;
+        }
+      }
+      return saved;
+    });
   }
 
   /**
    * `delivery.body` is what the one JSON body parser made of it (common/json-body.ts: NUL, unpaired
-   * surrogates and deep nesting are refused there, before this runs).
+   * surrogates and deep nesting are refused there, before this runs); `delivery.json`, when given, the
+   * text it was parsed from, stored as is.
    */
-  async accept(tenantId: string, receiverId: string, authorization: string | undefined, delivery: { contentType: string | undefined; body: unknown }): Promise<{ id: string }> {
+  async accept(
+    tenantId: string,
+    receiverId: string,
+    authorization: string | undefined,
+    delivery: { contentType: string | undefined; body: unknown; json?: string },
+  ): Promise<{ id: string }> {
     const expected = await this.expectedDigest(tenantId, receiverId);
     const given = sha256(authorization ?? '');
     const match = timingSafeEqual(given, expected ?? NO_RECEIVER);
@@ -49,15 +67,16 @@ export class InboundService {
     if (!isJsonType(delivery.contentType)) throw new AppError('unsupported_media_type', 'A delivery is a JSON body: content-type: application/json.');
     const body = delivery.body;
     if (body === undefined) throw new AppError('validation_failed', 'A delivery is a JSON body (content-type: application/json).');
-    const id = randomUUID();
-    const stored = await this.inserts.save({ id, tenantId, source: 'upstream', type: eventTypeOf(body), payload: body, receiverId }).catch((e: unknown) => {
+    // Time-ordered (UUIDv7): consecutive deliveries land on the same right-hand leaf of the primary key index
+    // instead of a random one, which under load cost most of the insert (page reads, full-page WAL images).
+    const id = timeOrderedUuid();
+    const stored = await this.inserts.save({ id, tenantId, source: 'upstream', type: eventTypeOf(body), payload: body, payloadJson: delivery.json, receiverId }).catch((e: unknown) => {
       // The group commit isolates a member the database refuses; a data exception is this delivery's own fault.
       if (sqlStateOf(e)?.startsWith('22')) throw new AppError('validation_failed', 'The delivery holds a value PostgreSQL cannot store as JSON.');
       throw e;
     });
     // Not stored: the tenant (and with it the receiver) was deleted since the digest was cached.
     if (!stored) throw new AppError('unauthorized', "The webhook's Authorization is missing or wrong.");
-    this.delivery.kick();
     return { id };
   }
 
@@ -76,7 +95,9 @@ export class InboundService {
   }
 }
 
-function isJsonType(contentType: string | undefined): boolean {
+
+/** Whether a Content-Type is `application/json` (any parameters, any letter case). */
+export function isJsonType(contentType: string | undefined): boolean {
   return contentType !== undefined && contentType.split(';')[0].trim().toLowerCase() === 'application/json';
 }
 

@@ -1,10 +1,8 @@
-import { Body, Controller, Get, Headers, HttpCode, Param, Post, Req, Res } from '@nestjs/common';
-import { ApiBearerAuth, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { Body, Controller, Get, Param, Post, Res } from '@nestjs/common';
+import { ApiBearerAuth, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
-import type { Request, Response } from 'express';
-import { Public } from '../tenants/auth.decorators.js';
+import type { Response } from 'express';
 import { CreateWebhookDto } from './dto/create-webhook.dto.js';
-import { InboundService } from './inbound.service.js';
 import { WebhooksService, type UpstreamAnswer } from './webhooks.service.js';
 
 @ApiTags('webhooks')
@@ -27,27 +25,6 @@ export class WebhooksController {
   @ApiOkResponse({ description: "The upstream's list with its status (x-upstream-status), every Authorization value redacted." })
   async list(@Param('tenantId') tenantId: string, @Res({ passthrough: true }) res: Response): Promise<unknown> {
     return passUpstream(res, await this.webhooks.list(tenantId));
-  }
-}
-
-@ApiTags('webhooks')
-@Controller('inbound')
-export class InboundController {
-  constructor(private readonly inbound: InboundService) {}
-
-  @Post(':tenantId/:receiverId')
-  @Public()
-  @HttpCode(200)
-  @ApiOkResponse({ description: 'Stored durably; `{"id"}` is the event id (webhook-id of the forwarded delivery).' })
-  @ApiOperation({
-    operationId: 'receiveDelivery',
-    summary: 'Receive an upstream webhook delivery',
-    description: "Called by the upstream, not by partners. Authenticated by the `Authorization` value the webhook was provisioned with (401 `unauthorized` when missing or wrong, or for an unknown receiver), not by an API key. The body must be `application/json` (415 otherwise); JSON nested too deeply or holding a NUL or an unpaired surrogate escape is 400 `validation_failed`. Nothing is stored on any error.",
-    security: [],
-  })
-  @ApiErrors('validation_failed', 'unauthorized', 'unsupported_media_type')
-  accept(@Param('tenantId') tenantId: string, @Param('receiverId') receiverId: string, @Headers('authorization') authorization: string | undefined, @Req() req: Request): Promise<{ id: string }> {
-    return this.inbound.accept(tenantId, receiverId, authorization, { contentType: req.headers['content-type'], body: req.body as unknown });
   }
 }
 

@@ -4,13 +4,15 @@ import { VaultModule } from '../vault/vault.module.js';
 import { RoutingModule } from '../routing/routing.module.js';
 import { InboundService } from './inbound.service.js';
 import { WebhookReceiversRepository } from './webhook-receivers.repository.js';
-import { InboundController, WebhooksController } from './webhooks.controller.js';
+import { InboundDoor } from './inbound-door.js';
+import { WebhooksController } from './webhooks.controller.js';
 import { WebhooksService } from './webhooks.service.js';
 
 /** Webhook provisioning through the admin connection and the inbound receiver (events: the events module). */
 @Module({
   imports: [VaultModule, EventsModule, RoutingModule],
-  controllers: [WebhooksController, InboundController],
-  providers: [WebhookReceiversRepository, WebhooksService, InboundService],
+  controllers: [WebhooksController],
+  // The inbound receiver is served by InboundDoor through the front door (facade/front-door.ts), not by a controller.
+  providers: [WebhookReceiversRepository, WebhooksService, InboundService, InboundDoor],
 })
 export class WebhooksModule {}

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { AppError } from '../../src/common/app-error.js';
 import { EventsRepository } from '../../src/events/events.repository.js';
@@ -69,6 +70,49 @@ describe('inbound deliveries: media type and failure isolation in the group comm
       const res = await raw(acme, JSON.stringify({ event: 'workflow_step_updated', probe }), { 'content-type': contentType });
       expect(res.status).toBe(200);
       expect(await stored(probe)).toBe(1);
+    });
+  });
+
+  describe('served by the front door, with the JSON body rules of the service', () => {
+    it('a gzip-compressed delivery is inflated and stored as sent; its text is the stored payload', async () => {
+      const probe = randomUUID();
+      const res = await raw(acme, gzipSync(`{"event": "workflow_step_updated", "probe": "${probe}", "big": 12345678901234567890}`), {
+        'content-type': 'application/json',
+        'content-encoding': 'gzip',
+      });
+      expect(res.status).toBe(200);
+      const row = await t.db.query<{ type: string; big: string }>(`SELECT type, payload->>'big' AS big FROM events WHERE id = $1`, [(res.body as { id: string }).id]);
+      // The JSON text itself is stored: the number keeps its digits (a parse and re-encode would round it).
+      expect(row.rows[0]).toEqual({ type: 'workflow_step_updated', big: '12345678901234567890' });
+    });
+
+    it.each([
+      ['a charset other than UTF-8', { 'content-type': 'application/json; charset=latin1' }],
+      ['an unknown content-encoding', { 'content-type': 'application/json', 'content-encoding': 'compress' }],
+    ])('%s: 415 unsupported_media_type, nothing stored', async (_label, headers) => {
+      const probe = randomUUID();
+      const res = await raw(acme, `{"probe": "${probe}"}`, headers);
+      expect([res.status, (res.body as ErrorBody).error.code]).toEqual([415, 'unsupported_media_type']);
+      expect(await stored(probe)).toBe(0);
+    });
+
+    it('the path matches as before (any letter case of the literal, one trailing slash); other methods are 404', async () => {
+      const probe = randomUUID();
+      const upper = acme.path.replace('/inbound/', '/INBOUND/');
+      for (const path of [upper, `${acme.path}/`]) {
+        const res = await fetch(`${t.url}${path}`, { method: 'POST', headers: { authorization: acme.authorization, 'content-type': 'application/json' }, body: `{"probe": "${probe}"}` });
+        expect([path, res.status]).toEqual([path, 200]);
+      }
+      expect(await stored(probe)).toBe(2);
+      const get = await fetch(`${t.url}${acme.path}`, { headers: { authorization: acme.authorization } });
+      const body = (await get.json()) as ErrorBody;
+      expect([get.status, body.error.code, body.error.requestId]).toEqual([404, 'route_not_found', get.headers.get('x-request-id')]);
+    });
+
+    it("an empty body is 400 (not stored as {}); a caller's x-request-id is kept in the error", async () => {
+      const res = await fetch(`${t.url}${acme.path}`, { method: 'POST', headers: { authorization: acme.authorization, 'content-type': 'application/json', 'x-request-id': 'probe-req-1' } });
+      const body = (await res.json()) as ErrorBody;
+      expect([res.status, body.error.code, body.error.requestId, res.headers.get('x-request-id')]).toEqual([400, 'validation_failed', 'probe-req-1', 'probe-req-1']);
     });
   });
 

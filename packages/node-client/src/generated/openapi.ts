@@ -5,6 +5,54 @@
  */
 
 export interface paths {
+    "/console/api/figures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * This instance's renewal and upstream figures at a glance
+         * @description From its own Prometheus metrics. Security: the `cws_console` session cookie with the session's CSRF token in `x-csrf-token`, or the operator key as a bearer.
+         */
+        get: operations["consoleFigures"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/api/session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The browser's console session: its CSRF token and end
+         * @description Security: the `cws_console` cookie set at sign-in; `unauthorized` when there is none or it ended.
+         */
+        get: operations["consoleSession"];
+        put?: never;
+        /**
+         * Sign in to the console with the operator key
+         * @description Sets the HttpOnly `cws_console` session cookie. Only the operator key signs in (it is the credential, in the body); the body must be JSON.
+         */
+        post: operations["consoleSignIn"];
+        /**
+         * Sign out of the console: the session ends on every instance
+         * @description Security: the `cws_console` session cookie with the session's CSRF token in `x-csrf-token`, or the operator key as a bearer.
+         */
+        delete: operations["consoleSignOut"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/health/live": {
         parameters: {
             query?: never;
@@ -50,7 +98,7 @@ export interface paths {
         put?: never;
         /**
          * Receive an upstream webhook delivery
-         * @description Called by the upstream, not by partners. Authenticated by the `Authorization` value the webhook was provisioned with (401 `unauthorized` when missing or wrong, or for an unknown receiver), not by an API key. The body must be `application/json` (415 otherwise); JSON nested too deeply or holding a NUL or an unpaired surrogate escape is 400 `validation_failed`. Nothing is stored on any error.
+         * @description Called by the upstream, not by partners. Authenticated by the `Authorization` value the webhook was provisioned with (401 `unauthorized` when missing or wrong, or for an unknown receiver), not by an API key. The body must be `application/json` (415 otherwise), UTF-8, at most 1 MiB (413 `payload_too_large`); JSON nested too deeply or holding a NUL or an unpaired surrogate escape is 400 `validation_failed`. Nothing is stored on any error.
          */
         post: operations["receiveDelivery"];
         delete?: never;
@@ -588,6 +636,20 @@ export interface components {
             connectUrl: string;
             expiresAt: string;
         };
+        ConsoleFiguresDto: {
+            /** @description Figures of the instance that answered, since it started (its Prometheus metrics). */
+            instanceId: string;
+            renewals: components["schemas"]["RenewalFiguresDto"];
+            /** Format: date-time */
+            startedAt: string;
+            upstream: components["schemas"]["UpstreamFiguresDto"];
+        };
+        ConsoleSessionDto: {
+            /** @description Send it back in `x-csrf-token` with every call the page makes with the session cookie. */
+            csrfToken: string;
+            /** Format: date-time */
+            expiresAt: string;
+        };
         CreateApiKeyDto: {
             /** @example production backend */
             name?: string;
@@ -786,6 +848,24 @@ export interface components {
             /** @enum {string} */
             outcome: "renewed" | "failed" | "reauth_required";
         };
+        RenewalFiguresDto: {
+            /**
+             * @description Renewals that held the lease, by outcome.
+             * @example {
+             *       "success": 120,
+             *       "failure": 0,
+             *       "reauth_required": 1,
+             *       "lost_race": 0
+             *     }
+             */
+            byOutcome: Record<string, never>;
+            /** @description Mean time of one renewal, in milliseconds; null before the first. */
+            meanMs: number | null;
+            /** @description How long the most overdue active connection has been due (0: none). */
+            overdueSeconds: number;
+            /** @description The bucket bound under which 95 % of renewals finished, in milliseconds. */
+            p95UnderMs: number | null;
+        };
         RenewalHistoryDto: {
             /** @description The last 20 renewals, newest first. */
             renewals: components["schemas"]["RenewalDto"][];
@@ -796,6 +876,10 @@ export interface components {
              * @default 0
              */
             overlapSeconds: number;
+        };
+        SignInDto: {
+            /** @description The operator key (OPERATOR_API_KEY). Tenant keys do not sign in. */
+            operatorKey: string;
         };
         TenantResponseDto: {
             allowedReturnUrls: string[];
@@ -835,6 +919,21 @@ export interface components {
             eventTypes?: string[] | null;
             name?: string;
         };
+        UpstreamFiguresDto: {
+            /**
+             * @description Resource calls to the upstream (facade and proxy), by status class; `error`: no answer.
+             * @example {
+             *       "2xx": 40,
+             *       "3xx": 0,
+             *       "4xx": 2,
+             *       "5xx": 0,
+             *       "error": 0
+             *     }
+             */
+            byOutcome: Record<string, never>;
+            meanMs: number | null;
+            p95UnderMs: number | null;
+        };
         UpstreamUserDto: {
             email: string | null;
             id: string;
@@ -848,6 +947,157 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    consoleFigures: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleFiguresDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    consoleSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleSessionDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    consoleSignIn: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SignInDto"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleSessionDto"];
+                };
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unsupported_media_type`: the body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    consoleSignOut: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session is gone and the cookie cleared. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
     getLiveness: {
         parameters: {
             query?: never;
@@ -903,14 +1153,25 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+            };
+        };
         responses: {
             /** @description Stored durably; `{"id"}` is the event id (webhook-id of the forwarded delivery). */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": {
+                        /** Format: uuid */
+                        id: string;
+                    };
+                };
             };
             /** @description `validation_failed` */
             400: {
@@ -930,8 +1191,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `payload_too_large` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `unsupported_media_type` */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable` */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
