@@ -33,7 +33,9 @@ const freePort = () =>
 
 async function documentAt(base) {
   if (!/^https?:\/\//.test(base)) throw new Error('--url takes the service base address, e.g. http://localhost:3000');
-  const res = await fetch(new URL('/docs-json', base));
+  const res = await fetch(new URL('/docs-json', base)).catch((e) => {
+    throw new Error(`cannot reach ${base}/docs-json: ${e.cause?.code ?? e.cause?.message ?? e.message}`);
+  });
   if (!res.ok) throw new Error(`${base}/docs-json answered ${res.status}`);
   return res.json();
 }
