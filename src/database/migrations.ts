@@ -8,6 +8,7 @@ import { GroupedConnectionChanges1795400000000 } from '../../migrations/17954000
 import { ConnectSessionBrowserBinding1796100000000 } from '../../migrations/1796100000000-ConnectSessionBrowserBinding.js';
 import { ConnectionPagingAndHealth1796400000000 } from '../../migrations/1796400000000-ConnectionPagingAndHealth.js';
 import { EventReplayAndTargets1796400000100 } from '../../migrations/1796400000100-EventReplayAndTargets.js';
+import { EventTraceparent1796800000000 } from '../../migrations/1796800000000-EventTraceparent.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
@@ -24,4 +25,5 @@ export const MIGRATIONS = [
   ConnectSessionBrowserBinding1796100000000,
   ConnectionPagingAndHealth1796400000000,
   EventReplayAndTargets1796400000100,
+  EventTraceparent1796800000000,
 ];

@@ -3,6 +3,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { LOCKS, withAdvisoryLock } from '../database/advisory-lock.js';
+import { currentTraceparent } from '../ops/tracing.js';
 
 export type EventSource = 'upstream' | 'service';
 export type DeliveryState = 'pending' | 'delivered' | 'dead' | 'no_target' | 'filtered';
@@ -26,6 +27,8 @@ export interface NewEvent {
   type: string;
   payload: unknown;
   receiverId?: string | null;
+  /** The trace that received or created it (ops/tracing.ts); `record` takes the one in progress. */
+  traceparent?: string | null;
 }
 
 export interface StoredEvent {
@@ -43,6 +46,8 @@ export interface StoredEvent {
   deliveredAt: Date | null;
   /** When its current delivery began (a redelivery restarts the retry span); null: at receipt. */
   retryFrom: Date | null;
+  /** W3C trace context of the operation that received or created it; null when tracing was off. */
+  traceparent: string | null;
 }
 
 @Injectable()
@@ -60,7 +65,7 @@ export class EventsRepository {
    */
   async record(event: NewEvent, manager?: EntityManager): Promise<void> {
     const id = randomUUID();
-    const stored = await this.insert(manager ?? this.db.manager, [{ ...event, id }]);
+    const stored = await this.insert(manager ?? this.db.manager, [{ ...event, id, traceparent: event.traceparent ?? currentTraceparent() }]);
     if (!stored.has(id)) throw new Error('event for an unknown tenant');
   }
 
@@ -74,13 +79,13 @@ export class EventsRepository {
 
   private async insert(runner: EntityManager, events: Array<NewEvent & { id: string }>): Promise<Set<string>> {
     const rows = (await runner.query(
-      `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, delivery_state, next_attempt_at)
-       SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, v.payload::jsonb,
+      `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, traceparent, delivery_state, next_attempt_at)
+       SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, v.payload::jsonb, v.traceparent,
               CASE WHEN t.events_target_url IS NULL OR t.events_target_disabled THEN 'no_target'
                    WHEN t.event_types IS NOT NULL AND NOT (t.event_types ? v.type) THEN 'filtered'
                    ELSE 'pending' END, now()
-         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
-              WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, payload, ord)
+         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[], $7::text[])
+              WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, payload, traceparent, ord)
          JOIN tenants t ON t.id = v.tenant_id
         ORDER BY v.ord
        RETURNING id`,
@@ -91,6 +96,7 @@ export class EventsRepository {
         events.map((e) => e.receiverId ?? null),
         events.map((e) => e.type),
         events.map((e) => JSON.stringify(e.payload ?? null)),
+        events.map((e) => e.traceparent ?? null),
       ],
     )) as Array<{ id: string }>;
     return new Set(rows.map((r) => r.id));
@@ -267,5 +273,6 @@ export function toEvent(r: Record<string, unknown>): StoredEvent {
     lastDeliveryError: (r.last_delivery_error as string | null) ?? null,
     deliveredAt: (r.delivered_at as Date | null) ?? null,
     retryFrom: (r.retry_from as Date | null) ?? null,
+    traceparent: (r.traceparent as string | null) ?? null,
   };
 }

@@ -6,6 +6,7 @@ import { errorBody, logFailure } from '../common/app-exception.filter.js';
 import { assignRequestId, mintRequestId } from '../common/request-id.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
+import { setRequestRoute, tracingOn, traceRequest } from '../ops/tracing.js';
 import { ApiKeysService } from '../tenants/api-keys.service.js';
 import { matchRoute, type RouteMatch } from './facade-routes.js';
 import { FacadeService, type FacadeCall } from './facade.service.js';
@@ -120,6 +121,11 @@ export class FrontDoor {
   readonly listener = (req: IncomingMessage, res: ServerResponse): void => {
     const requestId = assignRequestId(req, res);
     (req as IncomingMessage & { id?: string }).id = requestId;
+    if (tracingOn()) traceRequest(req, res, requestId, () => this.route(req, res, requestId));
+    else this.route(req, res, requestId);
+  };
+
+  private route(req: IncomingMessage, res: ServerResponse, requestId: string): void {
     const url = req.url ?? '';
     if (url.charCodeAt(0) !== 0x2f /* '/' */) {
       // Absolute-form (`GET http://host/...`), authority- and asterisk-form targets are for proxies, not for this server.
@@ -128,11 +134,12 @@ export class FrontDoor {
     }
     const { match } = matchRoute(req.method ?? 'GET', url);
     if (match !== null && this.facade !== null) {
+      if (tracingOn()) setRequestRoute(req, `/v1/tenants/{tenantId}${match.route.path}`, match.tenantId);
       this.facade.serve(req, res, match, requestId).catch(() => res.destroy()); // serve answers its own errors; this is a last resort
       return;
     }
     this.express(req, res);
-  };
+  }
 }
 
 /** The contract's error answer, written with node:http. */

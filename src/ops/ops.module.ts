@@ -4,12 +4,13 @@ import { HealthService } from './health.service.js';
 import { MetricsService } from './metrics.service.js';
 import { OpsController } from './ops.controller.js';
 import { OpsRepository } from './ops.repository.js';
+import { TracingLifecycle } from './tracing.js';
 
 @Global()
 @Module({
   imports: [TerminusModule],
   controllers: [OpsController],
-  providers: [HealthService, MetricsService, OpsRepository],
+  providers: [HealthService, MetricsService, OpsRepository, TracingLifecycle],
   exports: [MetricsService],
 })
 export class OpsModule {}

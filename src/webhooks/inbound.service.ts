@@ -4,6 +4,7 @@ import { AppError } from '../common/app-error.js';
 import { CommitBatcher } from '../common/commit-batcher.js';
 import { EventDeliveryService } from '../events/event-delivery.service.js';
 import { EventsRepository, type NewEvent } from '../events/events.repository.js';
+import { currentTraceparent } from '../ops/tracing.js';
 import { TokenVault } from '../vault/token-vault.service.js';
 import { WebhookReceiversRepository } from './webhook-receivers.repository.js';
 import { receiverRef } from './webhooks.service.js';
@@ -51,7 +52,9 @@ export class InboundService {
     const body = delivery.body;
     if (body === undefined) throw new AppError('validation_failed', 'A delivery is a JSON body (content-type: application/json).');
     const id = randomUUID();
-    const stored = await this.inserts.save({ id, tenantId, source: 'upstream', type: eventTypeOf(body), payload: body, receiverId }).catch((e: unknown) => {
+    // The group commit runs in whichever request started it: each delivery's own trace is taken here.
+    const traceparent = currentTraceparent();
+    const stored = await this.inserts.save({ id, tenantId, source: 'upstream', type: eventTypeOf(body), payload: body, receiverId, traceparent }).catch((e: unknown) => {
       // The group commit isolates a member the database refuses; a data exception is this delivery's own fault.
       if (sqlStateOf(e)?.startsWith('22')) throw new AppError('validation_failed', 'The delivery holds a value PostgreSQL cannot store as JSON.');
       throw e;
