@@ -1,5 +1,6 @@
 import 'reflect-metadata';
-import { type AppConfig, ConfigError, loadConfig } from './config/app-config.js';
+import { describeStartupFailure } from './common/startup-failure.js';
+import { type AppConfig, loadConfig } from './config/app-config.js';
 import { ApiKeysService } from './tenants/api-keys.service.js';
 import { startupLogger } from './ops/logger.js';
 import { type RunningService, startService } from './service.js';
@@ -15,20 +16,27 @@ function assertDecoratorMetadata(): void {
   }
 }
 
+/** Every start-up failure ends here: one line naming the variable and what to do, exit code 1, no stack. */
+function cannotStart(e: unknown, config: AppConfig | null): never {
+  console.error(`cws-connect cannot start: ${describeStartupFailure(e, config)}`);
+  process.exit(1);
+}
+
 async function main(): Promise<void> {
-  let config;
+  let config: AppConfig;
   try {
     config = loadConfig(process.env);
   } catch (e) {
-    if (e instanceof ConfigError) {
-      console.error(`cws-connect cannot start: ${e.message}`);
-      process.exit(1);
-    }
-    throw e;
+    cannotStart(e, null);
   }
   assertDecoratorMetadata();
   const log = startupLogger(config);
-  const service = await startService(config, { log: (m) => log.info(m) });
+  let service: RunningService;
+  try {
+    service = await startService(config, { log: (m) => log.info(m) });
+  } catch (e) {
+    cannotStart(e, config);
+  }
   process.stdout.write(banner(config, service) + '\n');
 
   let stopping = false;
@@ -61,7 +69,4 @@ function banner(config: AppConfig, { url, sandbox }: RunningService): string {
   return lines.join('\n');
 }
 
-main().catch((e: unknown) => {
-  console.error(`cws-connect failed to start: ${e instanceof Error ? e.message : String(e)}`);
-  process.exit(1);
-});
+main().catch((e: unknown) => cannotStart(e, null));

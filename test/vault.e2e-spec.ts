@@ -8,7 +8,7 @@ import { NestFactory } from '@nestjs/core';
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import type pg from 'pg';
 import { CliModule } from '../src/cli/cli.module.js';
-import { loadConfig, parseVaultKeys } from '../src/config/app-config.js';
+import { ConfigError, loadConfig, parseVaultKeys } from '../src/config/app-config.js';
 import { SEALED_COLUMNS } from '../src/vault/sealed-columns.js';
 import { TokenVault, VaultError, type SealedRef } from '../src/vault/token-vault.service.js';
 import { VaultReencryptService, type ReencryptResult } from '../src/vault/vault-reencrypt.service.js';
@@ -244,10 +244,10 @@ describe('token vault and key rotation over real PostgreSQL (invariants 1 and 2)
     await expectAllUnder('final', FINAL);
   });
 
-  it('stops, naming the row, when a stored secret is under a key that is not in the ring', async () => {
+  it('refuses to start, naming VAULT_KEYS, when stored secrets are under a key that is not in the ring', async () => {
     const result = reencrypt(`${testVaultKey('other')}`);
-    await expect(result).rejects.toThrow(VaultError);
-    await expect(result).rejects.toThrow(/under key "final", which is not in VAULT_KEYS \(row id /);
+    await expect(result).rejects.toThrow(ConfigError);
+    await expect(result).rejects.toThrow(/^VAULT_KEYS: the database holds secrets sealed under key "final", which VAULT_KEYS lacks/);
     await expectAllUnder('final', FINAL);
   });
 

@@ -26,6 +26,8 @@ export const ERROR_STATUS = {
   unsupported_media_type: 415,
   too_many_requests: 429,
   internal_error: 500,
+  /** A stored secret does not open with VAULT_KEYS (a wrong or missing key): docs/operations.md. */
+  vault_key_mismatch: 500,
   upstream_error: 502,
   upstream_unavailable: 502,
   service_unavailable: 503,

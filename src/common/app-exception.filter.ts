@@ -1,6 +1,8 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
+import { VaultError } from '../vault/token-vault.service.js';
 import { AppError, ErrorBody } from './app-error.js';
+import { DATABASE_RETRY_AFTER_SECONDS, databaseOutage, isDatabaseUnavailable } from './database-outage.js';
 import { requestIdOf } from './request-id.js';
 
 const HTTP_CODES: Record<number, string> = {
@@ -25,26 +27,60 @@ export class AppExceptionFilter implements ExceptionFilter {
     const req = http.getRequest<Request>();
     const res = http.getResponse<Response>();
     const requestId = requestIdOf(req, res);
-    const { status, body } = errorBody(exception, requestId);
+    const { status, body, headers } = errorBody(exception, requestId);
     if (status >= 500) logFailure(exception, requestId);
     if (res.headersSent) {
       // A streamed answer already started: the only honest signal left is to cut the connection.
       res.destroy();
       return;
     }
+    for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
     res.status(status).setHeader('x-request-id', requestId).json(body);
   }
 }
 
+export interface ErrorAnswer {
+  status: number;
+  body: ErrorBody;
+  /** Headers the answer must carry besides content-type and x-request-id (Retry-After on a 503). */
+  headers: Record<string, string>;
+}
+
+const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
+const RETRY_LATER: Record<string, string> = Object.freeze({ 'retry-after': String(DATABASE_RETRY_AFTER_SECONDS) }) as Record<string, string>;
+
 /**
- * The status and the contract's body for anything thrown while serving a request. Also used by the
- * facade's front door (facade/front-door.ts), which answers without Express.
+ * The status, the contract's body and the extra headers for anything thrown while serving a request. Also
+ * used by the facade's front door (facade/front-door.ts), which answers without Express. An unreachable
+ * database is a 503 with Retry-After (the client should retry), not an internal error; a stored secret that
+ * does not open with the configured keys is named as such (docs/operations.md).
  */
-export function errorBody(exception: unknown, requestId: string): { status: number; body: ErrorBody } {
+export function errorBody(exception: unknown, requestId: string): ErrorAnswer {
   if (exception instanceof AppError) {
     return {
       status: exception.status,
       body: { error: { code: exception.code, message: exception.message, requestId, ...(exception.details ? { details: exception.details } : {}) } },
+      headers: exception.status === 503 ? RETRY_LATER : NO_HEADERS,
+    };
+  }
+  if (isDatabaseUnavailable(exception)) {
+    return {
+      status: 503,
+      body: { error: { code: 'service_unavailable', message: 'The service cannot reach its database; retry later.', requestId } },
+      headers: RETRY_LATER,
+    };
+  }
+  if (exception instanceof VaultError) {
+    return {
+      status: 500,
+      body: {
+        error: {
+          code: 'vault_key_mismatch',
+          message: 'A stored secret needed for this call does not open with the configured VAULT_KEYS; the operator must restore the key that sealed it.',
+          requestId,
+        },
+      },
+      headers: NO_HEADERS,
     };
   }
   if (exception instanceof HttpException) {
@@ -57,21 +93,37 @@ export function errorBody(exception: unknown, requestId: string): { status: numb
     return {
       status,
       body: { error: { code, message: status >= 500 ? 'Internal error.' : message, requestId, ...(messages ? { details: { problems: messages } } : {}) } },
+      headers: status === 503 ? RETRY_LATER : NO_HEADERS,
     };
   }
   if (isBodyParserError(exception)) {
     const status = exception.status ?? exception.statusCode ?? 400;
     const code = status === 413 ? 'payload_too_large' : 'validation_failed';
-    return { status, body: { error: { code, message: status === 413 ? 'The request body is too large.' : 'The request body is not valid JSON.', requestId } } };
+    return { status, body: { error: { code, message: status === 413 ? 'The request body is too large.' : 'The request body is not valid JSON.', requestId } }, headers: NO_HEADERS };
   }
   return {
     status: HttpStatus.INTERNAL_SERVER_ERROR,
     body: { error: { code: 'internal_error', message: 'Internal error.', requestId } },
+    headers: NO_HEADERS,
   };
 }
 
-/** A failure answered with a 5xx: logged with its request id (the log formatter redacts secrets). */
+/**
+ * A failure answered with a 5xx: logged with its request id (the log formatter redacts secrets). A database
+ * outage is logged once when it begins and then counted (common/database-outage.ts), not once per request;
+ * a secret that does not open is one line without a stack (it names the key id, never the value).
+ */
 export function logFailure(exception: unknown, requestId: string): void {
+  if (isDatabaseUnavailable(exception)) {
+    databaseOutage.report(exception, 'request');
+    return;
+  }
+  // An answer that asks the client to retry (not ready, shutting down): its cause is logged where it is known.
+  if (exception instanceof AppError && exception.status === 503) return;
+  if (exception instanceof VaultError) {
+    logger.error({ requestId, kid: exception.kid, sealed: `${exception.table}.${exception.column}` }, `a stored secret does not open: ${exception.message}`);
+    return;
+  }
   logger.error(
     { err: exception instanceof Error ? { name: exception.name, message: exception.message, stack: exception.stack } : String(exception), requestId },
     'request failed',

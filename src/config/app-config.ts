@@ -181,7 +181,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
       at: refreshAt,
       intervalMs: int(env, 'REFRESH_INTERVAL_MS', 5000, 100, 3_600_000),
       batchSize: int(env, 'REFRESH_BATCH_SIZE', 100, 1, 10_000),
-      concurrency: int(env, 'REFRESH_CONCURRENCY', 64, 1, 1000),
+      concurrency: int(env, 'REFRESH_CONCURRENCY', 8, 1, 1000),
       leaseMs: int(env, 'REFRESH_LEASE_MS', 60_000, 1000, 3_600_000),
       onDemandMarginMs: int(env, 'REFRESH_MARGIN_MS', 60_000, 0, 3_600_000),
       schedulerEnabled: bool(env, 'REFRESH_SCHEDULER', true),
@@ -341,17 +341,31 @@ class LocalSecrets {
 
   get(name: string, generate: () => string): string {
     if (!this.values) {
-      this.values = existsSync(this.file) ? (JSON.parse(readFileSync(this.file, 'utf8')) as Record<string, string>) : {};
+      try {
+        this.values = existsSync(this.file) ? (JSON.parse(readFileSync(this.file, 'utf8')) as Record<string, string>) : {};
+      } catch (e) {
+        throw new ConfigError('DATA_DIR', `${this.file} cannot be read (${describeFsError(e)}); fix or remove it, or set DATA_DIR to another directory`);
+      }
     }
     const existing = this.values[name];
     if (existing) return existing;
     const created = generate();
     this.values[name] = created;
-    // 0o755: the embedded PostgreSQL runs as its own user and must traverse DATA_DIR; the secrets file itself is 0o600.
-    mkdirSync(this.dataDir, { recursive: true, mode: 0o755 });
-    writeFileSync(this.file, JSON.stringify(this.values, null, 2) + '\n', { mode: 0o600 });
+    try {
+      // 0o755: the embedded PostgreSQL runs as its own user and must traverse DATA_DIR; the secrets file itself is 0o600.
+      mkdirSync(this.dataDir, { recursive: true, mode: 0o755 });
+      writeFileSync(this.file, JSON.stringify(this.values, null, 2) + '\n', { mode: 0o600 });
+    } catch (e) {
+      throw new ConfigError('DATA_DIR', `${this.dataDir} cannot be created or written (${describeFsError(e)}); set DATA_DIR to a directory this user can write`);
+    }
     return created;
   }
+}
+
+function describeFsError(e: unknown): string {
+  const { code, syscall } = (e ?? {}) as { code?: unknown; syscall?: unknown };
+  if (typeof code === 'string') return typeof syscall === 'string' ? `${code} on ${syscall}` : code;
+  return e instanceof SyntaxError ? 'not valid JSON' : 'unreadable';
 }
 
 function int(env: Env, name: string, fallback: number, min: number, max: number): number {

@@ -19,7 +19,8 @@ import { MIGRATIONS } from './migrations.js';
           migrationsRun: false,
           migrations: MIGRATIONS,
           migrationsTableName: 'migrations',
-          extra: { max: config.databasePoolSize, application_name: `cws-connect ${config.instanceId}` },
+          // A database that hangs instead of refusing must still fail a request (503) rather than hold it forever.
+          extra: { max: config.databasePoolSize, connectionTimeoutMillis: 5000, application_name: `cws-connect ${config.instanceId}` },
         };
       },
     }),

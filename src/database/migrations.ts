@@ -6,6 +6,8 @@ import { CreateWebhookReceivers1795313322858 } from '../../migrations/1795313322
 import { ConnectionsFillfactor1795316400000 } from '../../migrations/1795316400000-ConnectionsFillfactor.js';
 import { GroupedConnectionChanges1795400000000 } from '../../migrations/1795400000000-GroupedConnectionChanges.js';
 import { ConnectSessionBrowserBinding1796100000000 } from '../../migrations/1796100000000-ConnectSessionBrowserBinding.js';
+import { CreateVaultKeyChecks1796200000000 } from '../../migrations/1796200000000-CreateVaultKeyChecks.js';
+import { DeferredRenewalNotify1796200000001 } from '../../migrations/1796200000001-DeferredRenewalNotify.js';
 import { ConnectionPagingAndHealth1796400000000 } from '../../migrations/1796400000000-ConnectionPagingAndHealth.js';
 import { EventReplayAndTargets1796400000100 } from '../../migrations/1796400000100-EventReplayAndTargets.js';
 import { EventTraceparent1796800000000 } from '../../migrations/1796800000000-EventTraceparent.js';
@@ -23,6 +25,8 @@ export const MIGRATIONS = [
   ConnectionsFillfactor1795316400000,
   GroupedConnectionChanges1795400000000,
   ConnectSessionBrowserBinding1796100000000,
+  CreateVaultKeyChecks1796200000000,
+  DeferredRenewalNotify1796200000001,
   ConnectionPagingAndHealth1796400000000,
   EventReplayAndTargets1796400000100,
   EventTraceparent1796800000000,

@@ -4,6 +4,7 @@ import PgBoss from 'pg-boss';
 import { Agent, request } from 'undici';
 import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
+import { databaseOutage, isDatabaseUnavailable } from '../common/database-outage.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import type { TenantEntity } from '../tenants/tenant.entity.js';
@@ -80,7 +81,10 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
       supervise: true,
       maintenanceIntervalSeconds: events.maintenanceSeconds,
     });
-    boss.on('error', (err: Error) => this.logger.warn({ err: { name: err.name, message: err.message } }, 'pg-boss reported an error'));
+    boss.on('error', (err: Error) => {
+      if (isDatabaseUnavailable(err)) databaseOutage.report(err, 'background');
+      else this.logger.warn({ err: { name: err.name, message: err.message } }, 'pg-boss reported an error');
+    });
     // pg-boss's own retries only cover a job that threw (database trouble) or expired with a killed
     // instance; delivery failures are counted in the events table and scheduled by us.
     const queueOptions = { name: DELIVERY_QUEUE, retryLimit: 100_000, retryDelay: 1, retryBackoff: true, expireInSeconds: events.jobExpireSeconds };
@@ -135,7 +139,9 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
       }
       if (moved > 0) for (const id of this.workerIds) this.boss?.notifyWorker(id);
     } catch (e) {
-      if (!this.stopping) this.logger.warn({ err: errorText(e) }, 'event relay failed; retrying at the next tick');
+      if (this.stopping) return;
+      if (isDatabaseUnavailable(e)) databaseOutage.report(e, 'background');
+      else this.logger.warn({ err: errorText(e) }, 'event relay failed; retrying at the next tick');
     }
   }
 

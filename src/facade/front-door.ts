@@ -6,6 +6,7 @@ import { errorBody, logFailure } from '../common/app-exception.filter.js';
 import { assignRequestId, mintRequestId } from '../common/request-id.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
+import { accessLogLevel } from '../ops/logger.js';
 import { setRequestRoute, tracingOn, traceRequest } from '../ops/tracing.js';
 import { ApiKeysService } from '../tenants/api-keys.service.js';
 import { matchRoute, type RouteMatch } from './facade-routes.js';
@@ -64,7 +65,8 @@ export class FacadeDoor {
       answerError(req, res, e, requestId);
     }
     if (res.statusCode >= 400 && match.route.log === 'errors') {
-      logger.warn({ req, res, route: match.route.id, responseTime: Math.round(performance.now() - started) }, 'request completed');
+      const level = accessLogLevel(res.statusCode);
+      if (level !== 'info') logger[level]({ req, res, route: match.route.id, responseTime: Math.round(performance.now() - started) }, 'request completed');
     }
   }
 }
@@ -144,9 +146,9 @@ export class FrontDoor {
 
 /** The contract's error answer, written with node:http. */
 function answerError(req: IncomingMessage, res: ServerResponse, e: unknown, requestId: string): void {
-  const { status, body } = errorBody(e, requestId);
+  const { status, body, headers: extra } = errorBody(e, requestId);
   const json = JSON.stringify(body);
-  const headers: Record<string, string | number> = { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(json) };
+  const headers: Record<string, string | number> = { ...extra, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(json) };
   // Refused before its body was read: the rest of that body would be taken for the next request on the connection.
   if (hasBody(req) && !req.complete) headers.connection = 'close';
   res.writeHead(status, headers).end(json);

@@ -1,15 +1,32 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import { AppError } from '../common/app-error.js';
+import { databaseOutage, isDatabaseUnavailable } from '../common/database-outage.js';
+import { TokenVault } from '../vault/token-vault.service.js';
 import { OpsRepository } from './ops.repository.js';
 
+/** A readiness probe must answer even when the database hangs instead of refusing. */
+const PING_TIMEOUT_MS = 2000;
+
 @Injectable()
-export class HealthService {
+export class HealthService implements OnModuleInit, OnModuleDestroy {
+  private unwatch: (() => void) | null = null;
+
   constructor(
     private readonly checks: HealthCheckService,
     private readonly indicators: HealthIndicatorService,
     private readonly repo: OpsRepository,
+    private readonly vault: TokenVault,
   ) {}
+
+  /** While the database is unreachable, the outage record probes it with this instance's pool to notice its return. */
+  onModuleInit(): void {
+    this.unwatch = databaseOutage.watch(() => this.ping());
+  }
+
+  onModuleDestroy(): void {
+    this.unwatch?.();
+  }
 
   async ready() {
     try {
@@ -17,10 +34,12 @@ export class HealthService {
         async () => {
           const session = this.indicators.check('database');
           try {
-            await this.repo.ping();
+            await this.ping();
+            databaseOutage.recovered();
             return session.up();
           } catch (e) {
-            return session.down({ message: e instanceof Error ? e.message : 'unreachable' });
+            if (isDatabaseUnavailable(e)) databaseOutage.report(e, 'background');
+            return session.down({ message: isDatabaseUnavailable(e) ? 'unreachable' : e instanceof Error ? e.message : 'unreachable' });
           }
         },
         async () => {
@@ -32,10 +51,29 @@ export class HealthService {
             return session.down({ message: 'migrations table unreadable' });
           }
         },
+        async () => {
+          const session = this.indicators.check('vault');
+          const failing = this.vault.failingKeyIds();
+          return failing.length === 0 ? session.up() : session.down({ message: 'stored secrets do not open with VAULT_KEYS', keyIds: failing });
+        },
       ]);
     } catch (e) {
-      const details = typeof e === 'object' && e && 'response' in e ? ((e as { response: Record<string, unknown> }).response) : undefined;
+      const details = typeof e === 'object' && e && 'response' in e ? (e as { response: Record<string, unknown> }).response : undefined;
       throw new AppError('service_unavailable', 'The service is not ready.', details);
+    }
+  }
+
+  private async ping(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        this.repo.ping(),
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(Object.assign(new Error('timeout exceeded when trying to connect'), { code: 'ETIMEDOUT', syscall: 'connect' })), PING_TIMEOUT_MS);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 }

@@ -51,6 +51,17 @@ export function startupLogger(config: AppConfig): Logger {
  * Structured logs. Secrets are removed twice: pino's path redaction for the headers we know of,
  * and a walk over every logged object that censors any field named like a token, secret or key.
  */
+/**
+ * The level of a request's access line, for Express's routes and the front door's alike. A 503 is an expected
+ * answer during a database outage, whose cause is logged once (common/database-outage.ts); a 429 is a tenant
+ * meeting its bound, which would otherwise flood the log with the flood itself.
+ */
+export function accessLogLevel(status: number, failed = false): 'info' | 'warn' | 'error' {
+  if (status === 503 || status === 429) return 'info';
+  if (failed || status >= 500) return 'error';
+  return status >= 400 ? 'warn' : 'info';
+}
+
 export function loggerParams(config: AppConfig, destination?: DestinationStream): Params {
   const readable = !destination && config.logFormat === 'pretty';
   const options = {
@@ -74,8 +85,7 @@ export function loggerParams(config: AppConfig, destination?: DestinationStream)
     formatters: {
       log: (object: Record<string, unknown>) => redactSecrets(object) as Record<string, unknown>,
     },
-    customLogLevel: (_req: IncomingMessage, res: ServerResponse, err?: Error) =>
-      err || res.statusCode >= 500 ? ('error' as const) : res.statusCode >= 400 ? ('warn' as const) : ('info' as const),
+    customLogLevel: (_req: IncomingMessage, res: ServerResponse, err?: Error) => accessLogLevel(res.statusCode, err !== undefined),
     autoLogging: { ignore: (req: IncomingMessage) => req.url === '/health/live' || req.url === '/metrics' },
     base: { instance: config.instanceId },
     // Readable lines say what happened in the message itself; JSON keeps it in req and res.

@@ -8,7 +8,8 @@ import { TracingLifecycle } from './tracing.js';
 
 @Global()
 @Module({
-  imports: [TerminusModule],
+  // Readiness failures are not logged per probe: a database outage is logged once (common/database-outage.ts).
+  imports: [TerminusModule.forRoot({ logger: false })],
   controllers: [OpsController],
   providers: [HealthService, MetricsService, OpsRepository, TracingLifecycle],
   exports: [MetricsService],

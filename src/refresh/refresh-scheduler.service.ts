@@ -1,25 +1,31 @@
 import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
+import { databaseOutage, isDatabaseUnavailable } from '../common/database-outage.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
-import { type LeasedConnection, RefreshRepository } from './refresh.repository.js';
+import { type CommitLane, type LeasedConnection, RefreshRepository } from './refresh.repository.js';
 import { RenewalService } from './renewal.service.js';
 
 const INTERVAL_NAME = 'cws-refresh-scheduler';
 /**
- * Renewals whose token call returned wait for their group commit without holding a call slot. This many,
- * per unit of REFRESH_CONCURRENCY, may wait at once: enough that commits never starve the calls (a flush
- * takes a few ms, calls return every fraction of one), few enough that a stalled database stops new token
- * calls quickly instead of piling up rotated pairs that exist only in this process's memory.
+ * How many renewals to keep in flight for `backlog` due connections: one per due connection, at most the cap
+ * (REFRESH_CONCURRENCY). Every renewal in flight is a rotation a SIGKILL can cut between the upstream's answer
+ * and our COMMIT, so a small backlog never gets the whole cap. (Sizing by the rate instead, enough to clear
+ * the backlog within one interval at the measured time per renewal, under-provisioned when rows fall due
+ * continuously with little slack: with 20-second tokens some were renewed after they expired.)
  */
-const COMMIT_BACKLOG_PER_SLOT = 4;
+export function renewalsInFlight(backlog: number, cap: number): number {
+  if (backlog <= 0) return 0;
+  return Math.max(1, Math.min(cap, backlog));
+}
 
 /**
- * Runs in every instance: each tick claims due connections in batches (the lease is taken in the claiming
- * statement, with SKIP LOCKED, so instances split the work without waiting on each other), renews them with
- * bounded concurrency, and keeps claiming while batches come back full.
+ * Runs in every instance: each tick counts the due backlog, claims due connections in batches (the lease is
+ * taken in the claiming statement, with SKIP LOCKED, so instances split the work without waiting on each
+ * other), and renews them with as many in flight as the backlog needs (renewalsInFlight), claiming while
+ * batches come back full.
  */
 @Injectable()
 export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy {
@@ -40,7 +46,10 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
     if (!this.config.refresh.schedulerEnabled) return;
     const timer = setInterval(() => {
       if (this.running || this.stopping) return;
-      this.runOnce().catch((e: unknown) => this.logger.error({ error: e instanceof Error ? e.name : 'unknown', code: (e as { code?: unknown }).code }, 'refresh scheduler tick failed'));
+      this.runOnce().catch((e: unknown) => {
+        if (isDatabaseUnavailable(e)) databaseOutage.report(e, 'background');
+        else this.logger.error({ error: e instanceof Error ? e.name : 'unknown', code: (e as { code?: unknown }).code }, 'refresh scheduler tick failed');
+      });
     }, this.config.refresh.intervalMs);
     this.schedulers.addInterval(INTERVAL_NAME, timer);
     this.registered = true;
@@ -71,34 +80,52 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
 
   /**
    * Workers take claimed rows from a local queue; the next batch is claimed while the queue still holds
-   * work, so no worker idles behind the slowest renewal of a batch. A worker is a slot for one token call:
-   * once the call returns it starts the next one while the renewed pair waits for its group commit, so
-   * `concurrency` calls stay in flight (what the upstream sees) and commits grow into large groups instead
-   * of each worker paying a round trip and a WAL flush per renewal. Stops when a claim comes back short,
-   * and returns once every renewal it started has stored its outcome.
+   * work. A worker is one renewal in flight from its token call to its COMMIT: it reserves a commit lane
+   * (a database connection) before the call, so the new pair is saved the moment it arrives, and takes the
+   * next row only after that commit. So at any instant at most `workers` rotated pairs exist only in this
+   * process's memory, which is what a SIGKILL can cost. The worker count follows the backlog: counted at the
+   * start of the pass, raised when claims show more; workers end with the pass (stopping them as the queue
+   * shrinks left its tail to one worker while more rows fell due). Returns once every renewal it started has
+   * stored its outcome.
    */
   private async pass(): Promise<number> {
     const { batchSize, concurrency, leaseMs } = this.config.refresh;
     const me = this.config.instanceId;
+    let backlog = await this.repo.countDue();
+    if (backlog === 0) return 0;
     // A row that waited its turn this long could see its lease lapse during the token call: extend it first.
     const extendAfter = (leaseMs - 2 * this.config.upstream.tokenTimeoutMs - this.config.upstream.connectTimeoutMs) / 2;
     const queue: Array<{ leased: LeasedConnection; takenAt: number }> = [];
-    const unfinished = new Set<Promise<void>>();
-    const maxUnfinished = concurrency * (1 + COMMIT_BACKLOG_PER_SLOT);
     let claimed = 0;
     let exhausted = false;
     let claiming: Promise<void> | null = null;
     let claimError: unknown = null;
+    let workers = 0;
+    const started = new Set<Promise<void>>();
+    // More workers when the backlog turns out larger than counted (rows fell due during the pass).
+    const grow = () => {
+      const wanted = renewalsInFlight(backlog, concurrency);
+      while (workers < wanted) {
+        workers++;
+        const run: Promise<void> = worker().finally(() => {
+          workers--;
+          started.delete(run);
+        });
+        started.add(run);
+      }
+    };
     const refill = async () => {
       const takenAt = performance.now();
       const batch = await this.repo.claimDueForRefresh(me, leaseMs, batchSize);
       claimed += batch.length;
       for (const leased of batch) queue.push({ leased, takenAt });
       if (batch.length < batchSize) exhausted = true;
+      backlog = Math.max(backlog, queue.length + (exhausted ? 0 : batchSize));
+      grow();
     };
-    const worker = async () => {
+    const worker = async (): Promise<void> => {
       for (;;) {
-        if (!exhausted && !claiming && !this.stopping && claimError === null && queue.length < concurrency) {
+        if (!exhausted && !claiming && !this.stopping && claimError === null && queue.length < workers) {
           claiming = refill()
             .catch((e: unknown) => {
               claimError = e;
@@ -119,23 +146,29 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
           queue.unshift(next);
           return;
         }
-        let leaseFrom = next.takenAt;
-        if (performance.now() - next.takenAt > extendAfter) {
-          leaseFrom = performance.now();
-          if (!(await this.repo.extendLease(next.leased.connection.id, me, next.leased.connection.version, leaseMs))) continue;
+        let lane: CommitLane;
+        try {
+          lane = await this.repo.reserveCommitLane();
+        } catch (e) {
+          queue.unshift(next);
+          claimError ??= e;
+          exhausted = true;
+          return;
         }
-        let callOver: () => void = () => undefined;
-        const called = new Promise<void>((resolve) => (callOver = resolve));
-        const done: Promise<void> = this.renewal.renewClaimed(next.leased, leaseFrom, callOver).then(() => {
-          unfinished.delete(done);
-        });
-        unfinished.add(done);
-        await called;
-        while (unfinished.size >= maxUnfinished) await Promise.race(unfinished);
+        try {
+          let leaseFrom = next.takenAt;
+          if (performance.now() - next.takenAt > extendAfter) {
+            leaseFrom = performance.now();
+            if (!(await this.repo.extendLease(next.leased.connection.id, me, next.leased.connection.version, leaseMs))) continue;
+          }
+          await this.renewal.renewClaimed(next.leased, leaseFrom, lane);
+        } finally {
+          lane.release();
+        }
       }
     };
-    await Promise.all(Array.from({ length: concurrency }, worker));
-    await Promise.all(unfinished);
+    grow();
+    while (started.size > 0) await Promise.all([...started]);
     await this.repo.releaseLeases(
       queue.map((q) => q.leased.connection.id),
       me,

@@ -2,19 +2,21 @@ import { describe, expect, it } from '@jest/globals';
 import type { SchedulerRegistry } from '@nestjs/schedule';
 import type { AppConfig } from '../config/app-config.js';
 import type { RefreshMetrics } from './refresh-metrics.service.js';
-import { RefreshScheduler } from './refresh-scheduler.service.js';
-import type { LeasedConnection, RefreshRepository } from './refresh.repository.js';
+import { RefreshScheduler, renewalsInFlight } from './refresh-scheduler.service.js';
+import type { CommitLane, LeasedConnection, RefreshRepository } from './refresh.repository.js';
 import type { RenewalService } from './renewal.service.js';
 
 /**
- * The scheduler's pipelining, with the database and the renewal replaced by fakes: token calls are bounded
- * by REFRESH_CONCURRENCY, commits are not waited for by the next call, the commit backlog is bounded, and a
- * pass ends only once every outcome is stored.
+ * The scheduler's pass, with the database and the renewal replaced by fakes: a renewal holds its slot from
+ * its lane reservation to its commit, no more are in flight than the cap or the backlog needs, every
+ * renewal gets a lane of its own, and a pass ends only once every outcome is stored.
  */
 function harness(rows: number, concurrency: number) {
   const ids = Array.from({ length: rows }, (_, i) => `c-${i}`);
   let next = 0;
+  const state = { inFlight: 0, maxInFlight: 0, committed: 0, lanesOut: 0, maxLanesOut: 0, renewedOnOwnLane: 0 };
   const repo = {
+    countDue: async () => rows - next,
     async claimDueForRefresh(_owner: string, _leaseMs: number, limit: number): Promise<LeasedConnection[]> {
       const batch = ids.slice(next, next + limit);
       next += batch.length;
@@ -23,21 +25,29 @@ function harness(rows: number, concurrency: number) {
         environment: 'sandbox',
       }));
     },
+    async reserveCommitLane(): Promise<CommitLane> {
+      state.lanesOut++;
+      state.maxLanesOut = Math.max(state.maxLanesOut, state.lanesOut);
+      let released = false;
+      return {
+        save: async () => true,
+        release: () => {
+          if (!released) state.lanesOut--;
+          released = true;
+        },
+      };
+    },
     extendLease: async () => true,
     releaseLeases: async () => undefined,
   };
-  const state = { calling: 0, maxCalling: 0, called: 0, committed: 0, holdCommits: true };
-  const held: Array<() => void> = [];
   const renewal = {
-    async renewClaimed(_leased: LeasedConnection, _takenAt: number, callOver: () => void): Promise<void> {
-      state.calling++;
-      state.maxCalling = Math.max(state.maxCalling, state.calling);
-      await new Promise((r) => setImmediate(r));
-      state.calling--;
-      state.called++;
-      callOver();
-      if (state.holdCommits) await new Promise<void>((r) => held.push(r));
+    async renewClaimed(_leased: LeasedConnection, _takenAt: number, lane: CommitLane): Promise<void> {
+      state.inFlight++;
+      state.maxInFlight = Math.max(state.maxInFlight, state.inFlight);
+      await new Promise((r) => setTimeout(r, 2));
+      if (await lane.save('me', {} as never)) state.renewedOnOwnLane++;
       state.committed++;
+      state.inFlight--;
     },
   };
   const config = {
@@ -46,47 +56,38 @@ function harness(rows: number, concurrency: number) {
     upstream: { tokenTimeoutMs: 15_000, connectTimeoutMs: 5_000 },
   } as unknown as AppConfig;
   const scheduler = new RefreshScheduler(config, repo as unknown as RefreshRepository, renewal as unknown as RenewalService, {} as RefreshMetrics, {} as SchedulerRegistry);
-  const releaseCommits = () => {
-    state.holdCommits = false;
-    for (const r of held.splice(0)) r();
-  };
-  return { scheduler, state, releaseCommits };
+  return { scheduler, state };
 }
 
-const settle = async () => {
-  for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
-};
+describe('renewalsInFlight', () => {
+  it('is one per due connection, at least one, at most the cap', () => {
+    expect(renewalsInFlight(0, 8)).toBe(0);
+    expect(renewalsInFlight(3, 8)).toBe(3);
+    expect(renewalsInFlight(10_000, 8)).toBe(8);
+  });
+});
 
 describe('RefreshScheduler pass', () => {
-  it('keeps REFRESH_CONCURRENCY token calls in flight while earlier pairs wait for their commit, and ends after the last commit', async () => {
-    const { scheduler, state, releaseCommits } = harness(20, 4);
-    let done = false;
-    const pass = scheduler.runOnce().then((n) => {
-      done = true;
-      return n;
-    });
-    await settle();
-    // No commit has landed, yet more calls than slots are over: the slots did not wait for the commits.
-    expect(state.committed).toBe(0);
-    expect(state.called).toBeGreaterThan(4);
-    expect(state.maxCalling).toBeLessThanOrEqual(4);
-    expect(done).toBe(false);
-    releaseCommits();
-    expect(await pass).toBe(20);
-    expect(state.called).toBe(20);
-    expect(state.committed).toBe(20);
-    expect(state.maxCalling).toBeLessThanOrEqual(4);
+  it('keeps at most the cap in flight, each renewal on a lane of its own until its commit, and ends after the last commit', async () => {
+    const { scheduler, state } = harness(60, 4);
+    expect(await scheduler.runOnce()).toBe(60);
+    expect(state.committed).toBe(60);
+    expect(state.renewedOnOwnLane).toBe(60);
+    expect(state.maxInFlight).toBeGreaterThan(1);
+    expect(state.maxInFlight).toBeLessThanOrEqual(4);
+    expect(state.maxLanesOut).toBeLessThanOrEqual(4);
+    expect(state.lanesOut).toBe(0);
   });
 
-  it('stops calling the upstream once the commit backlog is full', async () => {
-    const { scheduler, state, releaseCommits } = harness(50, 2);
-    const pass = scheduler.runOnce();
-    await settle();
-    // 2 slots x (1 + 4 waiting per slot): a stalled database holds back new token calls.
-    expect(state.called).toBe(10);
-    expect(state.committed).toBe(0);
-    releaseCommits();
-    expect(await pass).toBe(50);
-    expect(state.committed).toBe(50);
+  it('keeps no more in flight than there are due connections', async () => {
+    const { scheduler, state } = harness(2, 8);
+    expect(await scheduler.runOnce()).toBe(2);
+    expect(state.maxInFlight).toBeLessThanOrEqual(2);
+  });
+
+  it('claims nothing when nothing is due', async () => {
+    const { scheduler, state } = harness(0, 8);
+    expect(await scheduler.runOnce()).toBe(0);
+    expect(state.maxLanesOut).toBe(0);
   });
 });

@@ -1,7 +1,9 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import pg from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
+import type { AppConfig } from '../config/app-config.js';
+import { APP_CONFIG } from '../config/config.module.js';
 import { ConnectionEntity } from '../connections/connection.entity.js';
 
 /** The new token pair of a renewal, sealed, with the timing that follows from its expiresIn. */
@@ -26,8 +28,11 @@ export interface LeasedConnection {
   environment: string | null;
 }
 
-/** A renewed pair for the group commit, with the version and lease it was renewed under. */
-export type RenewedItem = RenewedFields & { id: string; version: number };
+/** A renewed pair to save, with the version and lease it was renewed under. */
+export type RenewedItem = RenewedFields & { id: string; tenantId: string; version: number };
+
+/** Ids per notification, as the change trigger sends them (NOTIFY payloads stay under 8,000 bytes). */
+const IDS_PER_NOTIFICATION = 100;
 
 // The expiry comes back as epoch milliseconds (a float8, parsed by parseFloat) rather than as timestamptz text,
 // whose parser cost more than the rest of the row.
@@ -38,12 +43,119 @@ const RENEWAL_COLUMNS = `c.id, c.tenant_id, c.status, c.version, c.access_token_
 type Row = Record<string, unknown>;
 
 /**
+ * A database connection reserved for one renewal's commit before its token call starts, so that once the
+ * upstream has rotated the pair, nothing stands between the answer and its COMMIT: no wait for a pooled
+ * connection behind API traffic, no group commit to join. Released (or dropped, when it broke) afterwards.
+ */
+export interface CommitLane {
+  save(owner: string, item: RenewedItem): Promise<boolean>;
+  release(broken?: boolean): void;
+}
+
+/** Lanes beyond REFRESH_CONCURRENCY, for on-demand renewals (a caller whose token expired, a 401, a forced renewal). */
+const ON_DEMAND_LANES = 4;
+
+const SAVE_RENEWED_SQL = `UPDATE connections c SET access_token_enc = v.at, refresh_token_enc = v.rt, access_token_expires_at = to_timestamp(v.exp_ms / 1000),
+        refresh_due_at = to_timestamp(v.due_ms / 1000), last_refreshed_at = to_timestamp(v.now_ms / 1000), refresh_failures = 0,
+        version = c.version + 1, lease_owner = NULL, lease_until = NULL, updated_at = to_timestamp(v.now_ms / 1000)
+   FROM unnest($2::uuid[], $3::bigint[], $4::text[], $5::text[], $6::float8[], $7::float8[], $8::float8[]) AS v(id, version, at, rt, exp_ms, due_ms, now_ms)
+  WHERE c.id = v.id AND c.version = v.version AND c.lease_owner = $1
+  RETURNING c.id`;
+
+/**
  * All SQL of renewal. Leases and due times are compared with the database's now(), so that instances
  * with skewed clocks still agree on whose lease is live.
  */
 @Injectable()
-export class RefreshRepository {
-  constructor(@InjectDataSource() private readonly db: DataSource) {}
+export class RefreshRepository implements OnApplicationShutdown {
+  private lanes: pg.Pool | null = null;
+  private readonly toAnnounce: Array<{ tenantId: string; id: string }> = [];
+  private announcing = false;
+
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+  ) {}
+
+  async onApplicationShutdown(): Promise<void> {
+    const lanes = this.lanes;
+    this.lanes = null;
+    await lanes?.end().catch(() => undefined);
+  }
+
+  /**
+   * Reserves a commit lane: a connection of renewal's own small pool (REFRESH_CONCURRENCY + 4 at most,
+   * opened on first use, closed after 10 s idle). Waiting for one happens before the token call, where it
+   * costs nothing but time.
+   */
+  async reserveCommitLane(): Promise<CommitLane> {
+    if (!this.lanes) {
+      const pool = new pg.Pool({
+        connectionString: this.config.databaseUrl ?? undefined,
+        max: this.config.refresh.concurrency + ON_DEMAND_LANES,
+        idleTimeoutMillis: 10_000,
+        connectionTimeoutMillis: 5000,
+        application_name: `cws-connect ${this.config.instanceId} renewal`,
+        // The change trigger stays silent on these sessions: a NOTIFY would serialize the commits
+        // (migration DeferredRenewalNotify); announceRenewed sends the notifications instead.
+        options: '-c cws.defer_change_notify=on',
+      });
+      // An idle lane dropped by the server (a restart) is discarded by the pool; nothing to do here.
+      pool.on('error', () => undefined);
+      this.lanes = pool;
+    }
+    const client = await this.lanes.connect();
+    let released = false;
+    return {
+      save: async (owner, item) => {
+        const saved = (await runSave((q) => client.query<Row>(q), owner, [item])).has(item.id);
+        if (saved) this.announceRenewed(item.tenantId, item.id);
+        return saved;
+      },
+      release: (broken = false) => {
+        if (released) return;
+        released = true;
+        client.release(broken);
+      },
+    };
+  }
+
+  /**
+   * Tells the other instances' caches (src/changes) that a connection saved on a commit lane changed, as the
+   * trigger would have: `connections:<tenant>:<id>,...`. Ids committed while one announcement is being sent
+   * go together in the next. Best effort: a cache that misses it serves the previous token, which the
+   * upstream answers with 401, and routing renews on 401 by version (docs/renewal.md).
+   */
+  private announceRenewed(tenantId: string, id: string): void {
+    this.toAnnounce.push({ tenantId, id });
+    if (this.announcing) return;
+    this.announcing = true;
+    void (async () => {
+      try {
+        while (this.toAnnounce.length > 0) {
+          const batch = this.toAnnounce.splice(0, 1000);
+          const byTenant = new Map<string, string[]>();
+          for (const c of batch) byTenant.set(c.tenantId, [...(byTenant.get(c.tenantId) ?? []), c.id]);
+          const messages: string[] = [];
+          for (const [tenant, ids] of byTenant) {
+            for (let i = 0; i < ids.length; i += IDS_PER_NOTIFICATION) messages.push(`connections:${tenant}:${ids.slice(i, i + IDS_PER_NOTIFICATION).join(',')}`);
+          }
+          await this.query(`SELECT pg_notify('cws_changes', m) FROM unnest($1::text[]) AS m`, [messages]).catch(() => undefined);
+        }
+      } finally {
+        this.announcing = false;
+      }
+    })();
+  }
+
+  /** How many active connections are due and not leased: the backlog the scheduler sizes its concurrency by. */
+  async countDue(): Promise<number> {
+    const rows = await this.query(
+      `SELECT count(*)::int AS n FROM connections WHERE status = 'active' AND refresh_due_at <= now() AND (lease_until IS NULL OR lease_until < now())`,
+      [],
+    );
+    return Number(rows[0]?.n ?? 0);
+  }
 
   transaction<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
     return this.db.transaction(work);
@@ -108,36 +220,12 @@ export class RefreshRepository {
   }
 
   /**
-   * saveRenewed for many rows in one statement (one COMMIT, one WAL flush). The compare-and-swap stays per
-   * row: a row whose version moved or whose lease is gone is simply not updated, and its id does not come
-   * back. Rows are sorted by id so that two writers lock them in the same order (no deadlock).
+   * saveRenewed for many rows in one statement. The compare-and-swap stays per row: a row whose version moved
+   * or whose lease is gone is simply not updated, and its id does not come back. Rows are sorted by id so that
+   * two writers lock them in the same order (no deadlock).
    */
   async saveRenewedMany(owner: string, items: RenewedItem[]): Promise<Set<string>> {
-    const sorted = [...items].sort((x, y) => (x.id < y.id ? -1 : 1));
-    const n = sorted.length;
-    const [ids, versions, ats, rts, exps, dues, nows] = [new Array<string>(n), new Array<number>(n), new Array<string>(n), new Array<string>(n), new Array<number>(n), new Array<number>(n), new Array<number>(n)];
-    for (let k = 0; k < n; k++) {
-      const i = sorted[k];
-      ids[k] = i.id;
-      versions[k] = i.version;
-      ats[k] = i.accessTokenEnc;
-      rts[k] = i.refreshTokenEnc;
-      // Times travel as epoch milliseconds: formatting Dates as timestamptz text was a visible share of the CPU.
-      exps[k] = i.accessTokenExpiresAt.getTime();
-      dues[k] = i.refreshDueAt.getTime();
-      nows[k] = i.now.getTime();
-    }
-    const rows = await this.prepared(
-      'cws_refresh_save',
-      `UPDATE connections c SET access_token_enc = v.at, refresh_token_enc = v.rt, access_token_expires_at = to_timestamp(v.exp_ms / 1000),
-              refresh_due_at = to_timestamp(v.due_ms / 1000), last_refreshed_at = to_timestamp(v.now_ms / 1000), refresh_failures = 0,
-              version = c.version + 1, lease_owner = NULL, lease_until = NULL, updated_at = to_timestamp(v.now_ms / 1000)
-         FROM unnest($2::uuid[], $3::bigint[], $4::text[], $5::text[], $6::float8[], $7::float8[], $8::float8[]) AS v(id, version, at, rt, exp_ms, due_ms, now_ms)
-        WHERE c.id = v.id AND c.version = v.version AND c.lease_owner = $1
-        RETURNING c.id`,
-      [owner, ids, versions, ats, rts, exps, dues, nows],
-    );
-    return new Set(rows.map((r) => r.id as string));
+    return runSave((q) => this.preparedQuery(q), owner, items);
   }
 
   /** A failed attempt that leaves the tokens as they are: count it, schedule the next try, release the lease. */
@@ -192,9 +280,13 @@ export class RefreshRepository {
    * renewal. (Behind PgBouncer this needs session pooling, or 1.21+ with max_prepared_statements.)
    */
   private async prepared(name: string, sql: string, params: unknown[]): Promise<Row[]> {
+    return (await this.preparedQuery({ name, text: sql, values: params })).rows;
+  }
+
+  private async preparedQuery(q: pg.QueryConfig): Promise<{ rows: Row[] }> {
     const pool = (this.db.driver as { master?: unknown }).master;
-    if (!(pool instanceof pg.Pool)) return this.query(sql, params);
-    return (await pool.query<Row>({ name, text: sql, values: params })).rows;
+    if (!(pool instanceof pg.Pool)) return { rows: await this.query(q.text, q.values ?? []) };
+    return pool.query<Row>(q);
   }
 
   private async query(sql: string, params: unknown[]): Promise<Row[]> {
@@ -202,6 +294,26 @@ export class RefreshRepository {
     // TypeORM answers an UPDATE ... RETURNING with [rows, count] and a SELECT with rows.
     return Array.isArray(result[0]) ? (result[0] as Row[]) : (result as Row[]);
   }
+}
+
+/** The CAS save of renewed pairs, as a named prepared statement on whichever connection runs it. */
+async function runSave(run: (q: pg.QueryConfig) => Promise<{ rows: Row[] }>, owner: string, items: RenewedItem[]): Promise<Set<string>> {
+  const sorted = items.length > 1 ? [...items].sort((x, y) => (x.id < y.id ? -1 : 1)) : items;
+  const n = sorted.length;
+  const [ids, versions, ats, rts, exps, dues, nows] = [new Array<string>(n), new Array<number>(n), new Array<string>(n), new Array<string>(n), new Array<number>(n), new Array<number>(n), new Array<number>(n)];
+  for (let k = 0; k < n; k++) {
+    const i = sorted[k];
+    ids[k] = i.id;
+    versions[k] = i.version;
+    ats[k] = i.accessTokenEnc;
+    rts[k] = i.refreshTokenEnc;
+    // Times travel as epoch milliseconds: formatting Dates as timestamptz text was a visible share of the CPU.
+    exps[k] = i.accessTokenExpiresAt.getTime();
+    dues[k] = i.refreshDueAt.getTime();
+    nows[k] = i.now.getTime();
+  }
+  const { rows } = await run({ name: 'cws_refresh_save', text: SAVE_RENEWED_SQL, values: [owner, ids, versions, ats, rts, exps, dues, nows] });
+  return new Set(rows.map((r) => r.id as string));
 }
 
 function leased(r: Row): LeasedConnection {

@@ -13,10 +13,9 @@ import { traceRenewal } from '../ops/tracing.js';
 import { UpstreamClient } from '../upstream/upstream-client.service.js';
 import { TokenEndpointError, UpstreamTimeoutError } from '../upstream/upstream.errors.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
-import { TokenVault } from '../vault/token-vault.service.js';
+import { TokenVault, VaultError } from '../vault/token-vault.service.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
-import { CommitBatcher } from '../common/commit-batcher.js';
-import { type LeasedConnection, RefreshRepository, type RenewalRow, type RenewedItem } from './refresh.repository.js';
+import { type CommitLane, type LeasedConnection, RefreshRepository, type RenewalRow, type RenewedItem } from './refresh.repository.js';
 import { backoffDelayMs, classifyFailure, describeFailure, needsRenewal, retryAt } from './renewal-timing.js';
 
 export interface UsableToken {
@@ -69,7 +68,6 @@ export class RenewalService implements OnModuleDestroy {
   private readonly logger = new Logger(RenewalService.name);
   private readonly inflight = new Map<string, Promise<Outcome>>();
   private closing = false;
-  private readonly batcher = new CommitBatcher<RenewedItem>((items) => this.repo.saveRenewedMany(this.config.instanceId, items));
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -126,21 +124,18 @@ export class RenewalService implements OnModuleDestroy {
   }
 
   /**
-   * Renews a connection the scheduler claimed (its lease is already held). `callOver` runs once the token
-   * call is over, so the scheduler may start another one while this pair waits for its group commit (its
-   * concurrency bounds calls to the upstream, not commits). The promise resolves once the outcome is stored
-   * (new pair, backoff, or reauth_required), logged and counted; it never rejects.
+   * Renews a connection the scheduler claimed (its lease is already held), committing the new pair on
+   * `lane`, a connection the scheduler reserved before the token call. The promise resolves once the
+   * outcome is stored (new pair, backoff, or reauth_required), logged and counted; it never rejects.
    */
-  renewClaimed(leased: LeasedConnection, leaseTakenAt: number, callOver: () => void): Promise<void> {
+  renewClaimed(leased: LeasedConnection, leaseTakenAt: number, lane: CommitLane): Promise<void> {
     const id = leased.connection.id;
-    const run = this.recorded(id, () => traceRenewal(leased.connection, leased.environment, 'scheduled', () => this.renewHeld(leased, ALWAYS, 'scheduled', leaseTakenAt, callOver)));
+    const run = this.recorded(id, () => traceRenewal(leased.connection, leased.environment, 'scheduled', () => this.renewHeld(leased, ALWAYS, 'scheduled', leaseTakenAt, lane)));
     // On-demand callers in this process share it instead of polling the row until the lease is released.
     const shared = !this.inflight.has(id);
     if (shared) this.inflight.set(id, run);
     const settle = () => {
       if (shared && this.inflight.get(id) === run) this.inflight.delete(id);
-      // Also when renewHeld failed before it reached the call.
-      callOver();
     };
     return run.then(settle, settle);
   }
@@ -167,9 +162,15 @@ export class RenewalService implements OnModuleDestroy {
     const giveUpAt = performance.now() + leaseMs + 5000;
     for (;;) {
       if (this.closing) throw new AppError('service_unavailable', 'The service is shutting down.');
-      const takenAt = performance.now();
-      const leased = await this.repo.tryLease(id, this.config.instanceId, leaseMs);
-      if (leased) return this.recorded(id, () => traceRenewal(leased.connection, leased.environment, mode, () => this.renewHeld(leased, need, mode, takenAt)));
+      // Reserved before the lease and the token call: waiting for it spends nothing.
+      const lane = await this.repo.reserveCommitLane();
+      try {
+        const takenAt = performance.now();
+        const leased = await this.repo.tryLease(id, this.config.instanceId, leaseMs);
+        if (leased) return await this.recorded(id, () => traceRenewal(leased.connection, leased.environment, mode, () => this.renewHeld(leased, need, mode, takenAt, lane)));
+      } finally {
+        lane.release();
+      }
       const current = await this.repo.getById(id);
       if (!current) throw new AppError('connection_not_found', 'No such connection.');
       if (current.status !== 'active') throw reauthRequired();
@@ -207,8 +208,8 @@ export class RenewalService implements OnModuleDestroy {
     );
   }
 
-  /** The lease is ours from `takenAt` (a local time no later than the database's). `callOver` runs once no token call of this renewal is in flight any more. */
-  private async renewHeld(leased: LeasedConnection, need: Need, mode: Mode, takenAt: number, callOver?: () => void): Promise<Outcome> {
+  /** The lease is ours from `takenAt` (a local time no later than the database's); the new pair is committed on `lane`. */
+  private async renewHeld(leased: LeasedConnection, need: Need, mode: Mode, takenAt: number, lane: CommitLane): Promise<Outcome> {
     const row = leased.connection;
     const started = performance.now();
     const me = this.config.instanceId;
@@ -230,6 +231,15 @@ export class RenewalService implements OnModuleDestroy {
       tokens = await this.callTokenEndpoint(row, env, refreshToken, mode, takenAt, started);
     } catch (e) {
       if (e instanceof GrantRejected) return this.onRejected(row, started);
+      if (e instanceof VaultError) {
+        // The stored refresh token does not open with VAULT_KEYS: nothing was sent. Retrying every tick
+        // cannot help until the operator fixes the key ring, so it backs off like any failure (capped at
+        // 5 minutes); readiness reports the key id meanwhile (ops/health.service.ts).
+        await this.repo.recordFailure(row.id, me, row.version, retryAt(this.clock.now(), row.refreshFailures, null, null)).catch(() => undefined);
+        this.metrics.record('failure', seconds(started));
+        this.logger.error({ connectionId: row.id, tenantId: row.tenantId, kid: e.kid, failures: row.refreshFailures + 1 }, 'renewal failed: the stored refresh token does not open with VAULT_KEYS; will retry with backoff');
+        throw e;
+      }
       if (!(e instanceof AppError)) {
         // Nothing was sent, or nothing was spent: the stored refresh token is still the valid one, so the
         // lease can go back. (After a successful token call we never get here.)
@@ -238,10 +248,8 @@ export class RenewalService implements OnModuleDestroy {
         this.logger.error({ connectionId: row.id, tenantId: row.tenantId, error: e instanceof Error ? e.name : 'unknown' }, 'renewal failed before the token call');
       }
       throw e;
-    } finally {
-      callOver?.();
     }
-    return this.commit(row, tokens, takenAt, started);
+    return this.commit(row, tokens, takenAt, started, lane);
   }
 
   /** One token call, retried while the caller waits only when its token is already unusable. */
@@ -297,15 +305,18 @@ export class RenewalService implements OnModuleDestroy {
   }
 
   /**
-   * Saves the new pair before anyone may use it. The refresh token we sent is spent, so giving up here loses
-   * the grant: database errors are retried with backoff for as long as our lease keeps others away.
+   * Saves the new pair before anyone may use it, at once, on the lane reserved for it: the refresh token we
+   * sent is spent, so until this COMMIT the pair exists only in this process's memory, and nothing (a pool
+   * queue, a group commit) may stand in between. Giving up loses the grant: database errors are retried with
+   * backoff (on the shared pool) for as long as our lease keeps others away.
    */
-  private async commit(row: RenewalRow, tokens: TokenSet, takenAt: number, started: number): Promise<Outcome> {
+  private async commit(row: RenewalRow, tokens: TokenSet, takenAt: number, started: number, lane: CommitLane): Promise<Outcome> {
     const me = this.config.instanceId;
     const now = this.clock.now();
     const sealed = sealTokens(this.vault, row.id, tokens);
     const item: RenewedItem = {
       id: row.id,
+      tenantId: row.tenantId,
       version: row.version,
       accessTokenEnc: sealed.accessTokenEnc,
       refreshTokenEnc: sealed.refreshTokenEnc,
@@ -316,8 +327,7 @@ export class RenewalService implements OnModuleDestroy {
     const saveUntil = takenAt + this.config.refresh.leaseMs - 500;
     for (let attempt = 0; ; attempt++) {
       try {
-        // The first try joins the group commit; retries after a database error go alone.
-        const saved = attempt === 0 ? await this.batcher.save(item) : await this.repo.saveRenewed(me, item);
+        const saved = attempt === 0 ? await lane.save(me, item) : await this.repo.saveRenewed(me, item);
         if (saved) {
           this.metrics.record('success', seconds(started));
           // The CAS matched our version and lease, so the row now holds exactly what we wrote on top of what we read.
@@ -345,6 +355,7 @@ export class RenewalService implements OnModuleDestroy {
         return { connection: current, accessToken: null };
       } catch (e) {
         if (e instanceof AppError) throw e;
+        if (attempt === 0) lane.release(true);
         const delay = backoffDelayMs(attempt, Math.random, 100, 2000);
         const code = (e as { code?: unknown }).code;
         if (performance.now() + delay >= saveUntil) {

@@ -48,6 +48,8 @@ export class TokenVault {
   readonly activeKid: string;
   private readonly ivPool = Buffer.alloc(IV_POOL_BYTES);
   private ivOffset = IV_POOL_BYTES;
+  /** Key ids whose last value failed to open: readiness reports them (a wrong key makes every value fail). */
+  private readonly failing = new Set<string>();
 
   constructor(@Inject(APP_CONFIG) config: Pick<AppConfig, 'vaultKeys'>) {
     if (config.vaultKeys.length === 0) throw new Error('the vault needs at least one key');
@@ -56,11 +58,26 @@ export class TokenVault {
   }
 
   seal(plaintext: string, ref: SealedRef): string {
+    return this.sealWith(this.activeKid, plaintext, ref);
+  }
+
+  /** Seals under a given key of the ring (the start-up key check writes one check value per key). */
+  sealWith(kid: string, plaintext: string, ref: SealedRef): string {
     const iv = this.nextIv();
-    const cipher = createCipheriv('aes-256-gcm', this.key(this.activeKid, ref), iv, { authTagLength: TAG_BYTES });
+    const cipher = createCipheriv('aes-256-gcm', this.key(kid, ref), iv, { authTagLength: TAG_BYTES });
     cipher.setAAD(aad(ref));
     const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
-    return [VERSION, this.activeKid, b64(iv), b64(ciphertext), b64(cipher.getAuthTag())].join('.');
+    return [VERSION, kid, b64(iv), b64(ciphertext), b64(cipher.getAuthTag())].join('.');
+  }
+
+  /** The key ids of the ring, the active one first. */
+  keyIds(): string[] {
+    return [...this.keys.keys()];
+  }
+
+  /** Key ids whose most recent value failed to open since one last opened (empty when all is well). */
+  failingKeyIds(): string[] {
+    return [...this.failing];
   }
 
   open(sealed: string, ref: SealedRef): string {
@@ -69,7 +86,13 @@ export class TokenVault {
       throw new VaultError(`the sealed value in ${ref.table}.${ref.column} is malformed`, ref.table, ref.column);
     }
     const [, kid, ivText, ciphertextText, tagText] = parts;
-    const key = this.key(kid, ref);
+    let key: KeyObject;
+    try {
+      key = this.key(kid, ref);
+    } catch (e) {
+      this.failing.add(kid);
+      throw e;
+    }
     const iv = Buffer.from(ivText, 'base64url');
     const tag = Buffer.from(tagText, 'base64url');
     if (iv.length !== IV_BYTES || tag.length !== TAG_BYTES) {
@@ -79,8 +102,11 @@ export class TokenVault {
       const decipher = createDecipheriv('aes-256-gcm', key, iv, { authTagLength: TAG_BYTES });
       decipher.setAAD(aad(ref));
       decipher.setAuthTag(tag);
-      return Buffer.concat([decipher.update(Buffer.from(ciphertextText, 'base64url')), decipher.final()]).toString('utf8');
+      const plaintext = Buffer.concat([decipher.update(Buffer.from(ciphertextText, 'base64url')), decipher.final()]).toString('utf8');
+      if (this.failing.size > 0) this.failing.delete(kid);
+      return plaintext;
     } catch {
+      this.failing.add(kid);
       // Deliberately without the cause: a wrong key, a tampered value and a value moved from another row
       // are indistinguishable by design, and nothing about the value itself belongs in an error.
       throw new VaultError(

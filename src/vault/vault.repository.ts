@@ -8,6 +8,12 @@ export interface SealedValue {
   value: string;
 }
 
+export interface KeyCheck {
+  kid: string;
+  /** null: recorded from existing data by the migration, not yet verified by a start with that key. */
+  checkEnc: string | null;
+}
+
 export interface SealedChange {
   id: string;
   previous: string;
@@ -31,6 +37,38 @@ export class VaultRepository {
     );
     const present = new Set(rows.map((r) => `${r.table_name}.${r.column_name}`));
     return columns.filter((c) => present.has(`${c.table}.${c.idColumn}`) && present.has(`${c.table}.${c.column}`));
+  }
+
+  async listKeyChecks(): Promise<KeyCheck[]> {
+    const rows = await this.db.query<Array<{ kid: string; check_enc: string | null }>>(`SELECT kid, check_enc FROM vault_key_checks ORDER BY kid`);
+    return rows.map((r) => ({ kid: r.kid, checkEnc: r.check_enc }));
+  }
+
+  /**
+   * Records the check value of a key id unless one is recorded already (another instance may have been
+   * first, possibly with other key bytes): returns the check value that is stored now.
+   */
+  async recordKeyCheck(kid: string, checkEnc: string): Promise<string> {
+    const rows = await this.db.query<Array<{ check_enc: string }>>(
+      `INSERT INTO vault_key_checks (kid, check_enc) VALUES ($1, $2)
+       ON CONFLICT (kid) DO UPDATE SET check_enc = COALESCE(vault_key_checks.check_enc, EXCLUDED.check_enc)
+       RETURNING check_enc`,
+      [kid, checkEnc],
+    );
+    return rows[0].check_enc;
+  }
+
+  async forgetKeyCheck(kid: string): Promise<void> {
+    await this.db.query(`DELETE FROM vault_key_checks WHERE kid = $1`, [kid]);
+  }
+
+  /** One value sealed under `kid`, if any (a scan when there is none: only at start, for a key id that needs it). */
+  async findOneUnderKey(col: SealedColumn, kid: string): Promise<SealedValue | null> {
+    const rows = await this.db.query<SealedValue[]>(
+      `SELECT ${ident(col.idColumn)}::text AS id, ${ident(col.column)} AS value FROM ${ident(col.table)} WHERE ${ident(col.column)} LIKE $1 ESCAPE '\\' LIMIT 1`,
+      [keyPrefixPattern(kid)],
+    );
+    return rows[0] ?? null;
   }
 
   async countNotUnderKey(col: SealedColumn, kid: string): Promise<number> {
