@@ -3,7 +3,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
 import type { AppConfig, CwsEnvironment } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
-import { endClientSpan, injectTraceContext, startClientSpan } from '../ops/tracing.js';
+import { endClientSpan, injectTraceContext, startClientSpan, tracingOn } from '../ops/tracing.js';
 import { TokenEndpointError, UpstreamStatusError, UpstreamTimeoutError, UpstreamUnavailableError } from './upstream.errors.js';
 import type { ResourceRequest, ResourceResponse, TokenSet, UpstreamUser } from './upstream.types.js';
 
@@ -73,7 +73,7 @@ export class UpstreamClient implements OnModuleDestroy {
     const retries = req.retry ? this.config.upstream.retries : 0;
     const headers: Record<string, string | string[]> = { ...req.headers, authorization: `Bearer ${req.accessToken}` };
     // Ends when the answer's body does: the span covers the whole exchange, streamed or not.
-    const span = startClientSpan(`${req.method} upstream`, req.method, base.origin + base.prefix + req.path, req.trace ?? null);
+    const span = tracingOn() ? startClientSpan(`${req.method} upstream`, req.method, base.origin + base.prefix + req.path, req.trace ?? null) : null;
     if (span !== null) {
       span.setAttribute('cws.environment', env.name);
       injectTraceContext(span, headers);
@@ -115,7 +115,7 @@ export class UpstreamClient implements OnModuleDestroy {
     const url = tokenUrlOf(env.authUrl);
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
     if (env.tokenAuth === 'header') headers.authorization = `Basic ${Buffer.from(`${env.clientId}:${env.clientSecret}`).toString('base64')}`;
-    const span = startClientSpan('POST oauth token', 'POST', url.origin + url.pathname, null);
+    const span = tracingOn() ? startClientSpan('POST oauth token', 'POST', url.origin + url.pathname, null) : null;
     if (span !== null) {
       span.setAttributes({ 'cws.environment': env.name, 'cws.grant_type': body.grant_type });
       injectTraceContext(span, headers);
