@@ -266,7 +266,9 @@ function readTracing(env: Env): TracingConfig | null {
   return {
     endpoint: traces ?? `${stripSlash(base as string)}/v1/traces`,
     protocol: oneOf(env, protocolVar, ['http/protobuf', 'http/json'], 'http/protobuf'),
-    headers: otlpHeaders(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS ?? env.OTEL_EXPORTER_OTLP_HEADERS),
+    headers: env.OTEL_EXPORTER_OTLP_TRACES_HEADERS?.trim()
+      ? otlpHeaders('OTEL_EXPORTER_OTLP_TRACES_HEADERS', env.OTEL_EXPORTER_OTLP_TRACES_HEADERS)
+      : otlpHeaders('OTEL_EXPORTER_OTLP_HEADERS', env.OTEL_EXPORTER_OTLP_HEADERS),
     serviceName: env.OTEL_SERVICE_NAME?.trim() || 'cws-connect',
     sampleRatio: sampler === 'parentbased_traceidratio' ? num(env, 'OTEL_TRACES_SAMPLER_ARG', 1, 0, 1) : 1,
     scheduleDelayMs: int(env, 'OTEL_BSP_SCHEDULE_DELAY', 5000, 10, 600_000),
@@ -274,17 +276,17 @@ function readTracing(env: Env): TracingConfig | null {
 }
 
 /** `key=value,key2=value2`, values percent-encoded (the OTel specification's format). The values are not quoted in errors. */
-function otlpHeaders(raw: string | undefined): Record<string, string> {
+function otlpHeaders(variable: string, raw: string | undefined): Record<string, string> {
   const headers: Record<string, string> = {};
   for (const pair of (raw ?? '').split(',')) {
     if (!pair.trim()) continue;
     const eq = pair.indexOf('=');
     const name = eq > 0 ? pair.slice(0, eq).trim() : '';
-    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw new ConfigError('OTEL_EXPORTER_OTLP_HEADERS', 'must be a comma-separated list of name=value pairs');
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw new ConfigError(variable, 'must be a comma-separated list of name=value pairs');
     try {
       headers[name.toLowerCase()] = decodeURIComponent(pair.slice(eq + 1).trim());
     } catch {
-      throw new ConfigError('OTEL_EXPORTER_OTLP_HEADERS', `the value of ${name} is not valid percent-encoding`);
+      throw new ConfigError(variable, `the value of ${name} is not valid percent-encoding`);
     }
   }
   return headers;
