@@ -7,7 +7,7 @@ import { assignRequestId, mintRequestId } from '../common/request-id.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { accessLogLevel } from '../ops/logger.js';
-import { setRequestRoute, tracingOn, traceRequest } from '../ops/tracing.js';
+import { bindRequestContext, setRequestRoute, tracingOn, traceRequest } from '../ops/tracing.js';
 import { ApiKeysService } from '../tenants/api-keys.service.js';
 import { matchRoute, type RouteMatch } from './facade-routes.js';
 import { FacadeService, type FacadeCall } from './facade.service.js';
@@ -140,6 +140,7 @@ export class FrontDoor {
       this.facade.serve(req, res, match, requestId).catch(() => res.destroy()); // serve answers its own errors; this is a last resort
       return;
     }
+    if (tracingOn()) bindRequestContext(req, res);
     this.express(req, res);
   }
 }

@@ -116,9 +116,8 @@ function pgVersion(): string | undefined {
 }
 
 /**
- * An incoming request, served inside its server span (`serve` runs in the span's context; the request's
- * and response's listeners too, so a body read later still belongs to it). A `traceparent` from the
- * caller makes the span its child. Ends when the response is finished or the connection closes.
+ * An incoming request, served inside its server span (`serve` runs in the span's context). A `traceparent`
+ * from the caller makes the span its child. Ends when the response is finished or the connection closes.
  */
 export function traceRequest(req: IncomingMessage, res: ServerResponse, requestId: string, serve: () => void): void {
   if (tracer === null) return serve();
@@ -130,8 +129,6 @@ export function traceRequest(req: IncomingMessage, res: ServerResponse, requestI
     parent,
   );
   const ctx = trace.setSpan(parent, span);
-  context.bind(ctx, req);
-  context.bind(ctx, res);
   res.once('close', () => {
     const route = routeOf(req);
     if (route !== null) {
@@ -149,6 +146,18 @@ export function traceRequest(req: IncomingMessage, res: ServerResponse, requestI
 }
 
 type Routed = IncomingMessage & { cwsRoute?: string; cwsTenant?: string; params?: Record<string, unknown> };
+
+/**
+ * Keeps the request's and response's listeners in its span's context: Express reads the body from events
+ * the socket emits (outside any context), then runs the handler from them. The facade needs none of it (its
+ * work follows from promises), so only requests handed to Express pay for the wrapped listeners.
+ */
+export function bindRequestContext(req: IncomingMessage, res: ServerResponse): void {
+  if (tracer === null) return;
+  const ctx = context.active();
+  context.bind(ctx, req);
+  context.bind(ctx, res);
+}
 
 /** Names a facade request's route template and tenant (Express routes are read from the request at the end). */
 export function setRequestRoute(req: IncomingMessage, route: string, tenantId: string): void {
