@@ -15,6 +15,8 @@ const common = {
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: { '^.+\\.ts$': swc },
   testEnvironment: 'node',
+  // The workspace packages are imported by name and run from their TypeScript source (see their package.json).
+  testEnvironmentOptions: { customExportConditions: ['node', 'node-addons', 'cws-connect-source'] },
 };
 export default {
   // Per-project testTimeout is ignored by jest 30: it is a global option.

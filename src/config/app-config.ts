@@ -103,7 +103,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new ConfigError('DATABASE_URL', 'must be a postgres:// or postgresql:// connection string');
   }
-  const dataDir = env.DATA_DIR?.trim() ? resolve(host.cwd, env.DATA_DIR.trim()) : defaultDataDir(host, databaseUrl === null);
+  const dataDir = localDataDir(env, host);
 
   const local = production ? null : new LocalSecrets(dataDir);
 
@@ -231,6 +231,12 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
     throw new ConfigError('FACADE_TENANT_MAX_UPLOADS', 'must not be more than FACADE_TENANT_MAX_IN_FLIGHT (an upload is also a call in flight)');
   }
   return deepFreeze(config);
+}
+
+/** DATA_DIR as the service resolves it: the variable, or the default below. Also read by the demo partner app. */
+export function localDataDir(env: Env, host: Host = PROCESS_HOST): string {
+  const explicit = env.DATA_DIR?.trim();
+  return explicit ? resolve(host.cwd, explicit) : defaultDataDir(host, !env.DATABASE_URL?.trim());
 }
 
 /**

@@ -42,6 +42,10 @@ export class ConnectSessionEntity {
   @Column({ name: 'state_expires_at', type: 'timestamptz', nullable: true })
   stateExpiresAt: Date | null;
 
+  /** `popup` when the browser module runs the flow in a popup (the callback ends on the completion page). */
+  @Column({ type: 'text', nullable: true })
+  display: 'popup' | null;
+
   @Column({ name: 'completed_at', type: 'timestamptz', nullable: true })
   completedAt: Date | null;
 

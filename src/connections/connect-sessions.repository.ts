@@ -21,6 +21,16 @@ export class ConnectSessionsRepository {
     return rows[0] ?? null;
   }
 
+  /** Marks a session not yet opened as running in a popup; false when it was opened already. */
+  async markPopup(id: string): Promise<boolean> {
+    const result = await this.repo.createQueryBuilder().update(ConnectSessionEntity).set({ display: 'popup' }).where('id = :id AND started_at IS NULL', { id }).execute();
+    return (result.affected ?? 0) === 1;
+  }
+
+  findById(id: string): Promise<ConnectSessionEntity | null> {
+    return this.repo.findOneBy({ id });
+  }
+
   findByTokenHash(tokenHash: Buffer): Promise<ConnectSessionEntity | null> {
     return this.repo.findOneBy({ tokenHash });
   }
@@ -69,6 +79,7 @@ function fromRow(r: Record<string, unknown>): Partial<ConnectSessionEntity> {
     startedAt: (r.started_at as Date | null) ?? null,
     stateExpiresAt: (r.state_expires_at as Date | null) ?? null,
     completedAt: (r.completed_at as Date | null) ?? null,
+    display: (r.display as 'popup' | null) ?? null,
     createdAt: r.created_at as Date,
   };
 }

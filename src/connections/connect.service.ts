@@ -13,6 +13,7 @@ import { TokenEndpointError, UpstreamStatusError, UpstreamTimeoutError, Upstream
 import type { TokenSet } from '../upstream/upstream.types.js';
 import { ConnectSessionEntity } from './connect-session.entity.js';
 import { ConnectSessionsRepository } from './connect-sessions.repository.js';
+import { redirectToCompletion } from './connect-completion-page.js';
 import { ConnectStateStore, STATE_LIFETIME_MS, type ConnectRequest } from './connect-state.store.js';
 import { ConnectionsService } from './connections.service.js';
 import { createCwsStrategy, strategyName, type OAuthResult, type PassportInstance } from './cws-oauth2.strategy.js';
@@ -100,9 +101,12 @@ export class ConnectService {
     const tokenHash = sha256(token);
     const session = await this.sessions.findByTokenHash(tokenHash);
     if (!session) throw new AppError('connect_state_invalid', 'This connect link is not valid.');
+    const popup = req.query.display === 'popup';
     if (session.startedAt || session.expiresAt <= this.clock.now()) {
+      if (popup) return redirectToCompletion(res, session, { status: 'error', error: 'expired' });
       throw new AppError('connect_session_expired', 'This connect link has expired or was already used. Ask for a new one.');
     }
+    if (popup) await this.sessions.markPopup(session.id);
     const tenant = await this.tenants.get(session.tenantId);
     const env = this.environmentOf(tenant.environment);
     (req as ConnectRequest).connectTokenHash = tokenHash;
@@ -184,6 +188,7 @@ export function returnUrlAllowed(candidate: string, allowed: string): boolean {
 }
 
 function redirectBack(res: Response, session: ConnectSessionEntity, params: Record<string, string>): void {
+  if (session.display === 'popup') return redirectToCompletion(res, session, params);
   const url = new URL(session.returnUrl);
   for (const [k, v] of Object.entries(params)) url.searchParams.set(k, v);
   res.redirect(302, url.toString());

@@ -2,6 +2,8 @@ import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { TenantsModule } from '../tenants/tenants.module.js';
 import { ConnectSessionEntity } from './connect-session.entity.js';
+import { ConnectPopupController } from './connect-popup.controller.js';
+import { ConnectPopupService } from './connect-popup.service.js';
 import { ConnectSessionsRepository } from './connect-sessions.repository.js';
 import { ConnectService } from './connect.service.js';
 import { ConnectionEntity } from './connection.entity.js';
@@ -12,8 +14,8 @@ import { OAuthController } from './oauth.controller.js';
 
 @Module({
   imports: [TypeOrmModule.forFeature([ConnectionEntity, ConnectSessionEntity]), TenantsModule],
-  controllers: [ConnectionsController, OAuthController],
-  providers: [ConnectionsRepository, ConnectSessionsRepository, ConnectionsService, ConnectService],
+  controllers: [ConnectionsController, OAuthController, ConnectPopupController],
+  providers: [ConnectionsRepository, ConnectSessionsRepository, ConnectionsService, ConnectService, ConnectPopupService],
   exports: [ConnectionsService, ConnectionsRepository],
 })
 export class ConnectionsModule {}

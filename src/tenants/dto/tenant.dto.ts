@@ -80,7 +80,7 @@ export class UpdateTenantDto {
   @MaxLength(2000, { each: true })
   allowedReturnUrls?: string[];
 
-  @ApiPropertyOptional({ nullable: true, description: 'null stops event delivery. Setting it (even to the same URL) delivers again to a target that answered 410 Gone.' })
+  @ApiPropertyOptional({ type: String, nullable: true, description: 'null stops event delivery. Setting it (even to the same URL) delivers again to a target that answered 410 Gone.' })
   @ValidateIf((_, v) => v !== null && v !== undefined)
   @IsUrl(URL_OPTIONS)
   @MaxLength(2000)

@@ -1,0 +1,236 @@
+import { Readable } from 'node:stream';
+import createClient, { type Client } from 'openapi-fetch';
+import type { paths } from './generated/openapi.js';
+
+export { verifyEvent, EventVerificationError, CONNECTION_EVENT_TYPES } from './events.js';
+export type { ConnectionEventData, ConnectionEventType, ServiceEvent, UpstreamEvent, VerifiedEvent } from './events.js';
+export type { components, paths } from './generated/openapi.js';
+
+// Named by route, not by schema: a schema renamed on the server side leaves these types in place.
+type Json<R> = R extends { content: { 'application/json': infer T } } ? T : never;
+export type Connection = Json<paths['/v1/tenants/{tenantId}/connections/{connectionId}']['get']['responses'][200]>;
+export type ConnectSession = Json<paths['/v1/tenants/{tenantId}/connect-sessions']['post']['responses'][201]>;
+export type CreateConnectSession = Json<NonNullable<paths['/v1/tenants/{tenantId}/connect-sessions']['post']['requestBody']>>;
+export type EventPage = Json<paths['/v1/tenants/{tenantId}/events']['get']['responses'][200]>;
+export type StoredEvent = EventPage['events'][number];
+
+/** One page of connections (API.md section 6). */
+export type ConnectionPage = Json<paths['/v1/tenants/{tenantId}/connections']['get']['responses'][200]>;
+
+/** Filters and page size of a connections listing (`limit` 1 to 500), as the service's document gives them. */
+export type ConnectionFilter = Omit<NonNullable<paths['/v1/tenants/{tenantId}/connections']['get']['parameters']['query']>, 'after'>;
+
+/** An answer of cws-connect that is not a success: its own error (`code`), or the upstream's passed through (`upstreamStatus`). */
+export class CwsApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly requestId: string | null,
+    /** Set when the answer is the upstream's own, passed through unchanged. */
+    readonly upstreamStatus: number | null,
+    readonly body: unknown,
+  ) {
+    super(message);
+    this.name = 'CwsApiError';
+  }
+}
+
+/** A facade call's answer: the upstream's status and JSON body (the upstream's shapes are not part of this service's document). */
+export interface UpstreamAnswer<T = unknown> {
+  status: number;
+  data: T;
+  headers: Headers;
+}
+
+/** A request body sent as a stream: a Node Readable, a web ReadableStream, or bytes, with its content type. */
+export interface StreamedBody {
+  body: Readable | ReadableStream<Uint8Array> | Uint8Array | string;
+  contentType: string;
+  /** Known length, if any (sent as content-length; otherwise the body is sent chunked). */
+  contentLength?: number;
+}
+
+export interface CwsConnectClientOptions {
+  /** The service's address, e.g. https://connect.example.com */
+  baseUrl: string;
+  /** A tenant key (cwsk_…) or the operator key. */
+  apiKey: string;
+  /** The tenant every call is made for. */
+  tenantId: string;
+  fetch?: typeof globalThis.fetch;
+}
+
+type UserCall = { userId?: string; headers?: Record<string, string> };
+
+/**
+ * The cws-connect API for one tenant. `api` is the full typed client (openapi-fetch over the types generated
+ * from the service's OpenAPI document) for anything this face does not cover.
+ */
+export class CwsConnectClient {
+  readonly api: Client<paths>;
+  readonly tenantId: string;
+  private readonly baseUrl: string;
+  private readonly apiKey: string;
+  private readonly fetchImpl: typeof globalThis.fetch;
+
+  constructor(options: CwsConnectClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.apiKey = options.apiKey;
+    this.tenantId = options.tenantId;
+    this.fetchImpl = options.fetch ?? globalThis.fetch;
+    this.api = createClient<paths>({ baseUrl: this.baseUrl, headers: { authorization: `Bearer ${this.apiKey}` }, fetch: this.fetchImpl });
+  }
+
+  private get tenant() {
+    return { path: { tenantId: this.tenantId } };
+  }
+
+  /** A single-use link (10 minutes) to send the user's browser to, or to open with the browser module. */
+  async createConnectSession(body: CreateConnectSession): Promise<ConnectSession> {
+    const { data, error, response } = await this.api.POST('/v1/tenants/{tenantId}/connect-sessions', { params: this.tenant, body });
+    return ok(data, error, response);
+  }
+
+  async getConnection(connectionId: string): Promise<Connection> {
+    const { data, error, response } = await this.api.GET('/v1/tenants/{tenantId}/connections/{connectionId}', { params: { path: { tenantId: this.tenantId, connectionId } } });
+    return ok(data, error, response);
+  }
+
+  /** Destroys the connection and its tokens. */
+  async deleteConnection(connectionId: string): Promise<void> {
+    const { error, response } = await this.api.DELETE('/v1/tenants/{tenantId}/connections/{connectionId}', { params: { path: { tenantId: this.tenantId, connectionId } } });
+    if (!response.ok) throw toApiError(response, error);
+  }
+
+  async refreshConnection(connectionId: string): Promise<Connection> {
+    const { data, error, response } = await this.api.POST('/v1/tenants/{tenantId}/connections/{connectionId}/refresh', { params: { path: { tenantId: this.tenantId, connectionId } } });
+    return ok(data, error, response);
+  }
+
+  /** One page of connections; pass the `next` of a page as `after` for the following one. */
+  async connectionsPage(filter: ConnectionFilter & { after?: string } = {}): Promise<ConnectionPage> {
+    const { data, error, response } = await this.api.GET('/v1/tenants/{tenantId}/connections', { params: { path: { tenantId: this.tenantId }, query: filter } });
+    return ok(data, error, response);
+  }
+
+  /** Every connection matching the filter, page after page (`for await (const c of client.listConnections())`). */
+  async *listConnections(filter: ConnectionFilter = {}): AsyncGenerator<Connection> {
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.connectionsPage({ ...filter, after });
+      yield* page.connections;
+      if (!page.next || page.connections.length === 0) return;
+      after = page.next;
+    }
+  }
+
+  /** One page of events, oldest first; an empty page answers the cursor it was given, so a poller can keep it. */
+  async eventsPage(options: { after?: string; limit?: number } = {}): Promise<EventPage> {
+    const { data, error, response } = await this.api.GET('/v1/tenants/{tenantId}/events', {
+      params: { path: { tenantId: this.tenantId }, query: { after: options.after, limit: options.limit } },
+    });
+    return ok(data, error, response);
+  }
+
+  /** Every event after `after` (from the start without it) up to now, page after page. */
+  async *events(options: { after?: string; pageSize?: number } = {}): AsyncGenerator<StoredEvent> {
+    let after = options.after;
+    for (;;) {
+      const page = await this.eventsPage({ after, limit: options.pageSize });
+      yield* page.events;
+      if (page.events.length === 0 || !page.next) return;
+      after = page.next;
+    }
+  }
+
+  /** The upstream's workflow endpoints, called with the token of the user named by `userId` (API.md section 7). */
+  readonly workflows = {
+    list: (o: UserCall & { query?: Record<string, string> } = {}) => this.upstream('GET', `/workflows${o.query ? query(o.query) : ''}`, o),
+    get: (workflowId: string, o: UserCall = {}) => this.upstream('GET', `/workflows/${segment(workflowId)}`, o),
+    /** JSON fields, or a streamed multipart body (documents as file parts). */
+    launch: (body: object | StreamedBody, o: UserCall = {}) => this.upstream('POST', '/workflows', o, body),
+    launchAsync: (body: object | StreamedBody, o: UserCall = {}) => this.upstream('POST', '/workflows/async', o, body),
+    approve: (workflowId: string, body: object = {}, o: UserCall = {}) => this.upstream('PATCH', `/workflows/${segment(workflowId)}/approvals`, o, body),
+    /** A streamed multipart body; the workflow must be in its Sign step. */
+    uploadSigned: (workflowId: string, body: StreamedBody, o: UserCall = {}) => this.upstream('POST', `/workflows/${segment(workflowId)}/upload-signed`, o, body),
+  };
+
+  /** The acting user's upstream profile (/userinfo with that user's token). */
+  me(o: UserCall = {}): Promise<UpstreamAnswer> {
+    return this.upstream('GET', '/me', o);
+  }
+
+  /**
+   * Any upstream endpoint through the generic proxy, as is: the raw Response, its body unread (stream it, or
+   * read it). Not thrown on a non-2xx: an upstream answer carries `x-upstream-status`.
+   */
+  proxy(method: string, upstreamPath: string, o: UserCall & { body?: object | StreamedBody } = {}): Promise<Response> {
+    return this.send(method, `/proxy/${upstreamPath.replace(/^\/+/, '')}`, o, o.body);
+  }
+
+  private async upstream(method: string, path: string, o: UserCall, body?: object | StreamedBody): Promise<UpstreamAnswer> {
+    const res = await this.send(method, path, o, body);
+    return { status: res.status, data: await json(res), headers: res.headers };
+  }
+
+  private async send(method: string, path: string, o: UserCall = {}, body?: object | StreamedBody): Promise<Response> {
+    const headers: Record<string, string> = { accept: 'application/json', ...o.headers, authorization: `Bearer ${this.apiKey}` };
+    if (o.userId !== undefined) headers['x-user-id'] = o.userId;
+    const init: RequestInit & { duplex?: 'half' } = { method, headers };
+    if (body !== undefined) {
+      if (isStreamed(body)) {
+        headers['content-type'] = body.contentType;
+        if (body.contentLength !== undefined) headers['content-length'] = String(body.contentLength);
+        init.body = body.body instanceof Readable ? (Readable.toWeb(body.body) as ReadableStream<Uint8Array>) : body.body;
+        // A streamed request body needs half duplex in fetch (undici).
+        init.duplex = 'half';
+      } else {
+        headers['content-type'] = 'application/json';
+        init.body = JSON.stringify(body);
+      }
+    }
+    return this.fetchImpl(`${this.baseUrl}/v1/tenants/${segment(this.tenantId)}${path}`, init);
+  }
+}
+
+function isStreamed(body: object | StreamedBody): body is StreamedBody {
+  return 'contentType' in body && 'body' in body && (body.body instanceof Readable || body.body instanceof ReadableStream || body.body instanceof Uint8Array || typeof body.body === 'string');
+}
+
+function ok<T>(data: T | undefined, error: unknown, response: Response): T {
+  if (!response.ok || data === undefined) throw toApiError(response, error);
+  return data;
+}
+
+async function json(res: Response): Promise<unknown> {
+  const text = await res.text();
+  let body: unknown = text;
+  try {
+    body = text ? JSON.parse(text) : undefined;
+  } catch {
+    /* not JSON: keep the text */
+  }
+  if (!res.ok) throw toApiError(res, body);
+  return body;
+}
+
+function toApiError(res: Response, body: unknown): CwsApiError {
+  const upstream = res.headers.get('x-upstream-status');
+  const err = typeof body === 'object' && body !== null && 'error' in body ? (body as { error: unknown }).error : undefined;
+  const own = !upstream && typeof err === 'object' && err !== null ? (err as { code?: unknown; message?: unknown }) : undefined;
+  const code = typeof own?.code === 'string' ? own.code : upstream ? 'upstream_error' : `http_${res.status}`;
+  const message = typeof own?.message === 'string' ? own.message : `${res.status} ${res.statusText || 'error'}${upstream ? ' from the upstream' : ''}`;
+  return new CwsApiError(res.status, code, message, res.headers.get('x-request-id'), upstream ? Number(upstream) : null, body);
+}
+
+function query(params: Record<string, string | number | undefined>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined) q.set(k, String(v));
+  const s = q.toString();
+  return s ? `?${s}` : '';
+}
+
+function segment(s: string): string {
+  return encodeURIComponent(s);
+}
