@@ -6,6 +6,7 @@ import { Clock, SystemClock } from './common/clock.js';
 import type { AppConfig } from './config/app-config.js';
 import { ConfigModule } from './config/config.module.js';
 import { ConnectionsModule } from './connections/connections.module.js';
+import { ConsoleModule } from './console/console.module.js';
 import { DatabaseModule } from './database/database.module.js';
 import { EventsModule } from './events/events.module.js';
 import { FacadeModule } from './facade/facade.module.js';
@@ -42,6 +43,7 @@ export class AppModule {
         RefreshModule,
         FacadeModule,
         WebhooksModule,
+        ConsoleModule,
       ],
     };
   }

@@ -1,5 +1,6 @@
-// Compiles src/ and migrations/ to dist/ with the Nest CLI's SWC builder (no type-checking: that is
-// `npm run typecheck`), and does nothing when no input changed since the last build. Inputs are
+// Compiles src/ and migrations/ to dist/ with the Nest CLI's SWC builder, and the operator console
+// (packages/console) to its static files with Vite (no type-checking: that is `npm run typecheck`); each
+// part does nothing when none of its inputs changed since its last build. Inputs are
 // fingerprinted by path, size and modification time, so an edit, a new or deleted file, a branch switch
 // or a dependency update all rebuild. `node tools/build.mjs --force` always builds.
 import { spawnSync } from 'node:child_process';
@@ -9,8 +10,18 @@ import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const stampFile = join(root, 'dist', '.build-fingerprint');
-const inputs = ['src', 'migrations', 'package.json', 'package-lock.json', 'nest-cli.json', 'tsconfig.json', 'tsconfig.build.json'];
+const service = {
+  inputs: ['src', 'migrations', 'package.json', 'package-lock.json', 'nest-cli.json', 'tsconfig.json', 'tsconfig.build.json'],
+  output: join(root, 'dist', 'src', 'main.js'),
+  stamp: join(root, 'dist', '.build-fingerprint'),
+  command: [join(root, 'node_modules', '@nestjs', 'cli', 'bin', 'nest.js'), 'build'],
+};
+const consolePage = {
+  inputs: ['packages/console/src', 'packages/console/index.html', 'packages/console/vite.config.ts', 'packages/console/package.json', 'package-lock.json'],
+  output: join(root, 'packages', 'console', 'dist', 'index.html'),
+  stamp: join(root, 'packages', 'console', 'dist', '.build-fingerprint'),
+  command: [join(root, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', join(root, 'packages', 'console')],
+};
 
 function* files(path) {
   if (!existsSync(path)) return;
@@ -18,7 +29,7 @@ function* files(path) {
   for (const entry of readdirSync(path, { withFileTypes: true })) yield* files(join(path, entry.name));
 }
 
-function fingerprint() {
+function fingerprint(inputs) {
   const hash = createHash('sha256');
   for (const input of inputs) {
     for (const file of files(join(root, input))) {
@@ -29,21 +40,22 @@ function fingerprint() {
   return hash.digest('hex');
 }
 
-/** Builds when an input changed (or always, with force); exits the process with the compiler's output if the build fails. */
+/** Builds each part whose inputs changed (or all, with force); exits the process with the compiler's output if a build fails. */
 export function build({ force = false } = {}) {
-  const before = fingerprint();
-  const mainJs = join(root, 'dist', 'src', 'main.js');
-  if (!force && existsSync(mainJs) && existsSync(stampFile) && readFileSync(stampFile, 'utf8') === before) return;
+  for (const part of [service, consolePage]) buildPart(part, force);
+}
 
-  const nest = join(root, 'node_modules', '@nestjs', 'cli', 'bin', 'nest.js');
+function buildPart({ inputs, output, stamp, command }, force) {
+  const before = fingerprint(inputs);
+  if (!force && existsSync(output) && existsSync(stamp) && readFileSync(stamp, 'utf8') === before) return;
   // Quiet when it works: `npm start` shows the service's banner, not the compiler's progress.
-  const built = spawnSync(process.execPath, [nest, 'build'], { cwd: root, encoding: 'utf8' });
-  if (built.status !== 0 || !existsSync(mainJs)) {
+  const built = spawnSync(process.execPath, command, { cwd: root, encoding: 'utf8' });
+  if (built.status !== 0 || !existsSync(output)) {
     process.stderr.write(`${built.stdout ?? ''}${built.stderr ?? ''}${built.error ? `${built.error.message}\n` : ''}`);
     console.error('cws-connect: the build failed (see above)');
     process.exit(built.status || 1);
   }
-  writeFileSync(stampFile, before);
+  writeFileSync(stamp, before);
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1]).href) build({ force: process.argv.includes('--force') });

@@ -10,6 +10,7 @@ import { CreateVaultKeyChecks1796200000000 } from '../../migrations/179620000000
 import { DeferredRenewalNotify1796200000001 } from '../../migrations/1796200000001-DeferredRenewalNotify.js';
 import { ConnectionPagingAndHealth1796400000000 } from '../../migrations/1796400000000-ConnectionPagingAndHealth.js';
 import { EventReplayAndTargets1796400000100 } from '../../migrations/1796400000100-EventReplayAndTargets.js';
+import { CreateConsoleSessions1796500000000 } from '../../migrations/1796500000000-CreateConsoleSessions.js';
 import { ConnectSessionDisplay1796600000000 } from '../../migrations/1796600000000-ConnectSessionDisplay.js';
 import { EventTraceparent1796800000000 } from '../../migrations/1796800000000-EventTraceparent.js';
 
@@ -30,6 +31,7 @@ export const MIGRATIONS = [
   DeferredRenewalNotify1796200000001,
   ConnectionPagingAndHealth1796400000000,
   EventReplayAndTargets1796400000100,
+  CreateConsoleSessions1796500000000,
   ConnectSessionDisplay1796600000000,
   EventTraceparent1796800000000,
 ];

@@ -1,8 +1,9 @@
 import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { AppError } from '../common/app-error.js';
+import { ConsoleSessionsService } from '../console/console-sessions.service.js';
 import { ApiKeysService } from './api-keys.service.js';
-import { AuthenticatedRequest, OPERATOR_ONLY, PUBLIC_ROUTE } from './auth.decorators.js';
+import { AuthenticatedRequest, OPERATOR_ONLY, PUBLIC_ROUTE, SHOWS_SECRET } from './auth.decorators.js';
 
 /**
  * Global and fail-closed: every route needs the operator key or a tenant key unless marked @Public().
@@ -14,6 +15,7 @@ export class ApiKeyAuthGuard implements CanActivate {
   constructor(
     private readonly reflector: Reflector,
     private readonly keys: ApiKeysService,
+    private readonly consoleSessions: ConsoleSessionsService,
   ) {}
 
   async canActivate(ctx: ExecutionContext): Promise<boolean> {
@@ -21,7 +23,9 @@ export class ApiKeyAuthGuard implements CanActivate {
     if (this.reflector.getAllAndOverride<boolean>(PUBLIC_ROUTE, targets)) return true;
     const req = ctx.switchToHttp().getRequest<AuthenticatedRequest>();
     const tenantId = typeof req.params?.tenantId === 'string' ? req.params.tenantId : undefined;
-    const principal = await this.keys.authorize(req.headers.authorization, tenantId);
+    const principal = this.consoleSessions.presentedBy(req)
+      ? await this.keys.admit(await this.consoleSessions.authorize(req, this.reflector.getAllAndOverride<boolean>(SHOWS_SECRET, targets) === true), tenantId)
+      : await this.keys.authorize(req.headers.authorization, tenantId);
     req.principal = principal;
     if (principal.kind === 'tenant' && this.reflector.getAllAndOverride<boolean>(OPERATOR_ONLY, targets)) {
       throw new AppError('forbidden', 'This route needs the operator key.');

@@ -45,6 +45,28 @@ export class ApiKeyCache {
     this.hashByKeyId.set(principal.keyId, hash);
   }
 
+  /**
+   * Drops a key at once on the instance that revoked it (other instances drop it when the change feed
+   * announces the UPDATE): the answer to the revocation must not be followed by a call the key still passes.
+   */
+  dropKey(keyId: string): void {
+    this.epoch++;
+    const hash = this.hashByKeyId.get(keyId);
+    if (hash === undefined) return;
+    this.hashByKeyId.delete(keyId);
+    this.byHash.delete(hash);
+  }
+
+  /** Drops every key of a tenant deleted by this instance (the cascade's DELETEs reach the others by the feed). */
+  dropTenant(tenantId: string): void {
+    this.epoch++;
+    for (const [hash, principal] of this.byHash) {
+      if (principal.tenantId !== tenantId) continue;
+      this.byHash.delete(hash);
+      this.hashByKeyId.delete(principal.keyId);
+    }
+  }
+
   private clear(): void {
     this.epoch++;
     this.byHash.clear();

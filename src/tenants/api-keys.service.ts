@@ -45,7 +45,11 @@ export class ApiKeysService {
    * ApiKeyAuthGuard and by the facade's front door (facade/front-door.ts), so no controller repeats it.
    */
   async authorize(authorization: string | undefined, tenantId: string | undefined): Promise<Principal> {
-    const principal = await this.authenticate(bearerOf(authorization));
+    return this.admit(await this.authenticate(bearerOf(authorization)), tenantId);
+  }
+
+  /** The tenant rule alone, for a principal already authenticated (by a key, or by a console session). */
+  async admit(principal: Principal, tenantId: string | undefined): Promise<Principal> {
     if (tenantId === undefined) return principal;
     // A tenant key exists only while its tenant does (the delete cascades); the operator may name any id.
     const known = principal.kind === 'tenant' ? tenantId === principal.tenantId : TENANT_ID.test(tenantId) && (await this.tenants.exists(tenantId));
@@ -97,6 +101,7 @@ export class ApiKeysService {
 
   async revoke(tenantId: string, id: string): Promise<void> {
     if (!(await this.repo.revoke(tenantId, id, this.clock.now()))) throw new AppError('api_key_not_found', 'No such API key.');
+    this.cache.dropKey(id);
   }
 }
 

@@ -5,12 +5,16 @@ export type Principal = { kind: 'operator' } | { kind: 'tenant'; tenantId: strin
 
 export const PUBLIC_ROUTE = 'cws:public';
 export const OPERATOR_ONLY = 'cws:operator-only';
+export const SHOWS_SECRET = 'cws:shows-secret';
 
 /** Reachable without an API key (health, docs, the browser's connect and callback, inbound deliveries). */
 export const Public = () => SetMetadata(PUBLIC_ROUTE, true);
 
 /** Only the operator key; a tenant key on its own tenant gets 403, on another tenant 404. */
 export const OperatorOnly = () => SetMetadata(OPERATOR_ONLY, true);
+
+/** The answer shows a secret once (a key, an events secret): refused to a console session, which never holds one. */
+export const ShowsSecret = () => SetMetadata(SHOWS_SECRET, true);
 
 export interface AuthenticatedRequest extends Request {
   principal?: Principal;

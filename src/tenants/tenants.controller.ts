@@ -3,7 +3,7 @@ import { ApiBearerAuth, ApiBody, ApiCreatedResponse, ApiNoContentResponse, ApiOk
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
 import { AppError } from '../common/app-error.js';
 import { ApiKeysService } from './api-keys.service.js';
-import { OperatorOnly } from './auth.decorators.js';
+import { OperatorOnly, ShowsSecret } from './auth.decorators.js';
 import { ApiKeyResponseDto, CreateApiKeyDto, CreatedApiKeyResponseDto } from './dto/api-key.dto.js';
 import { CreatedTenantResponseDto, CreateTenantDto, EventsSecretResponseDto, RotateEventsSecretDto, TenantResponseDto, UpdateTenantDto } from './dto/tenant.dto.js';
 import { TenantsService } from './tenants.service.js';
@@ -21,6 +21,7 @@ export class TenantsController {
 
   @Post()
   @OperatorOnly()
+  @ShowsSecret()
   @ApiRoute('createTenant', 'Create a tenant', 'The answer carries the tenant\'s `eventsSecret`, shown only here.')
   @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_exists', 'environment_not_configured')
   @ApiCreatedResponse({ type: CreatedTenantResponseDto })
@@ -67,6 +68,7 @@ export class TenantsController {
 
   @Post(':tenantId/events-secret')
   @OperatorOnly()
+  @ShowsSecret()
   @ApiRoute('rotateEventsSecret', 'Rotate the events secret, optionally with an overlap during which both secrets sign', 'The new secret is in this answer only.')
   @ApiBody({ type: RotateEventsSecretDto, required: false })
   @ApiCreatedResponse({ type: EventsSecretResponseDto })
@@ -77,6 +79,7 @@ export class TenantsController {
 
   @Post(':tenantId/api-keys')
   @OperatorOnly()
+  @ShowsSecret()
   @ApiRoute('createApiKey', 'Create a tenant API key', 'The key is in this answer only.')
   @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_not_found')
   @ApiCreatedResponse({ type: CreatedApiKeyResponseDto })

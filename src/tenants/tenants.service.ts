@@ -6,6 +6,7 @@ import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { TokenVault, type SealedRef } from '../vault/token-vault.service.js';
 import type { CreateTenantDto, UpdateTenantDto } from './dto/tenant.dto.js';
+import { ApiKeyCache } from './api-key-cache.js';
 import { TenantEntity } from './tenant.entity.js';
 import { TenantsRepository } from './tenants.repository.js';
 
@@ -16,6 +17,7 @@ export class TenantsService {
     private readonly repo: TenantsRepository,
     private readonly vault: TokenVault,
     private readonly clock: Clock,
+    private readonly keyCache: ApiKeyCache,
   ) {}
 
   async create(dto: CreateTenantDto): Promise<{ tenant: TenantEntity; eventsSecret: string }> {
@@ -78,6 +80,7 @@ export class TenantsService {
 
   async delete(id: string): Promise<void> {
     if (!(await this.repo.delete(id))) throw new AppError('tenant_not_found', 'No such tenant.');
+    this.keyCache.dropTenant(id);
   }
 
   /**

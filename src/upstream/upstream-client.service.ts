@@ -1,9 +1,10 @@
-import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, OnModuleDestroy, Optional } from '@nestjs/common';
 import type { IncomingHttpHeaders } from 'node:http';
 import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
 import type { AppConfig, CwsEnvironment } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { endClientSpan, injectTraceContext, startClientSpan, tracingOn } from '../ops/tracing.js';
+import { UpstreamMetrics } from './upstream-metrics.js';
 import { TokenEndpointError, UpstreamStatusError, UpstreamTimeoutError, UpstreamUnavailableError } from './upstream.errors.js';
 import type { ResourceRequest, ResourceResponse, TokenSet, UpstreamUser } from './upstream.types.js';
 
@@ -26,7 +27,10 @@ export class UpstreamClient implements OnModuleDestroy {
    */
   private readonly backgroundTokenAgent: Agent;
 
-  constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    @Optional() private readonly metrics?: UpstreamMetrics,
+  ) {
     const common = {
       connectTimeout: config.upstream.connectTimeoutMs,
       headersTimeout: config.upstream.headersTimeoutMs,
@@ -68,6 +72,18 @@ export class UpstreamClient implements OnModuleDestroy {
 
   /** A resource call, streamed both ways. GETs (or calls marked retry) are retried on connection errors and 502/503/504. */
   async resource(env: CwsEnvironment, req: ResourceRequest): Promise<ResourceResponse> {
+    const started = performance.now();
+    let status: number | null = null;
+    try {
+      const res = await this.resourceCall(env, req);
+      status = res.status;
+      return res;
+    } finally {
+      this.metrics?.record(status, (performance.now() - started) / 1000);
+    }
+  }
+
+  private async resourceCall(env: CwsEnvironment, req: ResourceRequest): Promise<ResourceResponse> {
     // The request path and query go out exactly as given (a URL object would re-encode them); only the base is parsed.
     const base = apiBaseOf(env.apiUrl);
     const retries = req.retry ? this.config.upstream.retries : 0;

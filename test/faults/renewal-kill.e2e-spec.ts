@@ -108,8 +108,10 @@ describe('SIGKILL during a renewal storm', () => {
       await waitUntilSettled();
       const reauth = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM connections WHERE status = 'reauth_required'`)).rows[0].n - reauthBefore;
       const reuses = sandbox.stats().refreshReuses - reusesBefore;
-      // Each cut rotation shows up exactly once, as the one reuse that revealed it; nothing else was reused.
-      expect(reuses).toBe(reauth);
+      // Each cut rotation is revealed by a reuse (a loaded machine may retry a timed-out call with the same
+      // spent token, so one lost connection can show more than one); that nothing else was reused is checked
+      // below, where every connection still active renews.
+      expect(reuses).toBeGreaterThanOrEqual(reauth);
       lostPerKill.push(reauth);
     }
     const statuses = await db.query<{ status: string; status_reason: string | null; n: number }>(`SELECT status, status_reason, count(*)::int AS n FROM connections GROUP BY 1, 2`);
@@ -122,5 +124,15 @@ describe('SIGKILL during a renewal storm', () => {
       if (r.status === 'reauth_required') expect(r.status_reason).toBe('refresh_token_rejected');
     }
     for (const lost of lostPerKill) expect(lost).toBeLessThanOrEqual(CAP);
+    // A reuse revokes its whole grant upstream: had any active connection's token been sent twice, its
+    // forced renewal would now be refused. Every one renews.
+    const active = await db.query<{ id: string }>(`SELECT id FROM connections WHERE status = 'active'`);
+    const refused: string[] = [];
+    for (const { id } of active.rows) {
+      const res = await fetch(`${app!.url}/v1/tenants/acme/connections/${id}/refresh`, { method: 'POST', headers: { authorization: `Bearer ${operatorKey}` } });
+      await res.arrayBuffer();
+      if (res.status !== 200) refused.push(`${id}: ${res.status}`);
+    }
+    expect(refused.slice(0, 5)).toEqual([]);
   }, 300_000);
 });

@@ -1,0 +1,143 @@
+/** The service's own API, called from the page with the session cookie and its CSRF token. */
+
+export interface Tenant {
+  id: string;
+  name: string;
+  environment: string;
+  design: string;
+  allowedReturnUrls: string[];
+  eventsTargetUrl: string | null;
+  eventsTargetDisabled?: boolean;
+  createdAt: string;
+}
+
+export interface Connection {
+  id: string;
+  kind: 'user' | 'admin';
+  userId: string | null;
+  upstreamUser: { id: string; email: string | null };
+  isAdmin: boolean;
+  status: 'active' | 'reauth_required';
+  statusReason: string | null;
+  scopes: string[];
+  accessTokenExpiresAt: string | null;
+  lastRefreshedAt: string | null;
+  lastError: { code: string; at: string } | null;
+  createdAt: string;
+}
+
+export interface ConnectionPage {
+  connections: Connection[];
+  next: string | null;
+}
+
+export interface Renewal {
+  at: string;
+  outcome: 'renewed' | 'failed' | 'reauth_required';
+  error: string | null;
+  durationMs: number;
+}
+
+export interface EventItem {
+  id: string;
+  receivedAt: string;
+  type: string;
+  source: string;
+  delivery: { state: 'pending' | 'delivered' | 'dead' | 'no_target' | 'filtered'; attempts: number; lastError: string | null; deliveredAt: string | null };
+}
+
+export interface EventPage {
+  events: EventItem[];
+  next: string | null;
+}
+
+export interface Attempt {
+  at: string;
+  status: number | null;
+  durationMs: number;
+  error: string | null;
+}
+
+export interface Figures {
+  instanceId: string;
+  startedAt: string;
+  renewals: { byOutcome: Record<string, number>; meanMs: number | null; p95UnderMs: number | null; overdueSeconds: number };
+  upstream: { byOutcome: Record<string, number>; meanMs: number | null; p95UnderMs: number | null };
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The service's base path: the page lives at <base>/console/. */
+const BASE = window.location.pathname.replace(/\/console\/?(index\.html)?$/, '');
+
+let csrfToken: string | null = null;
+let onSignedOut: () => void = () => undefined;
+
+export function whenSignedOut(handler: () => void): void {
+  onSignedOut = handler;
+}
+
+async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (csrfToken) headers['x-csrf-token'] = csrfToken;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(BASE + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin', cache: 'no-store' });
+  if (res.status === 204) return undefined as T;
+  const json: unknown = await res.json().catch(() => null);
+  if (!res.ok) {
+    const error = (json as { error?: { code?: string; message?: string } } | null)?.error;
+    if (res.status === 401 && path.startsWith('/v1/')) {
+      csrfToken = null;
+      onSignedOut();
+    }
+    throw new ApiError(res.status, error?.code ?? `http_${res.status}`, error?.message ?? `The service answered ${res.status}.`);
+  }
+  return json as T;
+}
+
+const enc = encodeURIComponent;
+
+function query(params: Record<string, string | undefined>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v) q.set(k, v);
+  const s = q.toString();
+  return s ? `?${s}` : '';
+}
+
+export const api = {
+  async resume(): Promise<boolean> {
+    try {
+      csrfToken = (await call<{ csrfToken: string }>('GET', '/console/api/session')).csrfToken;
+      return true;
+    } catch {
+      return false;
+    }
+  },
+  async signIn(operatorKey: string): Promise<void> {
+    csrfToken = (await call<{ csrfToken: string }>('POST', '/console/api/session', { operatorKey })).csrfToken;
+  },
+  async signOut(): Promise<void> {
+    await call<void>('DELETE', '/console/api/session');
+    csrfToken = null;
+  },
+  figures: () => call<Figures>('GET', '/console/api/figures'),
+  tenants: () => call<Tenant[]>('GET', '/v1/tenants'),
+  tenant: (t: string) => call<Tenant>('GET', `/v1/tenants/${enc(t)}`),
+  connections: (t: string, filter: Record<string, string | undefined>) => call<ConnectionPage>('GET', `/v1/tenants/${enc(t)}/connections${query(filter)}`),
+  connection: (t: string, id: string) => call<Connection>('GET', `/v1/tenants/${enc(t)}/connections/${enc(id)}`),
+  renewals: (t: string, id: string) => call<{ renewals: Renewal[] }>('GET', `/v1/tenants/${enc(t)}/connections/${enc(id)}/renewals`),
+  renew: (t: string, id: string) => call<Connection>('POST', `/v1/tenants/${enc(t)}/connections/${enc(id)}/refresh`),
+  deleteConnection: (t: string, id: string) => call<void>('DELETE', `/v1/tenants/${enc(t)}/connections/${enc(id)}`),
+  events: (t: string, after: string | undefined, limit = 50) => call<EventPage>('GET', `/v1/tenants/${enc(t)}/events${query({ after, limit: String(limit) })}`),
+  attempts: (t: string, id: string) => call<{ attempts: Attempt[] }>('GET', `/v1/tenants/${enc(t)}/events/${enc(id)}/attempts`),
+  redeliver: (t: string, id: string) => call<{ id: string }>('POST', `/v1/tenants/${enc(t)}/events/${enc(id)}/redeliver`),
+  redeliverSince: (t: string, since: string, state: 'dead' | 'delivered' | 'any') => call<{ queued: number }>('POST', `/v1/tenants/${enc(t)}/events/redeliver`, { since, state }),
+};

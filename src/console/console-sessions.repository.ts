@@ -1,0 +1,27 @@
+import { Injectable } from '@nestjs/common';
+import { InjectRepository } from '@nestjs/typeorm';
+import { Repository } from 'typeorm';
+import { ConsoleSessionEntity } from './console-session.entity.js';
+
+@Injectable()
+export class ConsoleSessionsRepository {
+  constructor(@InjectRepository(ConsoleSessionEntity) private readonly repo: Repository<ConsoleSessionEntity>) {}
+
+  async insert(session: ConsoleSessionEntity): Promise<void> {
+    await this.repo.insert(session);
+  }
+
+  /** The session with this secret, unless it has expired. */
+  async findLive(tokenHash: Buffer, now: Date): Promise<ConsoleSessionEntity | null> {
+    return this.repo.createQueryBuilder('s').where('s.token_hash = :tokenHash AND s.expires_at > :now', { tokenHash, now }).getOne();
+  }
+
+  async deleteByTokenHash(tokenHash: Buffer): Promise<void> {
+    await this.repo.createQueryBuilder().delete().from(ConsoleSessionEntity).where('token_hash = :tokenHash', { tokenHash }).execute();
+  }
+
+  async deleteExpired(before: Date): Promise<number> {
+    const result = await this.repo.createQueryBuilder().delete().from(ConsoleSessionEntity).where('expires_at <= :before', { before }).execute();
+    return result.affected ?? 0;
+  }
+}

@@ -1,0 +1,19 @@
+import { Injectable } from '@nestjs/common';
+import { AppError } from '../common/app-error.js';
+import { ApiKeysService } from '../tenants/api-keys.service.js';
+import { ConsoleSessionsService, type ConsoleSessionView } from './console-sessions.service.js';
+
+@Injectable()
+export class ConsoleService {
+  constructor(
+    private readonly keys: ApiKeysService,
+    private readonly sessions: ConsoleSessionsService,
+  ) {}
+
+  /** Only the operator key opens the console; the same check as the API's, then a new session. */
+  async signIn(operatorKey: string): Promise<ConsoleSessionView & { token: string }> {
+    const principal = await this.keys.authenticate(operatorKey).catch(() => null);
+    if (principal?.kind !== 'operator') throw new AppError('unauthorized', 'That is not the operator key.');
+    return this.sessions.start();
+  }
+}

@@ -1,0 +1,49 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { IsString, MaxLength, MinLength } from 'class-validator';
+
+export class SignInDto {
+  @ApiProperty({ description: 'The operator key (OPERATOR_API_KEY). Tenant keys do not sign in.' })
+  @IsString()
+  @MinLength(1)
+  @MaxLength(512)
+  operatorKey: string;
+}
+
+export class ConsoleSessionDto {
+  @ApiProperty({ description: 'Send it back in `x-csrf-token` with every call the page makes with the session cookie.' })
+  csrfToken: string;
+
+  @ApiProperty({ format: 'date-time' })
+  expiresAt: string;
+}
+
+class RenewalFiguresDto {
+  @ApiProperty({ description: 'Renewals that held the lease, by outcome.', example: { success: 120, failure: 0, reauth_required: 1, lost_race: 0 } })
+  byOutcome: Record<string, number>;
+
+  @ApiProperty({ type: Number, nullable: true, description: 'Mean time of one renewal, in milliseconds; null before the first.' })
+  meanMs: number | null;
+
+  @ApiProperty({ type: Number, nullable: true, description: 'The bucket bound under which 95 % of renewals finished, in milliseconds.' })
+  p95UnderMs: number | null;
+
+  @ApiProperty({ description: 'How long the most overdue active connection has been due (0: none).' })
+  overdueSeconds: number;
+}
+
+class UpstreamFiguresDto {
+  @ApiProperty({ description: 'Resource calls to the upstream (facade and proxy), by status class; `error`: no answer.', example: { '2xx': 40, '3xx': 0, '4xx': 2, '5xx': 0, error: 0 } })
+  byOutcome: Record<string, number>;
+
+  @ApiProperty({ type: Number, nullable: true }) meanMs: number | null;
+  @ApiProperty({ type: Number, nullable: true }) p95UnderMs: number | null;
+}
+
+export class ConsoleFiguresDto {
+  @ApiProperty({ description: 'Figures of the instance that answered, since it started (its Prometheus metrics).' })
+  instanceId: string;
+
+  @ApiProperty({ format: 'date-time' }) startedAt: string;
+  @ApiProperty({ type: RenewalFiguresDto }) renewals: RenewalFiguresDto;
+  @ApiProperty({ type: UpstreamFiguresDto }) upstream: UpstreamFiguresDto;
+}
