@@ -9,6 +9,7 @@ import { ConnectionsRepository } from '../connections/connections.repository.js'
 import { eventPayload } from '../connections/connections.service.js';
 import { accessTokenRef, refreshDueAt, refreshTokenRef, sealTokens } from '../connections/token-fields.js';
 import { EventsRepository } from '../events/events.repository.js';
+import { traceRenewal } from '../ops/tracing.js';
 import { UpstreamClient } from '../upstream/upstream-client.service.js';
 import { TokenEndpointError, UpstreamTimeoutError } from '../upstream/upstream.errors.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
@@ -129,7 +130,7 @@ export class RenewalService implements OnModuleDestroy {
    */
   renewClaimed(leased: LeasedConnection, leaseTakenAt: number, lane: CommitLane): Promise<void> {
     const id = leased.connection.id;
-    const run = this.recorded(id, () => this.renewHeld(leased, ALWAYS, 'scheduled', leaseTakenAt, lane));
+    const run = this.recorded(id, () => traceRenewal(leased.connection, leased.environment, 'scheduled', () => this.renewHeld(leased, ALWAYS, 'scheduled', leaseTakenAt, lane)));
     // On-demand callers in this process share it instead of polling the row until the lease is released.
     const shared = !this.inflight.has(id);
     if (shared) this.inflight.set(id, run);
@@ -166,7 +167,7 @@ export class RenewalService implements OnModuleDestroy {
       try {
         const takenAt = performance.now();
         const leased = await this.repo.tryLease(id, this.config.instanceId, leaseMs);
-        if (leased) return await this.recorded(id, () => this.renewHeld(leased, need, mode, takenAt, lane));
+        if (leased) return await this.recorded(id, () => traceRenewal(leased.connection, leased.environment, mode, () => this.renewHeld(leased, need, mode, takenAt, lane)));
       } finally {
         lane.release();
       }

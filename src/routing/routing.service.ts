@@ -7,6 +7,7 @@ import { APP_CONFIG } from '../config/config.module.js';
 import type { ConnectionEntity } from '../connections/connection.entity.js';
 import { ConnectionsRepository } from '../connections/connections.repository.js';
 import { RenewalService } from '../refresh/renewal.service.js';
+import { annotate, connectionAttributes } from '../ops/tracing.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { UpstreamClient } from '../upstream/upstream-client.service.js';
 import { UpstreamTimeoutError, UpstreamUnavailableError } from '../upstream/upstream.errors.js';
@@ -16,7 +17,7 @@ import { ownerKey, RouteCache, type CachedTenant, type CachedToken } from './rou
 /** Whose token a facade route needs (API.md section 7). */
 export type RouteKind = 'user' | 'admin';
 
-export type RoutedRequest = Omit<ResourceRequest, 'accessToken'>;
+export type RoutedRequest = Omit<ResourceRequest, 'accessToken' | 'trace'>;
 export type RoutedResponse = ResourceResponse & { connectionId: string };
 
 interface Picked {
@@ -58,14 +59,16 @@ export class RoutingService {
    */
   async call(tenantId: string, route: RouteKind, userId: string | undefined, req: RoutedRequest): Promise<RoutedResponse> {
     const { connection, env } = await this.pick(tenantId, route, userId);
+    const trace = connectionAttributes(tenantId, connection.id, env.name, connection.kind === 'admin');
+    if (trace !== null) annotate(trace);
     const token = await this.tokenFor(connection);
-    const first = await this.send(env, req, token.accessToken);
+    const first = await this.send(env, req, token.accessToken, trace);
     if (first.status !== 401 || !replayable(req.body)) return withConnection(first, connection.id);
 
     await first.body.dump().catch(() => undefined);
     const renewed = await this.renewal.renewAfterRejection(connection, token.version);
     this.cache.renewedHere(connection.id, { accessToken: renewed.accessToken, version: renewed.version, expiresAt: renewed.expiresAt.getTime() });
-    return withConnection(await this.send(env, req, renewed.accessToken), connection.id);
+    return withConnection(await this.send(env, req, renewed.accessToken, trace), connection.id);
   }
 
   private async pick(tenantId: string, route: RouteKind, userId: string | undefined): Promise<Picked> {
@@ -133,9 +136,9 @@ export class RoutingService {
     return token;
   }
 
-  private async send(env: CwsEnvironment, req: RoutedRequest, accessToken: string): Promise<ResourceResponse> {
+  private async send(env: CwsEnvironment, req: RoutedRequest, accessToken: string, trace: ResourceRequest['trace']): Promise<ResourceResponse> {
     try {
-      return await this.upstream.resource(env, { ...req, accessToken });
+      return await this.upstream.resource(env, { ...req, accessToken, trace });
     } catch (e) {
       if (e instanceof UpstreamUnavailableError) throw new AppError('upstream_unavailable', 'The upstream service could not be reached.');
       if (e instanceof UpstreamTimeoutError) throw new AppError('upstream_timeout', 'The upstream service did not answer in time.');
