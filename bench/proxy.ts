@@ -1,9 +1,12 @@
 // The facade's overhead, measured against a bare pass-through proxy in the same run.
 //   npx tsx bench/proxy.ts            (DATABASE_URL defaults to postgres://postgres@127.0.0.1:5432/postgres)
 // Env: BENCH_ROUNDS (5), BENCH_SECONDS (5), BENCH_CONNECTIONS (50), BENCH_LOG_LEVEL (info), BENCH_SKIP_BUILD=1,
-// BENCH_PROFILE=<dir> (a CPU profile of the app), BENCH_VERBOSE=1 (children's stderr).
+// BENCH_PROFILE=<dir> (a CPU profile of the app), BENCH_VERBOSE=1 (children's stderr),
+// BENCH_TRACING=1 (the app exports traces over OTLP/HTTP protobuf to a sink in this process, which reads and drops them).
 // Each server runs in its own process: the sandbox, the bare proxy, the app (compiled: NestJS needs
 // decorator metadata, which tsx does not emit). autocannon runs here. Not part of `npm test`.
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import autocannon, { type Result } from 'autocannon';
 import { freePort } from '../src/common/free-port.js';
 import { cpuMs, finish, json, median, ready, start, transactions, withStack, type Stack } from './harness.js';
@@ -99,4 +102,28 @@ async function run(stack: Stack): Promise<void> {
   );
 }
 
-finish(withStack({}, run));
+/** An OTLP/HTTP endpoint that accepts every export and keeps only counts (what a collector costs the app is the export itself). */
+async function otlpSink(): Promise<{ url: string; exports: () => number; bytes: () => number }> {
+  let exports = 0;
+  let bytes = 0;
+  const server = createServer((req, res) => {
+    req.on('data', (c: Buffer) => (bytes += c.length));
+    req.on('end', () => {
+      exports++;
+      res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  server.unref();
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, exports: () => exports, bytes: () => bytes };
+}
+
+async function main(): Promise<void> {
+  if (!process.env.BENCH_TRACING) return withStack({}, run);
+  const sink = await otlpSink();
+  console.log(`tracing on: every request traced and exported to an OTLP sink at ${sink.url}\n`);
+  await withStack({ OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_BSP_SCHEDULE_DELAY: '1000' }, run);
+  console.log(`OTLP exports received: ${sink.exports()} (${(sink.bytes() / 1e6).toFixed(1)} MB)`);
+}
+
+finish(main());

@@ -168,3 +168,40 @@ describe('parseVaultKeys', () => {
     expect(parseVaultKeys(`${key('new')}, ${key('old')}`).map((k) => k.kid)).toEqual(['new', 'old']);
   });
 });
+
+describe('tracing (OTEL_*)', () => {
+  const load = (env: Record<string, string>) => loadConfig({ ...base, DATABASE_URL: 'postgres://x@127.0.0.1/db', SANDBOX: 'off', ...env });
+
+  it('is off without an OTLP endpoint, and with OTEL_SDK_DISABLED', () => {
+    expect(load({}).tracing).toBeNull();
+    expect(load({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'true' }).tracing).toBeNull();
+  });
+
+  it('sends spans to <endpoint>/v1/traces over protobuf by default, or to the traces endpoint as given', () => {
+    expect(load({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/' }).tracing).toEqual({
+      endpoint: 'http://collector:4318/v1/traces',
+      protocol: 'http/protobuf',
+      headers: {},
+      serviceName: 'cws-connect',
+      sampleRatio: 1,
+      scheduleDelayMs: 5000,
+    });
+    const t = load({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://otlp.example/api/traces', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_SERVICE_NAME: 'connect-eu' }).tracing;
+    expect(t).toMatchObject({ endpoint: 'https://otlp.example/api/traces', protocol: 'http/json', serviceName: 'connect-eu' });
+  });
+
+  it('reads export headers (percent-decoded) and a sampling ratio', () => {
+    const t = load({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=a%3Db,Team=ops', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.05' }).tracing;
+    expect(t?.headers).toEqual({ 'x-api-key': 'a=b', team: 'ops' });
+    expect(t?.sampleRatio).toBe(0.05);
+  });
+
+  it('refuses grpc, a malformed header list without quoting its values, and a ratio out of range', () => {
+    expect(configErrorOf(() => load({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4317', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' })).variable).toBe('OTEL_EXPORTER_OTLP_PROTOCOL');
+    const headers = configErrorOf(() => load({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_HEADERS: 'supersecretvalue' }));
+    expect(headers.variable).toBe('OTEL_EXPORTER_OTLP_HEADERS');
+    expect(headers.message).not.toContain('supersecretvalue');
+    expect(configErrorOf(() => load({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '2' })).variable).toBe('OTEL_TRACES_SAMPLER_ARG');
+    expect(configErrorOf(() => load({ OTEL_EXPORTER_OTLP_ENDPOINT: 'not a url' })).variable).toBe('OTEL_EXPORTER_OTLP_ENDPOINT');
+  });
+});

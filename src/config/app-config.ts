@@ -51,6 +51,20 @@ export interface AppConfig {
   /** pretty: one readable line per entry, for a person at a terminal; json: one JSON object per line. */
   logFormat: 'json' | 'pretty';
   instanceId: string;
+  /** OpenTelemetry trace export (docs/operations.md, "Traces"); null: off, no SDK loaded. */
+  tracing: TracingConfig | null;
+}
+
+export interface TracingConfig {
+  /** Where spans are POSTed: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces. */
+  endpoint: string;
+  protocol: 'http/protobuf' | 'http/json';
+  /** OTEL_EXPORTER_OTLP_HEADERS (a collector's credentials, typically): sent with each export, never logged. */
+  headers: Record<string, string>;
+  serviceName: string;
+  /** Fraction of new traces kept; a caller's sampled traceparent is always followed. */
+  sampleRatio: number;
+  scheduleDelayMs: number;
 }
 
 export class ConfigError extends Error {
@@ -204,6 +218,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
     logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'], host.stdoutIsTty ? 'pretty' : 'json'),
     instanceId: env.INSTANCE_ID?.trim() || `${process.pid}-${randomBytes(3).toString('hex')}`,
+    tracing: readTracing(env),
   };
   if (config.upstream.tokenTimeoutMs * 2 >= config.refresh.leaseMs) {
     throw new ConfigError('REFRESH_LEASE_MS', 'must be more than twice UPSTREAM_TOKEN_TIMEOUT_MS, so that a renewal lease cannot expire during a token call');
@@ -245,6 +260,44 @@ function othersMayEnter(dir: string): boolean {
     if ((statSync(d).mode & 0o001) === 0) return false;
     if (d === dirname(d)) return true;
   }
+}
+
+/** The standard OpenTelemetry variables this service honours; tracing is on when an OTLP endpoint is set. */
+function readTracing(env: Env): TracingConfig | null {
+  if (bool(env, 'OTEL_SDK_DISABLED', false)) return null;
+  const base = url(env, 'OTEL_EXPORTER_OTLP_ENDPOINT');
+  const traces = url(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
+  if (!base && !traces) return null;
+  const protocolVar = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim() ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+  if (env[protocolVar]?.trim().toLowerCase() === 'grpc') throw new ConfigError(protocolVar, 'grpc is not supported: use http/protobuf (the default) or http/json');
+  const sampler = oneOf(env, 'OTEL_TRACES_SAMPLER', ['parentbased_traceidratio', 'parentbased_always_on'], 'parentbased_always_on');
+  return {
+    endpoint: traces ?? `${stripSlash(base as string)}/v1/traces`,
+    protocol: oneOf(env, protocolVar, ['http/protobuf', 'http/json'], 'http/protobuf'),
+    headers: env.OTEL_EXPORTER_OTLP_TRACES_HEADERS?.trim()
+      ? otlpHeaders('OTEL_EXPORTER_OTLP_TRACES_HEADERS', env.OTEL_EXPORTER_OTLP_TRACES_HEADERS)
+      : otlpHeaders('OTEL_EXPORTER_OTLP_HEADERS', env.OTEL_EXPORTER_OTLP_HEADERS),
+    serviceName: env.OTEL_SERVICE_NAME?.trim() || 'cws-connect',
+    sampleRatio: sampler === 'parentbased_traceidratio' ? num(env, 'OTEL_TRACES_SAMPLER_ARG', 1, 0, 1) : 1,
+    scheduleDelayMs: int(env, 'OTEL_BSP_SCHEDULE_DELAY', 5000, 10, 600_000),
+  };
+}
+
+/** `key=value,key2=value2`, values percent-encoded (the OTel specification's format). The values are not quoted in errors. */
+function otlpHeaders(variable: string, raw: string | undefined): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const pair of (raw ?? '').split(',')) {
+    if (!pair.trim()) continue;
+    const eq = pair.indexOf('=');
+    const name = eq > 0 ? pair.slice(0, eq).trim() : '';
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw new ConfigError(variable, 'must be a comma-separated list of name=value pairs');
+    try {
+      headers[name.toLowerCase()] = decodeURIComponent(pair.slice(eq + 1).trim());
+    } catch {
+      throw new ConfigError(variable, `the value of ${name} is not valid percent-encoding`);
+    }
+  }
+  return headers;
 }
 
 function readEnvironment(env: Env, name: EnvironmentName): CwsEnvironment | null {

@@ -12,6 +12,7 @@ import { ConnectionPagingAndHealth1796400000000 } from '../../migrations/1796400
 import { EventReplayAndTargets1796400000100 } from '../../migrations/1796400000100-EventReplayAndTargets.js';
 import { CreateConsoleSessions1796500000000 } from '../../migrations/1796500000000-CreateConsoleSessions.js';
 import { ConnectSessionDisplay1796600000000 } from '../../migrations/1796600000000-ConnectSessionDisplay.js';
+import { EventTraceparent1796800000000 } from '../../migrations/1796800000000-EventTraceparent.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
@@ -32,4 +33,5 @@ export const MIGRATIONS = [
   EventReplayAndTargets1796400000100,
   CreateConsoleSessions1796500000000,
   ConnectSessionDisplay1796600000000,
+  EventTraceparent1796800000000,
 ];

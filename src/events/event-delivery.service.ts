@@ -9,6 +9,7 @@ import { databaseOutage, isDatabaseUnavailable } from '../common/database-outage
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import type { TenantEntity } from '../tenants/tenant.entity.js';
+import { ATTR, contextOf, endClientSpan, injectTraceContext, startClientSpan } from '../ops/tracing.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { EventsRepository, type SqlExecutor, type StoredEvent, type UnqueuedEvent } from './events.repository.js';
 import { signDelivery } from './standard-webhooks.js';
@@ -202,20 +203,27 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
     const timestamp = Math.floor(this.clock.now().getTime() / 1000);
     const started = performance.now();
     const took = () => Math.round(performance.now() - started);
+    const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'cws-connect-webhooks/1', ...signDelivery(secrets, event.id, timestamp, body) };
+    // In the trace that received or created the event, so the partner can join its own to it.
+    const span = startClientSpan('POST event delivery', 'POST', originOf(target), { [ATTR.tenant]: event.tenantId, [ATTR.eventId]: event.id, [ATTR.eventType]: event.type }, contextOf(event.traceparent));
+    if (span !== null) injectTraceContext(span, headers);
+    else if (event.traceparent !== null) headers.traceparent = event.traceparent;
     try {
       const res = await request(target, {
         method: 'POST',
         dispatcher: this.agent,
-        headers: { 'content-type': 'application/json', 'user-agent': 'cws-connect-webhooks/1', ...signDelivery(secrets, event.id, timestamp, body) },
+        headers,
         body,
         signal: AbortSignal.timeout(this.config.events.attemptTimeoutMs),
       });
       await res.body.dump({ limit: 64 * 1024 }).catch(() => undefined);
       const status = res.statusCode;
+      endClientSpan(span, status);
       if (status >= 200 && status < 300) return { ok: true, status, error: null, durationMs: took(), retryAfterMs: null };
       const retryAfterMs = status === 429 || status === 503 ? retryAfterMsOf(res.headers['retry-after'], this.clock.now().getTime(), this.config.events.retrySpanMs) : null;
       return { ok: false, status, error: `http_${status}`, durationMs: took(), retryAfterMs };
     } catch (e) {
+      endClientSpan(span, null, e);
       return { ok: false, status: null, error: networkError(e), durationMs: took(), retryAfterMs: null };
     }
   }
@@ -247,6 +255,15 @@ export function retryAfterMsOf(header: string | string[] | undefined, now: numbe
     ms = at - now;
   }
   return Math.min(capMs, Math.max(0, ms));
+}
+
+/** A target URL's origin: its path and query may hold the partner's own secret (a token in a webhook URL is common). */
+function originOf(target: string): string {
+  try {
+    return new URL(target).origin;
+  } catch {
+    return '';
+  }
 }
 
 // Only the error's kind: a message may quote the target URL, which can carry credentials.

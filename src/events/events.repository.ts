@@ -3,6 +3,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { LOCKS, withAdvisoryLock } from '../database/advisory-lock.js';
+import { currentTraceparent } from '../ops/tracing.js';
 
 export type EventSource = 'upstream' | 'service';
 export type DeliveryState = 'pending' | 'delivered' | 'dead' | 'no_target' | 'filtered';
@@ -28,6 +29,8 @@ export interface NewEvent {
   /** `payload` as the JSON text it was parsed from (one JSON value, already checked): stored as is, not encoded again. */
   payloadJson?: string;
   receiverId?: string | null;
+  /** The trace that received or created it (ops/tracing.ts); `record` takes the one in progress. */
+  traceparent?: string | null;
 }
 
 export interface StoredEvent {
@@ -45,6 +48,8 @@ export interface StoredEvent {
   deliveredAt: Date | null;
   /** When its current delivery began (a redelivery restarts the retry span); null: at receipt. */
   retryFrom: Date | null;
+  /** W3C trace context of the operation that received or created it; null when tracing was off. */
+  traceparent: string | null;
 }
 
 @Injectable()
@@ -62,7 +67,7 @@ export class EventsRepository {
    */
   async record(event: NewEvent, manager?: EntityManager): Promise<void> {
     const id = randomUUID();
-    const stored = await this.insert(manager ?? this.db.manager, [{ ...event, id }]);
+    const stored = await this.insert(manager ?? this.db.manager, [{ ...event, id, traceparent: event.traceparent ?? currentTraceparent() }]);
     if (!stored.has(id)) throw new Error('event for an unknown tenant');
   }
 
@@ -76,14 +81,14 @@ export class EventsRepository {
 
   private async insert(runner: EntityManager, events: Array<NewEvent & { id: string }>): Promise<Map<string, DeliveryState>> {
     const rows = (await runner.query(
-      `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, delivery_state, next_attempt_at)
-       SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, p.payload,
+      `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, traceparent, delivery_state, next_attempt_at)
+       SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, p.payload, v.traceparent,
               CASE WHEN t.events_target_url IS NULL OR t.events_target_disabled THEN 'no_target'
                    WHEN t.event_types IS NOT NULL AND NOT (t.event_types ? v.type) THEN 'filtered'
                    ELSE 'pending' END, now()
-         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[])
-              WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, ord)
-         JOIN jsonb_array_elements($6::jsonb) WITH ORDINALITY AS p(payload, ord) ON p.ord = v.ord
+         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
+              WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, traceparent, ord)
+         JOIN jsonb_array_elements($7::jsonb) WITH ORDINALITY AS p(payload, ord) ON p.ord = v.ord
          JOIN tenants t ON t.id = v.tenant_id
         ORDER BY v.ord
        RETURNING id, delivery_state`,
@@ -93,6 +98,7 @@ export class EventsRepository {
         events.map((e) => e.source),
         events.map((e) => e.receiverId ?? null),
         events.map((e) => e.type),
+        events.map((e) => e.traceparent ?? null),
         // One JSON array of the payloads: no array-literal escaping of every payload's quotes on the way.
         `[${events.map((e) => e.payloadJson ?? JSON.stringify(e.payload ?? null)).join(',')}]`,
       ],
@@ -271,5 +277,6 @@ export function toEvent(r: Record<string, unknown>): StoredEvent {
     lastDeliveryError: (r.last_delivery_error as string | null) ?? null,
     deliveredAt: (r.delivered_at as Date | null) ?? null,
     retryFrom: (r.retry_from as Date | null) ?? null,
+    traceparent: (r.traceparent as string | null) ?? null,
   };
 }

@@ -7,6 +7,7 @@ import { assignRequestId, mintRequestId } from '../common/request-id.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { accessLogLevel } from '../ops/logger.js';
+import { bindRequestContext, setRequestRoute, tracingOn, traceRequest } from '../ops/tracing.js';
 import { ApiKeysService } from '../tenants/api-keys.service.js';
 import { matchInbound, type InboundDoor } from '../webhooks/inbound-door.js';
 import { matchRoute, type RouteMatch } from './facade-routes.js';
@@ -126,6 +127,11 @@ export class FrontDoor {
   readonly listener = (req: IncomingMessage, res: ServerResponse): void => {
     const requestId = assignRequestId(req, res);
     (req as IncomingMessage & { id?: string }).id = requestId;
+    if (tracingOn()) traceRequest(req, res, requestId, () => this.route(req, res, requestId));
+    else this.route(req, res, requestId);
+  };
+
+  private route(req: IncomingMessage, res: ServerResponse, requestId: string): void {
     const url = req.url ?? '';
     if (url.charCodeAt(0) !== 0x2f /* '/' */) {
       // Absolute-form (`GET http://host/...`), authority- and asterisk-form targets are for proxies, not for this server.
@@ -135,16 +141,22 @@ export class FrontDoor {
     const method = req.method ?? 'GET';
     const { match } = matchRoute(method, url);
     if (match !== null && this.facade !== null) {
+      if (tracingOn()) setRequestRoute(req, `/v1/tenants/{tenantId}${match.route.path}`, match.tenantId);
       this.facade.serve(req, res, match, requestId).catch(() => res.destroy()); // serve answers its own errors; this is a last resort
       return;
     }
     const delivery = this.inbound !== null ? matchInbound(method, url) : null;
     if (delivery !== null && this.inbound !== null) {
+      if (tracingOn()) {
+        setRequestRoute(req, '/inbound/{tenantId}/{receiverId}', delivery.tenantId);
+        bindRequestContext(req, res); // the body arrives in socket events, outside the span's context
+      }
       this.inbound.serve(req, res, delivery, requestId, (e) => answerError(req, res, e, requestId)).catch(() => res.destroy());
       return;
     }
+    if (tracingOn()) bindRequestContext(req, res);
     this.express(req, res);
-  };
+  }
 }
 
 /** The contract's error answer, written with node:http. */

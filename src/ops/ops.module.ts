@@ -4,12 +4,13 @@ import { HealthService } from './health.service.js';
 import { MetricsModule } from './metrics.module.js';
 import { OpsController } from './ops.controller.js';
 import { OpsRepository } from './ops.repository.js';
+import { TracingLifecycle } from './tracing.js';
 import { VaultModule } from '../vault/vault.module.js';
 
 @Module({
   // Readiness failures are not logged per probe: a database outage is logged once (common/database-outage.ts).
   imports: [TerminusModule.forRoot({ logger: false }), MetricsModule, VaultModule],
   controllers: [OpsController],
-  providers: [HealthService, OpsRepository],
+  providers: [HealthService, OpsRepository, TracingLifecycle],
 })
 export class OpsModule {}

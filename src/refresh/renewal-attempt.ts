@@ -8,6 +8,7 @@ import { Environments } from '../config/environments.js';
 import { type CommitLane, ConnectionsRepository, type LeasedConnection, type RenewalRow } from '../connections/connections.repository.js';
 import { ConnectionsService } from '../connections/connections.service.js';
 import { ConnectionTokens } from '../connections/token-fields.js';
+import { traceRenewal } from '../ops/tracing.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
 import { VaultError } from '../vault/token-vault.service.js';
 import { PairCommit } from './pair-commit.js';
@@ -39,7 +40,7 @@ export class RenewalAttempt {
 
   /** The lease is ours from `takenAt` (a local time no later than the database's); the new pair is committed on `lane`. */
   run(leased: LeasedConnection, need: Need, mode: Mode, takenAt: number, lane: CommitLane): Promise<Outcome> {
-    return this.recorded(leased.connection.id, () => this.renew(leased, need, mode, takenAt, lane));
+    return this.recorded(leased.connection.id, () => traceRenewal(leased.connection, leased.environment, mode, () => this.renew(leased, need, mode, takenAt, lane)));
   }
 
   private async renew(leased: LeasedConnection, need: Need, mode: Mode, takenAt: number, lane: CommitLane): Promise<Outcome> {

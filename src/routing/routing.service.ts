@@ -8,6 +8,7 @@ import { Environments } from '../config/environments.js';
 import type { ConnectionEntity } from '../connections/connection.entity.js';
 import { ConnectionsRepository } from '../connections/connections.repository.js';
 import { RenewalService } from '../refresh/renewal.service.js';
+import { annotate, connectionAttributes } from '../ops/tracing.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { UpstreamClient } from '../upstream/upstream-client.service.js';
 import { upstreamFailure } from '../upstream/upstream.errors.js';
@@ -17,7 +18,7 @@ import { ownerKey, RouteCache, type CachedTenant, type CachedToken } from './rou
 /** Whose token a facade route needs (API.md section 7). */
 export type RouteKind = 'user' | 'admin';
 
-export type RoutedRequest = Omit<ResourceRequest, 'accessToken'>;
+export type RoutedRequest = Omit<ResourceRequest, 'accessToken' | 'trace'>;
 export type RoutedResponse = ResourceResponse & { connectionId: string };
 
 interface Picked {
@@ -60,14 +61,16 @@ export class RoutingService {
    */
   async call(tenantId: string, route: RouteKind, userId: string | undefined, req: RoutedRequest): Promise<RoutedResponse> {
     const { connection, env } = await this.pick(tenantId, route, userId);
+    const trace = connectionAttributes(tenantId, connection.id, env.name, connection.kind === 'admin');
+    if (trace !== null) annotate(trace);
     const token = await this.tokenFor(connection);
-    const first = await this.send(env, req, token.accessToken);
+    const first = await this.send(env, req, token.accessToken, trace);
     if (first.status !== 401 || !replayable(req.body)) return withConnection(first, connection.id);
 
     await first.body.dump().catch(() => undefined);
     const renewed = await this.renewal.renewAfterRejection(connection, token.version);
     this.cache.renewedHere(connection.id, { accessToken: renewed.accessToken, version: renewed.version, expiresAt: renewed.expiresAt.getTime() });
-    return withConnection(await this.send(env, req, renewed.accessToken), connection.id);
+    return withConnection(await this.send(env, req, renewed.accessToken, trace), connection.id);
   }
 
   private async pick(tenantId: string, route: RouteKind, userId: string | undefined): Promise<Picked> {
@@ -134,9 +137,9 @@ export class RoutingService {
     return token;
   }
 
-  private async send(env: CwsEnvironment, req: RoutedRequest, accessToken: string): Promise<ResourceResponse> {
+  private async send(env: CwsEnvironment, req: RoutedRequest, accessToken: string, trace: ResourceRequest['trace']): Promise<ResourceResponse> {
     try {
-      return await this.upstream.resource(env, { ...req, accessToken });
+      return await this.upstream.resource(env, { ...req, accessToken, trace });
     } catch (e) {
       throw upstreamFailure(e) ?? e;
     }

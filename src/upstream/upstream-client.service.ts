@@ -4,6 +4,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
 import type { AppConfig, CwsEnvironment } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
+import { endClientSpan, injectTraceContext, startClientSpan, tracingOn } from '../ops/tracing.js';
 import { UpstreamMetrics } from './upstream-metrics.js';
 import { TokenEndpointError, UpstreamStatusError, UpstreamTimeoutError, UpstreamUnavailableError } from './upstream.errors.js';
 import type { ResourceRequest, ResourceResponse, TokenSet, UpstreamUser } from './upstream.types.js';
@@ -87,13 +88,20 @@ export class UpstreamClient implements OnModuleDestroy {
     // The request path and query go out exactly as given (a URL object would re-encode them); only the base is parsed.
     const base = apiBaseOf(env.apiUrl);
     const retries = req.retry ? this.config.upstream.retries : 0;
+    const headers: Record<string, string | string[]> = { ...req.headers, authorization: `Bearer ${req.accessToken}` };
+    // Ends when the answer's body does: the span covers the whole exchange, streamed or not.
+    const span = tracingOn() ? startClientSpan(`${req.method} upstream`, req.method, base.origin + base.prefix + req.path, req.trace ?? null) : null;
+    if (span !== null) {
+      span.setAttribute('cws.environment', env.name);
+      injectTraceContext(span, headers);
+    }
     for (let attempt = 0; ; attempt++) {
       try {
         const res = await this.agent.request({
           origin: base.origin,
           path: base.prefix + req.path,
           method: req.method as Dispatcher.HttpMethod,
-          headers: { ...req.headers, authorization: `Bearer ${req.accessToken}` },
+          headers,
           body: req.body ?? null,
           signal: req.signal,
         });
@@ -102,6 +110,10 @@ export class UpstreamClient implements OnModuleDestroy {
           await backoff(attempt);
           continue;
         }
+        if (span !== null) {
+          if (attempt > 0) span.setAttribute('http.request.resend_count', attempt);
+          res.body.once('close', () => endClientSpan(span, res.statusCode));
+        }
         return { status: res.statusCode, headers: res.headers, body: res.body };
       } catch (e) {
         const mapped = mapError(e);
@@ -109,6 +121,7 @@ export class UpstreamClient implements OnModuleDestroy {
           await backoff(attempt);
           continue;
         }
+        endClientSpan(span, null, mapped);
         throw mapped;
       }
     }
@@ -119,6 +132,11 @@ export class UpstreamClient implements OnModuleDestroy {
     const url = tokenUrlOf(env.authUrl);
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
     if (env.tokenAuth === 'header') headers.authorization = `Basic ${Buffer.from(`${env.clientId}:${env.clientSecret}`).toString('base64')}`;
+    const span = tracingOn() ? startClientSpan('POST oauth token', 'POST', url.origin + url.pathname, null) : null;
+    if (span !== null) {
+      span.setAttributes({ 'cws.environment': env.name, 'cws.grant_type': body.grant_type });
+      injectTraceContext(span, headers);
+    }
     let res: SmallResponse;
     try {
       res = await postSmall(agent, {
@@ -131,8 +149,11 @@ export class UpstreamClient implements OnModuleDestroy {
         bodyTimeout: this.config.upstream.tokenTimeoutMs,
       });
     } catch (e) {
-      throw mapError(e);
+      const mapped = mapError(e);
+      endClientSpan(span, null, mapped);
+      throw mapped;
     }
+    endClientSpan(span, res.status);
     const text = res.body;
     if (res.status !== 200) {
       throw new TokenEndpointError(res.status, oauthErrorOf(text), retryAfterOf(res.headers['retry-after']));

@@ -1,6 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type { Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Attributes } from '@opentelemetry/api';
 import type { Dispatcher } from 'undici';
 
 /** A token response (spec 2.2). `scope` is null when the answer carries none (refresh answers, spec 4.1). */
@@ -31,6 +32,8 @@ export interface ResourceRequest {
   retry?: boolean;
   /** undici also takes an EventEmitter that emits 'abort' (cheaper per call than an AbortController). */
   signal?: AbortSignal | EventEmitter;
+  /** Attributes of the call's span (ops/tracing.ts: ids, environment, token kind; never a secret). */
+  trace?: Attributes | null;
 }
 
 export interface ResourceResponse {

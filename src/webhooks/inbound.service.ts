@@ -5,6 +5,7 @@ import { AppError } from '../common/app-error.js';
 import { CommitBatcher } from '../common/commit-batcher.js';
 import { EventDeliveryService } from '../events/event-delivery.service.js';
 import { EventsRepository, type NewEvent } from '../events/events.repository.js';
+import { currentTraceparent } from '../ops/tracing.js';
 import { TokenVault } from '../vault/token-vault.service.js';
 import { WebhookReceiversRepository } from './webhook-receivers.repository.js';
 import { receiverRef } from './webhooks.service.js';
@@ -70,7 +71,9 @@ export class InboundService {
     // Time-ordered (UUIDv7): consecutive deliveries land on the same right-hand leaf of the primary key index
     // instead of a random one, which under load cost most of the insert (page reads, full-page WAL images).
     const id = timeOrderedUuid();
-    const stored = await this.inserts.save({ id, tenantId, source: 'upstream', type: eventTypeOf(body), payload: body, payloadJson: delivery.json, receiverId }).catch((e: unknown) => {
+    // The group commit runs in whichever request started it: each delivery's own trace is taken here.
+    const traceparent = currentTraceparent();
+    const stored = await this.inserts.save({ id, tenantId, source: 'upstream', type: eventTypeOf(body), payload: body, payloadJson: delivery.json, receiverId, traceparent }).catch((e: unknown) => {
       // The group commit isolates a member the database refuses; a data exception is this delivery's own fault.
       if (sqlStateOf(e)?.startsWith('22')) throw new AppError('validation_failed', 'The delivery holds a value PostgreSQL cannot store as JSON.');
       throw e;
