@@ -21,7 +21,20 @@ export default tseslint.config(
     files: ['packages/connect-browser/**/*.js', 'examples/partner-app/public/**/*.js', 'test/partner-guide/**/*.js'],
     languageOptions: {
       globals: Object.fromEntries(
-        ['window', 'document', 'URL', 'URLSearchParams', 'fetch', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'MessageEvent', 'EventSource', 'Event'].map((g) => [g, 'readonly']),
+        [
+          'window',
+          'document',
+          'URL',
+          'URLSearchParams',
+          'fetch',
+          'setTimeout',
+          'clearTimeout',
+          'setInterval',
+          'clearInterval',
+          'MessageEvent',
+          'EventSource',
+          'Event',
+        ].map((g) => [g, 'readonly']),
       ),
     },
   },

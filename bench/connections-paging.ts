@@ -58,9 +58,21 @@ async function main(): Promise<void> {
     if (created.status !== 201) throw new Error(`tenant creation answered ${created.status}`);
 
     const seedStarted = performance.now();
-    const tokens = { access_token: 'bench-access', refresh_token: 'bench-refresh', expiresIn: 21600, scope: ['workflows'], family: 'bench' };
+    const tokens = {
+      access_token: 'bench-access',
+      refresh_token: 'bench-refresh',
+      expiresIn: 21600,
+      scope: ['workflows'],
+      family: 'bench',
+    };
     const base = Date.now() - 86_400_000;
-    const items = Array.from({ length: N }, (_, i) => ({ tenantId: 'bench', userId: `u-${i}`, upstreamUserId: 'alice', tokens, issuedAt: new Date(base + i) }));
+    const items = Array.from({ length: N }, (_, i) => ({
+      tenantId: 'bench',
+      userId: `u-${i}`,
+      upstreamUserId: 'alice',
+      tokens,
+      issuedAt: new Date(base + i),
+    }));
     await seedConnections(db, vaultKeys, items);
     await db.query('VACUUM ANALYZE connections');
     console.log(`seeded ${N} connections in ${((performance.now() - seedStarted) / 1000).toFixed(1)} s`);
@@ -114,8 +126,12 @@ async function main(): Promise<void> {
     console.log(`plan of a later page: ${(plan.rows as Array<{ 'QUERY PLAN': string }>).map((r) => r['QUERY PLAN'].trim()).join(' / ')}`);
     const mf = median(first);
     const ml = median(last);
-    console.log(`first page: median ${mf.toFixed(2)} ms (p90 ${pct(first, 0.9).toFixed(2)} ms); last page (${pages}th): median ${ml.toFixed(2)} ms (p90 ${pct(last, 0.9).toFixed(2)} ms)`);
-    console.log(`RESULT connections-paging: last/first page latency ratio ${(ml / mf).toFixed(2)} over ${N} connections, ${LIMIT} per page, ${SAMPLES} samples each`);
+    console.log(
+      `first page: median ${mf.toFixed(2)} ms (p90 ${pct(first, 0.9).toFixed(2)} ms); last page (${pages}th): median ${ml.toFixed(2)} ms (p90 ${pct(last, 0.9).toFixed(2)} ms)`,
+    );
+    console.log(
+      `RESULT connections-paging: last/first page latency ratio ${(ml / mf).toFixed(2)} over ${N} connections, ${LIMIT} per page, ${SAMPLES} samples each`,
+    );
   } finally {
     await app?.stop();
     await db.end();

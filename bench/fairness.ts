@@ -46,7 +46,7 @@ async function stallUploads(appUrl: string, key: string, n: number): Promise<Sta
   );
   const refused = () => answers.filter((a) => a === 'HTTP/1.1 429').length;
   // Holding: every upload is either refused or open and quiet (the burst of opening them is not measured).
-  for (let settled = 0, last = -1; settled < 5; ) {
+  for (let settled = 0, last = -1; settled < 5;) {
     await new Promise((r) => setTimeout(r, 100));
     settled = answers.length === last ? settled + 1 : 0;
     last = answers.length;
@@ -95,7 +95,9 @@ async function run(stack: Stack): Promise<void> {
     const a = await quietLoad(quietUrl, quietKey);
     alone.push(a.latency.p99);
     quietErrors += a.non2xx + a.errors + a.timeouts;
-    console.log(`round ${round}  quiet alone          ${a.requests.average.toFixed(0).padStart(5)} req/s  p50 ${a.latency.p50} ms  p99 ${a.latency.p99} ms  errors ${a.non2xx + a.errors + a.timeouts}`);
+    console.log(
+      `round ${round}  quiet alone          ${a.requests.average.toFixed(0).padStart(5)} req/s  p50 ${a.latency.p50} ms  p99 ${a.latency.p99} ms  errors ${a.non2xx + a.errors + a.timeouts}`,
+    );
 
     const stalled = await stallUploads(stack.appUrl, noisyKey, STALLED);
     const flooding = flood(noisyUrl, noisyKey);

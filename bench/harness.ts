@@ -64,7 +64,9 @@ export function cpuMs(pid: number | undefined): number {
  * WAL writer, checkpointer). Compare two snapshots with `databaseCpuSince`.
  */
 export async function databaseCpu(client: pg.Client, database: string): Promise<Map<number, number>> {
-  const r = await client.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [database]);
+  const r = await client.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [
+    database,
+  ]);
   return new Map(r.rows.map((row) => [row.pid, cpuMs(row.pid)]));
 }
 
@@ -177,18 +179,35 @@ async function startStack(databaseUrl: string, appEnv: Record<string, string>): 
     appProc,
     sandboxProc,
     async tenant(id: string): Promise<string> {
-      await json(await fetch(`${appUrl}/v1/tenants`, { method: 'POST', headers: op, body: JSON.stringify({ id, name: id, environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] }) }));
-      const { key } = await json<{ key: string }>(await fetch(`${appUrl}/v1/tenants/${id}/api-keys`, { method: 'POST', headers: op, body: '{}' }));
+      await json(
+        await fetch(`${appUrl}/v1/tenants`, {
+          method: 'POST',
+          headers: op,
+          body: JSON.stringify({ id, name: id, environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] }),
+        }),
+      );
+      const { key } = await json<{ key: string }>(
+        await fetch(`${appUrl}/v1/tenants/${id}/api-keys`, { method: 'POST', headers: op, body: '{}' }),
+      );
       const { connectUrl } = await json<{ connectUrl: string }>(
-        await fetch(`${appUrl}/v1/tenants/${id}/connect-sessions`, { method: 'POST', headers: op, body: JSON.stringify({ kind: 'user', userId: 'u-alice', returnUrl: 'http://localhost:5173/done' }) }),
+        await fetch(`${appUrl}/v1/tenants/${id}/connect-sessions`, {
+          method: 'POST',
+          headers: op,
+          body: JSON.stringify({ kind: 'user', userId: 'u-alice', returnUrl: 'http://localhost:5173/done' }),
+        }),
       );
       const back = await openCallback(await authorizeAtSandbox(connectUrl, 'alice', 'approve'));
-      if (new URL(back.headers.get('location') ?? 'x:/').searchParams.get('status') !== 'connected') throw new Error(`connecting alice to ${id} failed`);
+      if (new URL(back.headers.get('location') ?? 'x:/').searchParams.get('status') !== 'connected')
+        throw new Error(`connecting alice to ${id} failed`);
       return key;
     },
     async tokenOf(user: string): Promise<string> {
       const { access_token: token } = await json<{ access_token: string }>(
-        await fetch(`${sandboxUrl}/_sandbox/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: user }) }),
+        await fetch(`${sandboxUrl}/_sandbox/tokens`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ userId: user }),
+        }),
       );
       return token;
     },

@@ -12,7 +12,19 @@ import pg from 'pg';
 import { freePort } from '../src/common/free-port.js';
 import { parseVaultKeys } from '../src/config/app-config.js';
 import { TokenVault } from '../src/vault/token-vault.service.js';
-import { cpuMs, databaseCpu, databaseCpuSince, finish, json, median, ready, start, transactions, withStack, type Stack } from './harness.js';
+import {
+  cpuMs,
+  databaseCpu,
+  databaseCpuSince,
+  finish,
+  json,
+  median,
+  ready,
+  start,
+  transactions,
+  withStack,
+  type Stack,
+} from './harness.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -58,12 +70,19 @@ async function run(stack: Stack, vaultKeys: string): Promise<void> {
   await json(created);
   const receiverId = randomUUID();
   const authorization = `Bearer ${randomBytes(32).toString('base64url')}`;
-  const sealed = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) }).seal(authorization, { table: 'webhook_receivers', id: receiverId, column: 'secret_enc' });
+  const sealed = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) }).seal(authorization, {
+    table: 'webhook_receivers',
+    id: receiverId,
+    column: 'secret_enc',
+  });
   const database = new URL(databaseUrl).pathname.slice(1);
   const db = new pg.Client({ connectionString: databaseUrl });
   await db.connect();
   try {
-    await db.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, 'bench', 'bearer', $2)`, [receiverId, sealed]);
+    await db.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, 'bench', 'bearer', $2)`, [
+      receiverId,
+      sealed,
+    ]);
 
     const barePort = await freePort();
     const bareProc = start('bare', ['--import', 'tsx', 'bench/inbound.ts', 'bare', String(barePort)], {});
@@ -75,7 +94,9 @@ async function run(stack: Stack, vaultKeys: string): Promise<void> {
     ];
     const check = await fetch(modes[1].url, { method: 'POST', headers, body: BODY });
     if (check.status !== 200) throw new Error(`/inbound answered ${check.status}: ${await check.text()}`);
-    console.log(`autocannon, ${CONNECTIONS} connections, ${BODY.length}-byte JSON body, ${ROUNDS} rounds x ${SECONDS} s per endpoint, alternating\n`);
+    console.log(
+      `autocannon, ${CONNECTIONS} connections, ${BODY.length}-byte JSON body, ${ROUNDS} rounds x ${SECONDS} s per endpoint, alternating\n`,
+    );
 
     for (const m of modes) await autocannon({ url: m.url, method: 'POST', headers, body: BODY, connections: CONNECTIONS, duration: 2 }); // warm-up
     const storedBefore = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM events`)).rows[0].n;
@@ -87,7 +108,14 @@ async function run(stack: Stack, vaultKeys: string): Promise<void> {
         const cpuBefore = cpuMs(m.pid);
         const dbBefore = m.app ? await databaseCpu(db, database) : null;
         const commitsBefore = m.app ? await transactions(databaseUrl) : 0;
-        const r: Result = await autocannon({ url: m.url, method: 'POST', headers, body: BODY, connections: CONNECTIONS, duration: SECONDS });
+        const r: Result = await autocannon({
+          url: m.url,
+          method: 'POST',
+          headers,
+          body: BODY,
+          connections: CONNECTIONS,
+          duration: SECONDS,
+        });
         const ok = Math.max(1, r['2xx']);
         const cpuUs = ((cpuMs(m.pid) - cpuBefore) * 1000) / ok;
         const dbUs = dbBefore ? (databaseCpuSince(dbBefore, await databaseCpu(db, database)) * 1000) / ok : 0;
@@ -95,7 +123,14 @@ async function run(stack: Stack, vaultKeys: string): Promise<void> {
           acknowledged += r['2xx'];
           commits += (await transactions(databaseUrl)) - commitsBefore - 1;
         }
-        const row: Row = { rps: r['2xx'] / SECONDS, p50: r.latency.p50, p99: r.latency.p99, failed: r.non2xx + r.errors + r.timeouts, cpuUs, dbUs };
+        const row: Row = {
+          rps: r['2xx'] / SECONDS,
+          p50: r.latency.p50,
+          p99: r.latency.p99,
+          failed: r.non2xx + r.errors + r.timeouts,
+          cpuUs,
+          dbUs,
+        };
         console.log(
           `round ${round}  ${m.mode.padEnd(14)} ${row.rps.toFixed(0).padStart(7)} req/s  p50 ${row.p50} ms  p99 ${row.p99} ms  CPU ${cpuUs.toFixed(0)} µs/req` +
             (m.app ? `  database backends ${dbUs.toFixed(0)} µs/req` : '') +
@@ -108,9 +143,14 @@ async function run(stack: Stack, vaultKeys: string): Promise<void> {
 
     const bareRows = results.get('bare endpoint') ?? [];
     const appRows = results.get('cws-connect') ?? [];
-    console.log('\n| endpoint (median of rounds) | req/s | p50 ms | p99 ms | serving process CPU µs/req | database backends CPU µs/req | failed |');
+    console.log(
+      '\n| endpoint (median of rounds) | req/s | p50 ms | p99 ms | serving process CPU µs/req | database backends CPU µs/req | failed |',
+    );
     console.log('|---|---:|---:|---:|---:|---:|---:|');
-    for (const [mode, rows] of [['bare endpoint, stores nothing', bareRows], ['cws-connect /inbound, committed before the 200', appRows]] as const) {
+    for (const [mode, rows] of [
+      ['bare endpoint, stores nothing', bareRows],
+      ['cws-connect /inbound, committed before the 200', appRows],
+    ] as const) {
       const dbUs = mode.startsWith('cws') ? median(rows.map((r) => r.dbUs)).toFixed(0) : '–';
       console.log(
         `| ${mode} | ${median(rows.map((r) => r.rps)).toFixed(0)} | ${median(rows.map((r) => r.p50))} | ${median(rows.map((r) => r.p99))} | ${median(rows.map((r) => r.cpuUs)).toFixed(0)} | ${dbUs} | ${rows.reduce((n, r) => n + r.failed, 0)} |`,
@@ -120,10 +160,16 @@ async function run(stack: Stack, vaultKeys: string): Promise<void> {
     const ratios = appRows.map((a, i) => a.rps / bareRows[i].rps);
     const appCpu = median(appRows.map((r) => r.cpuUs));
     const bareCpu = median(bareRows.map((r) => r.cpuUs));
-    console.log(`\nevents stored during the rounds: ${stored}, deliveries acknowledged: ${acknowledged}${stored < acknowledged ? '  (LOST ACKNOWLEDGED DELIVERIES)' : ''}`);
-    console.log(`database transactions committed during the cws-connect rounds: ${commits} (${(acknowledged / Math.max(1, commits)).toFixed(1)} deliveries per commit, background work included)`);
+    console.log(
+      `\nevents stored during the rounds: ${stored}, deliveries acknowledged: ${acknowledged}${stored < acknowledged ? '  (LOST ACKNOWLEDGED DELIVERIES)' : ''}`,
+    );
+    console.log(
+      `database transactions committed during the cws-connect rounds: ${commits} (${(acknowledged / Math.max(1, commits)).toFixed(1)} deliveries per commit, background work included)`,
+    );
     console.log(`per round, cws-connect / bare req/s: ${ratios.map((r) => r.toFixed(2)).join(' ')}`);
-    console.log(`CPU µs per request (median): cws-connect ${appCpu.toFixed(0)}, bare endpoint ${bareCpu.toFixed(0)} (ratio ${(appCpu / bareCpu).toFixed(2)})`);
+    console.log(
+      `CPU µs per request (median): cws-connect ${appCpu.toFixed(0)}, bare endpoint ${bareCpu.toFixed(0)} (ratio ${(appCpu / bareCpu).toFixed(2)})`,
+    );
     console.log(`cws-connect / bare throughput: ${median(ratios).toFixed(3)} (median of ${ROUNDS} rounds; goal >= 0.5)`);
     if (stored < acknowledged) throw new Error('acknowledged deliveries are missing from the events table');
   } finally {

@@ -45,14 +45,26 @@ async function run(stack: Stack): Promise<void> {
 
   // `pid`: the proxy whose CPU time per request is reported (none for the direct calls).
   const modes: Array<{ mode: string; url: string; headers: Record<string, string>; pid?: number }> = [
-    { mode: 'sandbox (direct)', url: `${sandboxUrl}/workflows`, headers: { authorization: `Bearer ${token}`, accept: 'application/json' }, pid: sandboxProc.pid },
+    {
+      mode: 'sandbox (direct)',
+      url: `${sandboxUrl}/workflows`,
+      headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
+      pid: sandboxProc.pid,
+    },
     { mode: 'bare proxy', url: `http://127.0.0.1:${barePort}/workflows`, headers: { accept: 'application/json' }, pid: bareProc.pid },
-    { mode: 'facade', url: `${appUrl}/v1/tenants/bench/workflows`, headers: { authorization: `Bearer ${key}`, 'x-user-id': 'u-alice', accept: 'application/json' }, pid: appProc.pid },
+    {
+      mode: 'facade',
+      url: `${appUrl}/v1/tenants/bench/workflows`,
+      headers: { authorization: `Bearer ${key}`, 'x-user-id': 'u-alice', accept: 'application/json' },
+      pid: appProc.pid,
+    },
   ];
   const sample = await fetch(modes[2].url, { headers: modes[2].headers });
   const body = await sample.text();
   if (sample.status !== 200) throw new Error(`the facade answered ${sample.status}: ${body}`);
-  console.log(`GET /workflows answers ${body.length} bytes; ${CONNECTIONS} connections, ${ROUNDS} rounds x ${SECONDS} s per mode, alternating\n`);
+  console.log(
+    `GET /workflows answers ${body.length} bytes; ${CONNECTIONS} connections, ${ROUNDS} rounds x ${SECONDS} s per mode, alternating\n`,
+  );
 
   for (const m of modes) await autocannon({ url: m.url, headers: m.headers, connections: CONNECTIONS, duration: 2 }); // warm-up
   const results = new Map<string, Row[]>();
@@ -64,7 +76,14 @@ async function run(stack: Stack): Promise<void> {
       const r: Result = await autocannon({ url: m.url, headers: m.headers, connections: CONNECTIONS, duration: SECONDS });
       const cpuUs = ((cpuMs(m.pid) - cpuBefore) * 1000) / Math.max(1, r.requests.total);
       if (m.mode === 'facade') dbTransactions += (await transactions(databaseUrl)) - before - 1;
-      const row = { mode: m.mode, rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx + r.errors + r.timeouts, cpuUs };
+      const row = {
+        mode: m.mode,
+        rps: r.requests.average,
+        p50: r.latency.p50,
+        p99: r.latency.p99,
+        non2xx: r.non2xx + r.errors + r.timeouts,
+        cpuUs,
+      };
       console.log(
         `round ${round}  ${m.mode.padEnd(18)} ${row.rps.toFixed(0).padStart(7)} req/s  p50 ${row.p50} ms  p99 ${row.p99} ms  server CPU ${cpuUs.toFixed(0)} µs/req${row.non2xx ? `  (${row.non2xx} failed)` : ''}`,
       );
@@ -96,7 +115,9 @@ async function run(stack: Stack): Promise<void> {
   console.log(`\ndatabase transactions committed during the facade rounds: ${dbTransactions} (the hot path needs none)`);
   console.log(`per round, facade / bare proxy req/s: ${rpsRatios.map((r) => r.toFixed(2)).join(' ')}`);
   console.log(`per round, facade / bare proxy p99:   ${p99Ratios.map((r) => r.toFixed(2)).join(' ')}`);
-  console.log(`CPU µs per request (median): facade ${facade.cpuUs.toFixed(0)}, bare proxy ${bare.cpuUs.toFixed(0)} (ratio ${(facade.cpuUs / bare.cpuUs).toFixed(2)})`);
+  console.log(
+    `CPU µs per request (median): facade ${facade.cpuUs.toFixed(0)}, bare proxy ${bare.cpuUs.toFixed(0)} (ratio ${(facade.cpuUs / bare.cpuUs).toFixed(2)})`,
+  );
   console.log(
     `facade / bare proxy throughput: ${median(rpsRatios).toFixed(2)} (median of ${ROUNDS} rounds; goal >= 0.9)   p99: ${median(p99Ratios).toFixed(2)} (goal <= 1.1)`,
   );

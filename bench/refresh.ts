@@ -81,7 +81,12 @@ async function main(): Promise<void> {
     sandbox = await startSandbox();
     const http = new Pool(sandbox.url, { connections: CONCURRENCY, pipelining: 1 });
     const issue = async (userId: string): Promise<IssuedPair> => {
-      const res = await http.request({ method: 'POST', path: '/_sandbox/tokens', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId }) });
+      const res = await http.request({
+        method: 'POST',
+        path: '/_sandbox/tokens',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ userId }),
+      });
       if (res.statusCode !== 200) throw new Error(`POST /_sandbox/tokens answered ${res.statusCode}`);
       return (await res.body.json()) as IssuedPair;
     };
@@ -134,7 +139,12 @@ async function main(): Promise<void> {
           method: 'POST',
           path: '/oauth/token',
           headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ grant_type: 'refresh_token', refresh_token: grants[i].refresh_token, client_id: CLIENT_ID, client_secret: CLIENT_SECRET }),
+          body: JSON.stringify({
+            grant_type: 'refresh_token',
+            refresh_token: grants[i].refresh_token,
+            client_id: CLIENT_ID,
+            client_secret: CLIENT_SECRET,
+          }),
         });
         await res.body.dump();
         if (res.statusCode !== 200) throw new Error(`the sandbox refused a refresh: ${res.statusCode}`);
@@ -156,7 +166,9 @@ async function main(): Promise<void> {
       for (;;) {
         await new Promise((r) => setTimeout(r, 100));
         polls++;
-        const done = await db.query<{ n: number; last: Date | null }>(`SELECT count(last_refreshed_at)::int AS n, max(last_refreshed_at) AS last FROM connections`);
+        const done = await db.query<{ n: number; last: Date | null }>(
+          `SELECT count(last_refreshed_at)::int AS n, max(last_refreshed_at) AS last FROM connections`,
+        );
         if (done.rows[0].n >= N && done.rows[0].last) {
           last = done.rows[0].last;
           break;
@@ -180,9 +192,12 @@ async function main(): Promise<void> {
       };
     };
     const check = async () => {
-      const bad = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM connections WHERE status <> 'active' OR refresh_failures > 0`);
+      const bad = await db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM connections WHERE status <> 'active' OR refresh_failures > 0`,
+      );
       const s = await stats(http);
-      if (bad.rows[0].n > 0 || s.refreshReuses > 0) throw new Error(`${bad.rows[0].n} connections not active or failed, ${s.refreshReuses} refresh-token reuses`);
+      if (bad.rows[0].n > 0 || s.refreshReuses > 0)
+        throw new Error(`${bad.rows[0].n} connections not active or failed, ${s.refreshReuses} refresh-token reuses`);
     };
 
     const rounds: Array<{ base: Phase; app: Phase }> = [];
@@ -211,7 +226,9 @@ async function main(): Promise<void> {
         `cws-connect (1 instance, scheduler: claim + lease, token call, sealed CAS commit) ${appRate.toFixed(0)} renewals/s ` +
         `(the sandbox saw ${s.refreshes} refreshes in all, ${s.refreshReuses} reuses)`,
     );
-    console.log(`RESULT refresh: ratio ${ratio.toFixed(2)} (median of per-round ratios; goal >= 0.3) — ${appRate.toFixed(0)} renewals/s vs ${baseRate.toFixed(0)} sandbox refreshes/s`);
+    console.log(
+      `RESULT refresh: ratio ${ratio.toFixed(2)} (median of per-round ratios; goal >= 0.3) — ${appRate.toFixed(0)} renewals/s vs ${baseRate.toFixed(0)} sandbox refreshes/s`,
+    );
   } finally {
     await app?.stop('SIGTERM');
     sandbox?.proc.kill('SIGTERM');
@@ -293,7 +310,12 @@ function cpuMsOf(pid: number, systemOnly = false): number {
 
 /** CPU of the app, the sandbox, this process and the PostgreSQL backends serving the app, over one phase. */
 async function cpuMeter(db: pg.Pool, procs: { app: number; sandbox: number }) {
-  const backends = async () => (await db.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'cws-connect%'`)).rows.map((r) => r.pid);
+  const backends = async () =>
+    (
+      await db.query<{ pid: number }>(
+        `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'cws-connect%'`,
+      )
+    ).rows.map((r) => r.pid);
   const read = async () => ({
     app: cpuMsOf(procs.app),
     appKernel: cpuMsOf(procs.app, true),
@@ -309,7 +331,13 @@ async function cpuMeter(db: pg.Pool, procs: { app: number; sandbox: number }) {
       let postgres = 0;
       for (const [pid, ms] of after.postgres) postgres += ms - (before.postgres.get(pid) ?? 0);
       const k = 1000 / n;
-      return { app: (after.app - before.app) * k, 'app in kernel': (after.appKernel - before.appKernel) * k, sandbox: (after.sandbox - before.sandbox) * k, postgres: postgres * k, bench: (after.bench - before.bench) * k };
+      return {
+        app: (after.app - before.app) * k,
+        'app in kernel': (after.appKernel - before.appKernel) * k,
+        sandbox: (after.sandbox - before.sandbox) * k,
+        postgres: postgres * k,
+        bench: (after.bench - before.bench) * k,
+      };
     },
   };
 }

@@ -26,7 +26,12 @@ interface Started {
 async function timeToReady(command: string[], cwd: string, env: Record<string, string>, url: string): Promise<Started> {
   const childEnv: Record<string, string> = {};
   for (const [k, v] of Object.entries({ ...process.env, ...env })) {
-    if (v !== undefined && !/^npm_/i.test(k) && !['INIT_CWD', 'DATABASE_URL', 'DATA_DIR', 'VAULT_KEYS', 'OPERATOR_API_KEY', 'LOG_FORMAT'].includes(k)) childEnv[k] = v;
+    if (
+      v !== undefined &&
+      !/^npm_/i.test(k) &&
+      !['INIT_CWD', 'DATABASE_URL', 'DATA_DIR', 'VAULT_KEYS', 'OPERATOR_API_KEY', 'LOG_FORMAT'].includes(k)
+    )
+      childEnv[k] = v;
   }
   const t0 = performance.now();
   const proc = spawn(command[0], command.slice(1), { cwd, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
@@ -106,10 +111,20 @@ async function main(): Promise<void> {
     }
   }
   console.log('');
-  console.log(`warm start (npm start to /health/ready 200, nothing changed): median ${seconds(median(warm))} of ${warm.length} (${warm.map(seconds).join(', ')})  goal <= 3 s`);
-  console.log(`cold start (fresh clone: build, initdb, migrations):           median ${seconds(median(cold))} of ${cold.length} (${cold.map(seconds).join(', ')})  goal <= 15 s`);
-  console.log(`bare node process to its first HTTP answer, same run:            median ${seconds(median(bare))}; warm start = ${(median(warm) / median(bare)).toFixed(1)}x that`);
-  console.log(`load average at the end: ${loadavg().map((l) => l.toFixed(2)).join(' ')} on ${cpus().length} cores`);
+  console.log(
+    `warm start (npm start to /health/ready 200, nothing changed): median ${seconds(median(warm))} of ${warm.length} (${warm.map(seconds).join(', ')})  goal <= 3 s`,
+  );
+  console.log(
+    `cold start (fresh clone: build, initdb, migrations):           median ${seconds(median(cold))} of ${cold.length} (${cold.map(seconds).join(', ')})  goal <= 15 s`,
+  );
+  console.log(
+    `bare node process to its first HTTP answer, same run:            median ${seconds(median(bare))}; warm start = ${(median(warm) / median(bare)).toFixed(1)}x that`,
+  );
+  console.log(
+    `load average at the end: ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')} on ${cpus().length} cores`,
+  );
 }
 
 await main();

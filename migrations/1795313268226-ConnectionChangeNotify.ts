@@ -22,9 +22,13 @@ export class ConnectionChangeNotify1795313268226 implements MigrationInterface {
       END
       $$`);
     // INSERT too on connections: a cache may remember that a user had no connection.
-    await q.query(`CREATE TRIGGER tr_connections_notify AFTER INSERT OR UPDATE OR DELETE ON connections FOR EACH ROW EXECUTE FUNCTION cws_notify_change()`);
+    await q.query(
+      `CREATE TRIGGER tr_connections_notify AFTER INSERT OR UPDATE OR DELETE ON connections FOR EACH ROW EXECUTE FUNCTION cws_notify_change()`,
+    );
     await q.query(`CREATE TRIGGER tr_tenants_notify AFTER UPDATE OR DELETE ON tenants FOR EACH ROW EXECUTE FUNCTION cws_notify_change()`);
-    await q.query(`CREATE TRIGGER tr_tenant_api_keys_notify AFTER UPDATE OR DELETE ON tenant_api_keys FOR EACH ROW EXECUTE FUNCTION cws_notify_change()`);
+    await q.query(
+      `CREATE TRIGGER tr_tenant_api_keys_notify AFTER UPDATE OR DELETE ON tenant_api_keys FOR EACH ROW EXECUTE FUNCTION cws_notify_change()`,
+    );
   }
 
   async down(q: QueryRunner): Promise<void> {

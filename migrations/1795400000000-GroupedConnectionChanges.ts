@@ -89,6 +89,8 @@ export class GroupedConnectionChanges1795400000000 implements MigrationInterface
     await q.query(`DROP TRIGGER tr_connections_notify_insert ON connections`);
     await q.query(`DROP FUNCTION cws_notify_connection_updates()`);
     await q.query(`DROP FUNCTION cws_notify_connection_rows()`);
-    await q.query(`CREATE TRIGGER tr_connections_notify AFTER INSERT OR UPDATE OR DELETE ON connections FOR EACH ROW EXECUTE FUNCTION cws_notify_change()`);
+    await q.query(
+      `CREATE TRIGGER tr_connections_notify AFTER INSERT OR UPDATE OR DELETE ON connections FOR EACH ROW EXECUTE FUNCTION cws_notify_change()`,
+    );
   }
 }

@@ -15,7 +15,9 @@ export class ConnectionPagingAndHealth1796400000000 implements MigrationInterfac
   async up(q: QueryRunner): Promise<void> {
     await q.query(`CREATE INDEX ix_connections_tenant_created ON connections (tenant_id, created_at, id)`);
     // status=reauth_required is rare: a partial index keeps its pages as cheap as the unfiltered ones.
-    await q.query(`CREATE INDEX ix_connections_tenant_reauth_created ON connections (tenant_id, created_at, id) WHERE status = 'reauth_required'`);
+    await q.query(
+      `CREATE INDEX ix_connections_tenant_reauth_created ON connections (tenant_id, created_at, id) WHERE status = 'reauth_required'`,
+    );
     await q.query(`
       CREATE TABLE connection_health (
         connection_id   uuid PRIMARY KEY REFERENCES connections (id) ON DELETE CASCADE,

@@ -24,7 +24,9 @@ export class EventReplayAndTargets1796400000100 implements MigrationInterface {
     await q.query(`CREATE INDEX ix_event_attempts_event ON event_attempts (event_id, id)`);
     await q.query(`ALTER TABLE events ADD COLUMN retry_from timestamptz`);
     await q.query(`ALTER TABLE events DROP CONSTRAINT events_delivery_state_check`);
-    await q.query(`ALTER TABLE events ADD CONSTRAINT events_delivery_state_check CHECK (delivery_state IN ('pending', 'delivered', 'dead', 'no_target', 'filtered'))`);
+    await q.query(
+      `ALTER TABLE events ADD CONSTRAINT events_delivery_state_check CHECK (delivery_state IN ('pending', 'delivered', 'dead', 'no_target', 'filtered'))`,
+    );
     // Bulk redelivery selects a tenant's events by receipt time.
     await q.query(`CREATE INDEX ix_events_tenant_received ON events (tenant_id, received_at, seq)`);
     await q.query(`ALTER TABLE tenants ADD COLUMN event_types jsonb`);
@@ -41,7 +43,9 @@ export class EventReplayAndTargets1796400000100 implements MigrationInterface {
     await q.query(`DROP INDEX ix_events_tenant_received`);
     await q.query(`UPDATE events SET delivery_state = 'no_target' WHERE delivery_state = 'filtered'`);
     await q.query(`ALTER TABLE events DROP CONSTRAINT events_delivery_state_check`);
-    await q.query(`ALTER TABLE events ADD CONSTRAINT events_delivery_state_check CHECK (delivery_state IN ('pending', 'delivered', 'dead', 'no_target'))`);
+    await q.query(
+      `ALTER TABLE events ADD CONSTRAINT events_delivery_state_check CHECK (delivery_state IN ('pending', 'delivered', 'dead', 'no_target'))`,
+    );
     await q.query(`ALTER TABLE events DROP COLUMN retry_from`);
     await q.query(`DROP TABLE event_attempts`);
   }

@@ -9,7 +9,9 @@ export class ConnectSessionDisplay1796600000000 implements MigrationInterface {
   name = 'ConnectSessionDisplay1796600000000';
 
   async up(q: QueryRunner): Promise<void> {
-    await q.query(`ALTER TABLE connect_sessions ADD COLUMN display text NULL CONSTRAINT ck_connect_sessions_display CHECK (display IN ('popup'))`);
+    await q.query(
+      `ALTER TABLE connect_sessions ADD COLUMN display text NULL CONSTRAINT ck_connect_sessions_display CHECK (display IN ('popup'))`,
+    );
   }
 
   async down(q: QueryRunner): Promise<void> {

@@ -15,7 +15,16 @@ describe('the connect flow in headless Chromium', () => {
     await newTenant(t, 'browser-co', { allowedReturnUrls: [`${t.url}/`] });
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
   });
   afterAll(async () => {
@@ -25,7 +34,9 @@ describe('the connect flow in headless Chromium', () => {
 
   const connectUrl = async (userId: string) => {
     // The returnUrl is on the app itself (any page will do: the browser only has to arrive there).
-    const res = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/browser-co/connect-sessions', { body: { kind: 'user', userId, returnUrl: `${t.url}/health/live` } });
+    const res = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/browser-co/connect-sessions', {
+      body: { kind: 'user', userId, returnUrl: `${t.url}/health/live` },
+    });
     expect(res.status).toBe(201);
     return res.body.connectUrl;
   };
@@ -37,8 +48,14 @@ describe('the connect flow in headless Chromium', () => {
     await Promise.all([page.waitForURL(/\/health\/live\?/), page.getByRole('button', { name: 'Approve' }).click()]);
     const url = new URL(page.url());
     expect(url.searchParams.get('status')).toBe('connected');
-    const connections = await t.request<{ connections: Array<{ id: string; userId: string; upstreamUser: { id: string } }> }>('GET', '/v1/tenants/browser-co/connections');
-    expect(connections.body.connections.find((c) => c.id === url.searchParams.get('connectionId'))).toMatchObject({ userId: 'browser-alice', upstreamUser: { id: 'alice' } });
+    const connections = await t.request<{ connections: Array<{ id: string; userId: string; upstreamUser: { id: string } }> }>(
+      'GET',
+      '/v1/tenants/browser-co/connections',
+    );
+    expect(connections.body.connections.find((c) => c.id === url.searchParams.get('connectionId'))).toMatchObject({
+      userId: 'browser-alice',
+      upstreamUser: { id: 'alice' },
+    });
     await page.close();
   });
 

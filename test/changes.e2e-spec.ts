@@ -46,16 +46,29 @@ describe('change announcements (NOTIFY triggers)', () => {
   const changes = (payloads: string[]): Change[] => payloads.flatMap((p) => parseChanges(p) ?? []);
 
   const insert = (id: string, tenant = 'acme', user = `u-${id}`) =>
-    db.query(`INSERT INTO connections (id, tenant_id, kind, user_id, upstream_user_id, refresh_due_at) VALUES ($1, $2, 'user', $3, 'alice', now())`, [id, tenant, user]);
+    db.query(
+      `INSERT INTO connections (id, tenant_id, kind, user_id, upstream_user_id, refresh_due_at) VALUES ($1, $2, 'user', $3, 'alice', now())`,
+      [id, tenant, user],
+    );
 
   it('announces every change of a connection except taking, extending or giving back its renewal lease', async () => {
     const id = randomUUID();
     const key = `connections:acme:${id}`;
     expect(await announced(() => insert(id))).toEqual([key]);
-    expect(await announced(() => db.query(`UPDATE connections SET lease_owner = 'i-1', lease_until = now() + interval '1 minute' WHERE id = $1`, [id]))).toEqual([]);
-    expect(await announced(() => db.query(`UPDATE connections SET lease_until = now() + interval '2 minutes' WHERE id = $1`, [id]))).toEqual([]);
-    expect(await announced(() => db.query(`UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = $1`, [id]))).toEqual([]);
-    expect(await announced(() => db.query(`UPDATE connections SET version = version + 1, lease_owner = 'i-2' WHERE id = $1`, [id]))).toEqual([key]);
+    expect(
+      await announced(() =>
+        db.query(`UPDATE connections SET lease_owner = 'i-1', lease_until = now() + interval '1 minute' WHERE id = $1`, [id]),
+      ),
+    ).toEqual([]);
+    expect(
+      await announced(() => db.query(`UPDATE connections SET lease_until = now() + interval '2 minutes' WHERE id = $1`, [id])),
+    ).toEqual([]);
+    expect(await announced(() => db.query(`UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = $1`, [id]))).toEqual(
+      [],
+    );
+    expect(
+      await announced(() => db.query(`UPDATE connections SET version = version + 1, lease_owner = 'i-2' WHERE id = $1`, [id])),
+    ).toEqual([key]);
     expect(await announced(() => db.query(`UPDATE connections SET refresh_failures = 1 WHERE id = $1`, [id]))).toEqual([key]);
     expect(await announced(() => db.query(`UPDATE connections SET scopes = '["workflows.read"]' WHERE id = $1`, [id]))).toEqual([key]);
     expect(await announced(() => db.query(`UPDATE connections SET upstream_email = NULL WHERE id = $1`, [id]))).toEqual([]);
@@ -90,12 +103,22 @@ describe('change announcements (NOTIFY triggers)', () => {
         [renewed],
       ),
     );
-    expect(changes(saved).map((c) => c.id).sort()).toEqual([...renewed].sort());
-    expect(changes(await announced(() => db.query(`DELETE FROM connections WHERE tenant_id = 'globex'`))).map((c) => c.id).sort()).toEqual([...globex].sort());
+    expect(
+      changes(saved)
+        .map((c) => c.id)
+        .sort(),
+    ).toEqual([...renewed].sort());
+    expect(
+      changes(await announced(() => db.query(`DELETE FROM connections WHERE tenant_id = 'globex'`)))
+        .map((c) => c.id)
+        .sort(),
+    ).toEqual([...globex].sort());
   });
 
   it('a tenant deleted with its connections (foreign-key cascade) announces the tenant and each connection', async () => {
-    await db.query(`INSERT INTO tenants (id, name, environment, events_secret_enc) VALUES ('initech', 'Initech', 'sandbox', 'not-opened-here')`);
+    await db.query(
+      `INSERT INTO tenants (id, name, environment, events_secret_enc) VALUES ('initech', 'Initech', 'sandbox', 'not-opened-here')`,
+    );
     const ids = [randomUUID(), randomUUID()];
     for (const id of ids) await insert(id, 'initech');
     const payloads = await announced(() => db.query(`DELETE FROM tenants WHERE id = 'initech'`));
@@ -110,7 +133,9 @@ describe('change announcements (NOTIFY triggers)', () => {
   });
 
   it('the update trigger compares every column of connections but the two lease columns (a new column must join it)', async () => {
-    const columns = (await db.query<{ column_name: string }>(`SELECT column_name FROM information_schema.columns WHERE table_name = 'connections'`)).rows.map((c) => c.column_name);
+    const columns = (
+      await db.query<{ column_name: string }>(`SELECT column_name FROM information_schema.columns WHERE table_name = 'connections'`)
+    ).rows.map((c) => c.column_name);
     const def = await db.query<{ def: string }>(`SELECT pg_get_functiondef('cws_notify_connection_updates'::regproc) AS def`);
     const compared = columns.filter((c) => new RegExp(`\\b${c}\\b`).test(def.rows[0].def));
     expect(compared.sort()).toEqual(columns.filter((c) => c !== 'lease_owner' && c !== 'lease_until').sort());

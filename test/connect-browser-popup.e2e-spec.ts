@@ -5,7 +5,16 @@ import { newTenant } from './support/connect.js';
 import { startPartnerPage, type PartnerPage } from './support/partner-page.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
 
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 interface Shown {
   status?: string;
@@ -39,7 +48,9 @@ describe('the browser module: connect in a popup', () => {
   });
 
   const connectUrl = async (body: Record<string, unknown>) => {
-    const res = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/popup-co/connect-sessions', { body: { kind: 'user', returnUrl: partner.url, ...body } });
+    const res = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/popup-co/connect-sessions', {
+      body: { kind: 'user', returnUrl: partner.url, ...body },
+    });
     expect(res.status).toBe(201);
     return res.body.connectUrl;
   };
@@ -60,10 +71,15 @@ describe('the browser module: connect in a popup', () => {
 
   const shown = async (page: Page): Promise<Shown> => {
     await page.locator('#result:not(:empty)').waitFor({ timeout: 20_000 });
-    return JSON.parse(await page.locator('#result').textContent() ?? '{}') as Shown;
+    return JSON.parse((await page.locator('#result').textContent()) ?? '{}') as Shown;
   };
 
-  const messagesFromService = (page: Page) => page.evaluate((origin) => (globalThis as unknown as { messages: Array<{ origin: string; data: unknown }> }).messages.filter((m) => m.origin === origin), new URL(t.url).origin);
+  const messagesFromService = (page: Page) =>
+    page.evaluate(
+      (origin) =>
+        (globalThis as unknown as { messages: Array<{ origin: string; data: unknown }> }).messages.filter((m) => m.origin === origin),
+      new URL(t.url).origin,
+    );
 
   it('Approve resolves with the connection id, through one message that carries nothing else', async () => {
     const page = await openPartner(browser, partner.url, await connectUrl({ userId: 'popup-alice' }));
@@ -74,10 +90,15 @@ describe('the browser module: connect in a popup', () => {
     expect(result).toEqual({ status: 'connected', connectionId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
     expect(popup.isClosed()).toBe(true);
 
-    const connection = await t.request<{ userId: string; upstreamUser: { id: string } }>('GET', `/v1/tenants/popup-co/connections/${result.connectionId}`);
+    const connection = await t.request<{ userId: string; upstreamUser: { id: string } }>(
+      'GET',
+      `/v1/tenants/popup-co/connections/${result.connectionId}`,
+    );
     expect(connection.body).toMatchObject({ userId: 'popup-alice', upstreamUser: { id: 'alice' } });
     // The only message from the service's origin: type, status, connection id. No code, state or token.
-    expect(await messagesFromService(page)).toEqual([{ origin: new URL(t.url).origin, data: { type: 'cws-connect:result', status: 'connected', connectionId: result.connectionId } }]);
+    expect(await messagesFromService(page)).toEqual([
+      { origin: new URL(t.url).origin, data: { type: 'cws-connect:result', status: 'connected', connectionId: result.connectionId } },
+    ]);
     await page.close();
   });
 
@@ -135,14 +156,21 @@ describe('the browser module: connect in a popup', () => {
 
   it('where popups are blocked, the page goes through the flow itself and reads the outcome back', async () => {
     // playwright-core turns Chromium's popup blocker off; this browser has it on, and auto=1 opens without a gesture.
-    const strict = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, ignoreDefaultArgs: ['--disable-popup-blocking'] });
+    const strict = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: CHROMIUM_ARGS,
+      ignoreDefaultArgs: ['--disable-popup-blocking'],
+    });
     try {
       const page = await strict.newPage();
       await page.goto(`${partner.url}?connectUrl=${encodeURIComponent(await connectUrl({ userId: 'popup-blocked' }))}&auto=1`);
       await page.getByRole('button', { name: 'Approve' }).waitFor();
       expect(new URL(page.url()).origin).toBe(new URL(t.sandbox!.url).origin);
       await page.getByLabel(/Bob/).check();
-      await Promise.all([page.waitForURL((u) => u.origin === new URL(partner.url).origin), page.getByRole('button', { name: 'Approve' }).click()]);
+      await Promise.all([
+        page.waitForURL((u) => u.origin === new URL(partner.url).origin),
+        page.getByRole('button', { name: 'Approve' }).click(),
+      ]);
       const result = await shown(page);
       expect(result).toEqual({ status: 'connected', connectionId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
       expect(new URL(page.url()).searchParams.get('status')).toBe('connected');
@@ -182,10 +210,14 @@ describe('the browser module and completion page over HTTP', () => {
   });
 
   const popupSession = async () => {
-    const res = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/popup-http/connect-sessions', { body: { kind: 'user', userId: 'u1', returnUrl: 'http://127.0.0.1:5999/app/back' } });
+    const res = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/popup-http/connect-sessions', {
+      body: { kind: 'user', userId: 'u1', returnUrl: 'http://127.0.0.1:5999/app/back' },
+    });
     const start = await fetch(`${res.body.connectUrl}?display=popup`, { redirect: 'manual' });
     expect(start.status).toBe(302);
-    const row = await t.db.query<{ id: string; display: string }>(`SELECT id, display FROM connect_sessions WHERE user_id = 'u1' ORDER BY created_at DESC LIMIT 1`);
+    const row = await t.db.query<{ id: string; display: string }>(
+      `SELECT id, display FROM connect_sessions WHERE user_id = 'u1' ORDER BY created_at DESC LIMIT 1`,
+    );
     expect(row.rows[0].display).toBe('popup');
     return { id: row.rows[0].id, connectUrl: res.body.connectUrl };
   };
@@ -207,9 +239,13 @@ describe('the browser module and completion page over HTTP', () => {
 
   it('posts nothing once the tenant no longer allows the returnUrl', async () => {
     const { id } = await popupSession();
-    expect((await t.request('PATCH', '/v1/tenants/popup-http', { body: { allowedReturnUrls: ['http://127.0.0.1:6000/'] } })).status).toBe(200);
+    expect((await t.request('PATCH', '/v1/tenants/popup-http', { body: { allowedReturnUrls: ['http://127.0.0.1:6000/'] } })).status).toBe(
+      200,
+    );
     try {
-      const html = await (await fetch(`${t.url}/oauth/complete/${id}?status=connected&connectionId=6f1c2d44-9a43-4f55-8a57-7a0d2b8e8f10`)).text();
+      const html = await (
+        await fetch(`${t.url}/oauth/complete/${id}?status=connected&connectionId=6f1c2d44-9a43-4f55-8a57-7a0d2b8e8f10`)
+      ).text();
       expect(html).not.toContain('<script');
       expect(html).not.toContain('127.0.0.1:5999');
       expect(html).toContain('no longer allowed');
@@ -219,8 +255,18 @@ describe('the browser module and completion page over HTTP', () => {
   });
 
   it.each([
-    ['an unknown session', '6f1c2d44-9a43-4f55-8a57-7a0d2b8e8f10', 'status=connected&connectionId=6f1c2d44-9a43-4f55-8a57-7a0d2b8e8f10', 'connect_state_invalid'],
-    ['a session id that is no UUID', 'not-a-session', 'status=connected&connectionId=6f1c2d44-9a43-4f55-8a57-7a0d2b8e8f10', 'connect_state_invalid'],
+    [
+      'an unknown session',
+      '6f1c2d44-9a43-4f55-8a57-7a0d2b8e8f10',
+      'status=connected&connectionId=6f1c2d44-9a43-4f55-8a57-7a0d2b8e8f10',
+      'connect_state_invalid',
+    ],
+    [
+      'a session id that is no UUID',
+      'not-a-session',
+      'status=connected&connectionId=6f1c2d44-9a43-4f55-8a57-7a0d2b8e8f10',
+      'connect_state_invalid',
+    ],
     ['no status', null, 'connectionId=6f1c2d44-9a43-4f55-8a57-7a0d2b8e8f10', 'validation_failed'],
     ['a script in the error code', null, 'status=error&error=%3C%2Fscript%3E', 'validation_failed'],
     ['a connection id that is no UUID', null, 'status=connected&connectionId=%22%3E%3Cb%3E', 'validation_failed'],

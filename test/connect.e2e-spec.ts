@@ -35,7 +35,13 @@ describe('the connect flow (API.md sections 5 and 6)', () => {
     expect(out.location.origin + out.location.pathname).toBe('http://localhost:5173/done');
     const conn = await t.request<Connection>('GET', `/v1/tenants/acme/connections/${out.connectionId}`);
     expect(conn.status).toBe(200);
-    expect(conn.body).toMatchObject({ kind: 'user', userId: 'u-alice', upstreamUser: { id: 'alice', email: 'alice@acme.example' }, status: 'active', isAdmin: false });
+    expect(conn.body).toMatchObject({
+      kind: 'user',
+      userId: 'u-alice',
+      upstreamUser: { id: 'alice', email: 'alice@acme.example' },
+      status: 'active',
+      isAdmin: false,
+    });
     const expires = Date.parse(conn.body.accessTokenExpiresAt);
     expect(expires).toBeGreaterThanOrEqual(before + 21600_000 - 1000);
     expect(expires).toBeLessThanOrEqual(Date.now() + 21600_000 + 1000);
@@ -49,10 +55,16 @@ describe('the connect flow (API.md sections 5 and 6)', () => {
 
   it('reconnecting the same user replaces the tokens and keeps the id', async () => {
     const first = await connectViaHttp(t, 'acme', { userId: 'u-bob', as: 'bob' });
-    const before = await t.db.query<{ access_token_enc: string; version: string }>('SELECT access_token_enc, version FROM connections WHERE id = $1', [first.connectionId]);
+    const before = await t.db.query<{ access_token_enc: string; version: string }>(
+      'SELECT access_token_enc, version FROM connections WHERE id = $1',
+      [first.connectionId],
+    );
     const second = await connectViaHttp(t, 'acme', { userId: 'u-bob', as: 'bob' });
     expect(second.connectionId).toBe(first.connectionId);
-    const after = await t.db.query<{ access_token_enc: string; version: string }>('SELECT access_token_enc, version FROM connections WHERE id = $1', [first.connectionId]);
+    const after = await t.db.query<{ access_token_enc: string; version: string }>(
+      'SELECT access_token_enc, version FROM connections WHERE id = $1',
+      [first.connectionId],
+    );
     expect(after.rows[0].access_token_enc).not.toBe(before.rows[0].access_token_enc);
     expect(Number(after.rows[0].version)).toBe(Number(before.rows[0].version) + 1);
   });
@@ -103,9 +115,13 @@ describe('the connect flow (API.md sections 5 and 6)', () => {
   });
 
   it('refuses an expired state with connect_state_invalid, and an expired connect link with connect_session_expired', async () => {
-    const session = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', { body: { kind: 'user', userId: 'u-late', returnUrl: 'http://localhost:5173/x' } });
+    const session = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', {
+      body: { kind: 'user', userId: 'u-late', returnUrl: 'http://localhost:5173/x' },
+    });
     const callback = await authorizeAtSandbox(session.body.connectUrl, 'dave', 'approve');
-    await t.db.query(`UPDATE connect_sessions SET state_expires_at = now() - interval '1 second', expires_at = now() - interval '1 second' WHERE user_id = 'u-late'`);
+    await t.db.query(
+      `UPDATE connect_sessions SET state_expires_at = now() - interval '1 second', expires_at = now() - interval '1 second' WHERE user_id = 'u-late'`,
+    );
     const res = await openCallback(callback);
     expect(res.status).toBe(400);
     const body = (await res.json()) as ErrorBody;
@@ -113,7 +129,9 @@ describe('the connect flow (API.md sections 5 and 6)', () => {
     expect(body.error.message).toContain('expired');
     expect((await t.db.query(`SELECT count(*)::int AS n FROM connections WHERE user_id = 'u-late'`)).rows[0].n).toBe(0);
 
-    const stale = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', { body: { kind: 'user', userId: 'u-stale', returnUrl: 'http://localhost:5173/x' } });
+    const stale = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', {
+      body: { kind: 'user', userId: 'u-stale', returnUrl: 'http://localhost:5173/x' },
+    });
     await t.db.query(`UPDATE connect_sessions SET expires_at = now() - interval '1 second' WHERE user_id = 'u-stale'`);
     const opened = await fetch(stale.body.connectUrl, { redirect: 'manual' });
     expect(opened.status).toBe(400);
@@ -121,7 +139,9 @@ describe('the connect flow (API.md sections 5 and 6)', () => {
   });
 
   it('a connect URL is single use', async () => {
-    const session = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', { body: { kind: 'user', userId: 'u-twice', returnUrl: 'http://localhost:5173/x' } });
+    const session = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', {
+      body: { kind: 'user', userId: 'u-twice', returnUrl: 'http://localhost:5173/x' },
+    });
     expect((await fetch(session.body.connectUrl, { redirect: 'manual' })).status).toBe(302);
     const again = await fetch(session.body.connectUrl, { redirect: 'manual' });
     expect(again.status).toBe(400);
@@ -168,7 +188,10 @@ describe('the connect flow (API.md sections 5 and 6)', () => {
 
   it('sends the client credentials in a Basic header, reads /userinfo with POST when the environment says so, and takes the expiry from expiresIn', async () => {
     // This sandbox issues 1234-second tokens: the stored expiry must follow expiresIn, not the spec's 21600.
-    const other = await startTestApp({ env: { CWS_SANDBOX_TOKEN_AUTH: 'header', CWS_SANDBOX_USERINFO_METHOD: 'POST' }, sandbox: { accessTokenTtlSeconds: 1234 } });
+    const other = await startTestApp({
+      env: { CWS_SANDBOX_TOKEN_AUTH: 'header', CWS_SANDBOX_USERINFO_METHOD: 'POST' },
+      sandbox: { accessTokenTtlSeconds: 1234 },
+    });
     try {
       await newTenant(other, 'hdr');
       const before = Date.now();
@@ -189,8 +212,12 @@ describe('the connect flow (API.md sections 5 and 6)', () => {
   });
 
   it('sweeps connect sessions once they and their state are past their life', async () => {
-    await t.request('POST', '/v1/tenants/acme/connect-sessions', { body: { kind: 'user', userId: 'u-old', returnUrl: 'http://localhost:5173/x' } });
-    await t.request('POST', '/v1/tenants/acme/connect-sessions', { body: { kind: 'user', userId: 'u-fresh', returnUrl: 'http://localhost:5173/x' } });
+    await t.request('POST', '/v1/tenants/acme/connect-sessions', {
+      body: { kind: 'user', userId: 'u-old', returnUrl: 'http://localhost:5173/x' },
+    });
+    await t.request('POST', '/v1/tenants/acme/connect-sessions', {
+      body: { kind: 'user', userId: 'u-fresh', returnUrl: 'http://localhost:5173/x' },
+    });
     await t.db.query(`UPDATE connect_sessions SET expires_at = now() - interval '11 minutes' WHERE user_id = 'u-old'`);
     expect(await t.app.get(ConnectService).sweepExpiredSessions()).toBeGreaterThanOrEqual(1);
     const left = await t.db.query<{ user_id: string }>(`SELECT user_id FROM connect_sessions WHERE user_id IN ('u-old', 'u-fresh')`);

@@ -39,13 +39,21 @@ describe('connections at scale: keyset pages, filters, lastError and renewal his
   const page = (tenant: string, query: string) => t.request<Page>('GET', `/v1/tenants/${tenant}/connections${query}`);
 
   beforeAll(async () => {
-    t = await startTestApp({ env: { VAULT_KEYS, REFRESH_SCHEDULER: 'off', UPSTREAM_TOKEN_TIMEOUT_MS: '2000', UPSTREAM_CONNECT_TIMEOUT_MS: '1000' } });
+    t = await startTestApp({
+      env: { VAULT_KEYS, REFRESH_SCHEDULER: 'off', UPSTREAM_TOKEN_TIMEOUT_MS: '2000', UPSTREAM_CONNECT_TIMEOUT_MS: '1000' },
+    });
     await newTenant(t, 'big');
     await newTenant(t, 'other');
     pair = t.sandbox!.issueTokens('alice');
     // Rows in groups with one creation time each: the order must break ties by id, and no row may be lost or repeated.
     const base = Date.now() - 3_600_000;
-    const items = Array.from({ length: SEEDED }, (_, i) => ({ tenantId: 'big', userId: `u-${i}`, upstreamUserId: 'alice', tokens: pair, issuedAt: new Date(base + Math.floor(i / 7) * 1000) }));
+    const items = Array.from({ length: SEEDED }, (_, i) => ({
+      tenantId: 'big',
+      userId: `u-${i}`,
+      upstreamUserId: 'alice',
+      tokens: pair,
+      issuedAt: new Date(base + Math.floor(i / 7) * 1000),
+    }));
     seededIds = (await seedConnections(t.db, VAULT_KEYS, items)).map((s) => s.id);
     await seedConnections(t.db, VAULT_KEYS, [{ tenantId: 'other', userId: 'u-0', upstreamUserId: 'alice', tokens: pair }]);
   });
@@ -100,7 +108,16 @@ describe('connections at scale: keyset pages, filters, lastError and renewal his
     const flipped = next.slice(0, 10) + (next[10] === 'A' ? 'B' : 'A') + next.slice(11);
     const otherId = decoded.replace(/\|([0-9a-f])/, (_, d: string) => `|${d === '0' ? '1' : '0'}`);
     const otherTime = decoded.replace(/:(\d\d)\./, (_, s: string) => `:${s === '00' ? '01' : '00'}.`);
-    const forged = [flipped, next.slice(0, -4), 'garbage', 'x'.repeat(300), Buffer.from(otherId).toString('base64url'), Buffer.from(otherTime).toString('base64url'), `${next}=`, '%00'];
+    const forged = [
+      flipped,
+      next.slice(0, -4),
+      'garbage',
+      'x'.repeat(300),
+      Buffer.from(otherId).toString('base64url'),
+      Buffer.from(otherTime).toString('base64url'),
+      `${next}=`,
+      '%00',
+    ];
     for (const bad of forged) {
       const res = await t.request<ErrorBody>('GET', `/v1/tenants/big/connections?after=${encodeURIComponent(bad)}`);
       expect([bad, res.status]).toEqual([bad, 400]);
@@ -121,7 +138,10 @@ describe('connections at scale: keyset pages, filters, lastError and renewal his
     expect((await page('big', '?environment=eu')).body).toEqual({ connections: [], next: null });
 
     const broken = seededIds.filter((_, i) => i % 100 === 7);
-    await t.db.query(`UPDATE connections SET status = 'reauth_required', status_reason = 'refresh_token_rejected' WHERE id = ANY($1::uuid[])`, [broken]);
+    await t.db.query(
+      `UPDATE connections SET status = 'reauth_required', status_reason = 'refresh_token_rejected' WHERE id = ANY($1::uuid[])`,
+      [broken],
+    );
     const found: string[] = [];
     let after: string | null = null;
     do {
@@ -166,7 +186,10 @@ describe('connections at scale: keyset pages, filters, lastError and renewal his
     expect(listed.body.connections[0].lastError).toEqual(failed.lastError);
 
     expect((await t.request('POST', `/v1/tenants/other/connections/${c.id}/refresh`)).status).toBe(200);
-    await waitUntil('lastError cleared', async () => (await t.request<Connection>('GET', `/v1/tenants/other/connections/${c.id}`)).body.lastError === null);
+    await waitUntil(
+      'lastError cleared',
+      async () => (await t.request<Connection>('GET', `/v1/tenants/other/connections/${c.id}`)).body.lastError === null,
+    );
     const history = await t.request<{ renewals: Renewal[] }>('GET', `/v1/tenants/other/connections/${c.id}/renewals`);
     expect(history.status).toBe(200);
     expect(history.body.renewals.map((r) => [r.outcome, r.error])).toEqual([
@@ -178,8 +201,12 @@ describe('connections at scale: keyset pages, filters, lastError and renewal his
     for (let i = 0; i < 22; i++) expect((await t.request('POST', `/v1/tenants/other/connections/${c.id}/refresh`)).status).toBe(200);
     const bounded = await waitUntil('24 renewals recorded, 20 kept', async () => {
       const r = await t.request<{ renewals: Renewal[] }>('GET', `/v1/tenants/other/connections/${c.id}/renewals`);
-      const row = await t.db.query<{ n: number }>(`SELECT cardinality(renewal_at) AS n FROM connection_health WHERE connection_id = $1`, [c.id]);
-      return r.body.renewals.length === 20 && row.rows[0].n === 20 && r.body.renewals.every((x) => x.outcome === 'renewed') ? r.body.renewals : null;
+      const row = await t.db.query<{ n: number }>(`SELECT cardinality(renewal_at) AS n FROM connection_health WHERE connection_id = $1`, [
+        c.id,
+      ]);
+      return r.body.renewals.length === 20 && row.rows[0].n === 20 && r.body.renewals.every((x) => x.outcome === 'renewed')
+        ? r.body.renewals
+        : null;
     });
     const times = bounded.map((r) => Date.parse(r.at));
     expect([...times].sort((x, y) => y - x)).toEqual(times);
@@ -223,7 +250,9 @@ describe('connections at scale: keyset pages, filters, lastError and renewal his
     const shown = await t.request<Connection>('GET', `/v1/tenants/big/connections/${id}`);
     expect(shown.body.lastError).toEqual({ code: 'upstream_unavailable', at: at(3).toISOString() });
     // A connection deleted meanwhile is skipped, not an error for the others.
-    await expect(repo.recordRenewal('00000000-0000-4000-8000-000000000000', { at: at(4), outcome: 'renewed', error: null, durationMs: 1 })).resolves.toBeUndefined();
+    await expect(
+      repo.recordRenewal('00000000-0000-4000-8000-000000000000', { at: at(4), outcome: 'renewed', error: null, durationMs: 1 }),
+    ).resolves.toBeUndefined();
   });
 
   it('renewals of an unknown connection or tenant are 404', async () => {
@@ -235,7 +264,7 @@ describe('connections at scale: keyset pages, filters, lastError and renewal his
     expect(notUuid.status).toBe(404);
   });
 
-  it('the OpenAPI document describes each operation: summary, security, errors in the contract\'s shape', async () => {
+  it("the OpenAPI document describes each operation: summary, security, errors in the contract's shape", async () => {
     await expectDocumented(t, '/v1/tenants/{tenantId}/connections', 'get', ['400', '401', '404']);
     await expectDocumented(t, '/v1/tenants/{tenantId}/connections/{connectionId}', 'get', ['401', '404']);
     await expectDocumented(t, '/v1/tenants/{tenantId}/connections/{connectionId}/renewals', 'get', ['401', '404']);

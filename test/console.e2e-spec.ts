@@ -29,15 +29,27 @@ interface ErrorBody {
 function ensureConsoleBuilt(): void {
   const built = join(CONSOLE, 'dist', 'index.html');
   const newest = (dir: string): number =>
-    Math.max(...readdirSync(dir, { withFileTypes: true }).map((e) => (e.isDirectory() ? newest(join(dir, e.name)) : statSync(join(dir, e.name)).mtimeMs)));
-  const sources = Math.max(newest(join(CONSOLE, 'src')), statSync(join(CONSOLE, 'index.html')).mtimeMs, statSync(join(CONSOLE, 'vite.config.ts')).mtimeMs);
+    Math.max(
+      ...readdirSync(dir, { withFileTypes: true }).map((e) =>
+        e.isDirectory() ? newest(join(dir, e.name)) : statSync(join(dir, e.name)).mtimeMs,
+      ),
+    );
+  const sources = Math.max(
+    newest(join(CONSOLE, 'src')),
+    statSync(join(CONSOLE, 'index.html')).mtimeMs,
+    statSync(join(CONSOLE, 'vite.config.ts')).mtimeMs,
+  );
   if (existsSync(built) && statSync(built).mtimeMs >= sources) return;
   execFileSync('npm', ['run', '--silent', 'build:console'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
 }
 
 /** Every credential a body must never carry, with a name for the failure message. */
 function secretsOf(t: TestApp, extra: Record<string, string>): Record<string, string> {
-  const secrets: Record<string, string> = { ...extra, 'operator key': t.operatorKey, 'sandbox client secret': t.config.environments.sandbox!.clientSecret };
+  const secrets: Record<string, string> = {
+    ...extra,
+    'operator key': t.operatorKey,
+    'sandbox client secret': t.config.environments.sandbox!.clientSecret,
+  };
   for (const [i, v] of t.sandbox!.issuedTokenValues().entries()) secrets[`upstream token #${i}`] = v;
   for (const k of t.config.vaultKeys) secrets[`vault key ${k.kid}`] = k.key.toString('base64');
   return secrets;
@@ -64,10 +76,22 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
     sink.respond = () => (sinkUp ? 200 : 500);
     // One failed attempt makes an event dead, so the console has one to redeliver at once.
     t = await startTestApp({
-      env: { EVENTS_RETRY_BASE_MS: '50', EVENTS_RETRY_MAX_MS: '100', EVENTS_RETRY_SPAN_MS: '0', EVENTS_POLL_INTERVAL_MS: '500', EVENTS_RELAY_INTERVAL_MS: '50' },
+      env: {
+        EVENTS_RETRY_BASE_MS: '50',
+        EVENTS_RETRY_MAX_MS: '100',
+        EVENTS_RETRY_SPAN_MS: '0',
+        EVENTS_POLL_INTERVAL_MS: '500',
+        EVENTS_RELAY_INTERVAL_MS: '50',
+      },
     });
     const tenant = await t.request<{ eventsSecret: string }>('POST', '/v1/tenants', {
-      body: { id: TENANT, name: 'Console Co', environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'], eventsTargetUrl: sink.url },
+      body: {
+        id: TENANT,
+        name: 'Console Co',
+        environment: 'sandbox',
+        allowedReturnUrls: ['http://localhost:5173/'],
+        eventsTargetUrl: sink.url,
+      },
     });
     expect(tenant.status).toBe(201);
     eventsSecret = tenant.body.eventsSecret;
@@ -78,7 +102,12 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
     for (const as of ['alice', 'bob']) expect((await connectViaHttp(t, TENANT, { userId: `console-${as}`, as })).status).toBe('connected');
     // Alice's grant is revoked upstream (the sandbox's control); the next renewal learns it for real.
     expect(t.sandbox!.revokeUser('alice')).toBeGreaterThan(0);
-    const alice = (await t.request<{ connections: Array<{ id: string; userId: string }> }>('GET', `/v1/tenants/${TENANT}/connections?userId=console-alice`)).body.connections[0];
+    const alice = (
+      await t.request<{ connections: Array<{ id: string; userId: string }> }>(
+        'GET',
+        `/v1/tenants/${TENANT}/connections?userId=console-alice`,
+      )
+    ).body.connections[0];
     const renewal = await t.request<ErrorBody>('POST', `/v1/tenants/${TENANT}/connections/${alice.id}/refresh`);
     expect(renewal.status).toBe(409);
     expect(renewal.body.error.code).toBe('reauth_required');
@@ -90,12 +119,28 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
 
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
     // A laptop screen.
     context = await browser.newContext({ viewport: { width: 1366, height: 768 }, timezoneId: 'UTC' });
     context.on('request', (r) => requested.push(r.url()));
-    context.on('response', (r) => bodies.push(r.text().then((text) => ({ url: r.url(), text }), () => ({ url: r.url(), text: '' }))));
+    context.on('response', (r) =>
+      bodies.push(
+        r.text().then(
+          (text) => ({ url: r.url(), text }),
+          () => ({ url: r.url(), text: '' }),
+        ),
+      ),
+    );
     page = await context.newPage();
   });
   afterAll(async () => {
@@ -125,7 +170,11 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
     const renewals = page.getByRole('article', { name: 'Renewals' });
     await expect(renewals.getByText('Need reconnecting').locator('xpath=following-sibling::dd').textContent()).resolves.toBe('1');
     // Connecting two users read /userinfo upstream twice: resource calls, counted as 2xx.
-    const upstream2xx = await page.getByRole('article', { name: /Upstream calls/ }).getByText('2xx').locator('xpath=following-sibling::dd').textContent();
+    const upstream2xx = await page
+      .getByRole('article', { name: /Upstream calls/ })
+      .getByText('2xx')
+      .locator('xpath=following-sibling::dd')
+      .textContent();
     expect(Number(upstream2xx)).toBeGreaterThanOrEqual(2);
     await shot('tenants');
   });
@@ -141,7 +190,12 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
     await page.getByRole('row', { name: /console-alice/ }).waitFor();
     await expect(page.getByRole('table').getByRole('row').count()).resolves.toBe(2); // the header and alice
     // The page shows what the API says went wrong, whatever the code.
-    const lastError = (await t.request<{ connections: Array<{ lastError: { code: string } | null }> }>('GET', `/v1/tenants/${TENANT}/connections?userId=console-alice`)).body.connections[0].lastError;
+    const lastError = (
+      await t.request<{ connections: Array<{ lastError: { code: string } | null }> }>(
+        'GET',
+        `/v1/tenants/${TENANT}/connections?userId=console-alice`,
+      )
+    ).body.connections[0].lastError;
     expect(lastError?.code).toBe('refresh_token_rejected');
     const alice = page.getByRole('row', { name: /console-alice/ });
     await expect(alice.textContent()).resolves.toContain('reauth required');
@@ -152,7 +206,11 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
     await page.getByRole('heading', { level: 1, name: 'Connection console-alice' }).waitFor();
     const health = page.getByRole('region', { name: 'Health' });
     await expect(health.textContent()).resolves.toContain('The upstream refused the refresh token: the user must connect again.');
-    await page.getByRole('table', { name: /Renewals/ }).getByRole('row', { name: /reauth/ }).first().waitFor();
+    await page
+      .getByRole('table', { name: /Renewals/ })
+      .getByRole('row', { name: /reauth/ })
+      .first()
+      .waitFor();
     await shot('connection');
 
     // Renew now answers why it cannot.
@@ -161,7 +219,8 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
   });
 
   it('deletes a connection only after confirming', async () => {
-    const bob = (await t.request<{ connections: Array<{ id: string }> }>('GET', `/v1/tenants/${TENANT}/connections?userId=console-bob`)).body.connections[0];
+    const bob = (await t.request<{ connections: Array<{ id: string }> }>('GET', `/v1/tenants/${TENANT}/connections?userId=console-bob`))
+      .body.connections[0];
     await page.goto(`${t.url}/console/#/tenants/${TENANT}/connections/${bob.id}`);
     await page.getByRole('heading', { level: 1, name: 'Connection console-bob' }).waitFor();
     await page.getByRole('button', { name: 'Delete…' }).click();
@@ -176,7 +235,10 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
     await dialog.waitFor();
     await shot('connection-delete-confirm');
     await dialog.getByRole('button', { name: 'Delete connection' }).click();
-    await page.getByRole('status').filter({ hasText: `Connection ${bob.id} deleted.` }).waitFor();
+    await page
+      .getByRole('status')
+      .filter({ hasText: `Connection ${bob.id} deleted.` })
+      .waitFor();
     expect((await t.request('GET', `/v1/tenants/${TENANT}/connections/${bob.id}`)).status).toBe(404);
   });
 
@@ -193,7 +255,11 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
     expect(first.delivery.lastError).toBe('http_500');
     await expect(row.textContent()).resolves.toContain('http_500');
     await row.getByRole('button', { name: `Attempts of event ${first.id}` }).click();
-    await page.getByRole('table', { name: 'Delivery attempts' }).getByRole('row', { name: /http_500/ }).first().waitFor();
+    await page
+      .getByRole('table', { name: 'Delivery attempts' })
+      .getByRole('row', { name: /http_500/ })
+      .first()
+      .waitFor();
     await shot('events');
 
     await row.getByRole('button', { name: `Redeliver event ${first.id}` }).click();
@@ -203,8 +269,15 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
 
     await page.getByLabel(/Redeliver every dead event received since/).fill('2000-01-01T00:00');
     await page.getByRole('button', { name: 'Redeliver dead events' }).click();
-    await page.getByRole('status').filter({ hasText: /dead events? since .* queued for delivery again/ }).waitFor();
-    for (const e of dead.slice(1)) await page.getByRole('row', { name: new RegExp(e.id) }).getByText('delivered', { exact: true }).waitFor({ timeout: 20_000 });
+    await page
+      .getByRole('status')
+      .filter({ hasText: /dead events? since .* queued for delivery again/ })
+      .waitFor();
+    for (const e of dead.slice(1))
+      await page
+        .getByRole('row', { name: new RegExp(e.id) })
+        .getByText('delivered', { exact: true })
+        .waitFor({ timeout: 20_000 });
   });
 
   it('never sends the page a token, key or secret, and loads nothing from elsewhere', async () => {
@@ -249,7 +322,11 @@ describe('console sessions: cookie, CSRF and what a session may not do', () => {
   });
 
   async function signIn(): Promise<{ cookie: string; csrf: string; setCookie: string }> {
-    const res = await fetch(`${t.url}/console/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ operatorKey: t.operatorKey }) });
+    const res = await fetch(`${t.url}/console/api/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ operatorKey: t.operatorKey }),
+    });
     expect(res.status).toBe(201);
     const setCookie = res.headers.get('set-cookie') ?? '';
     const body = (await res.json()) as { csrfToken: string; expiresAt: string };
@@ -278,7 +355,10 @@ describe('console sessions: cookie, CSRF and what a session may not do', () => {
     expect((await t.request('GET', '/console/api/figures', { key: null, headers: { cookie } })).status).toBe(403);
     expect((await t.request('GET', '/console/api/figures', { key: null, headers: { cookie, 'x-csrf-token': csrf } })).status).toBe(200);
     // The same tenant rule as for the key: an unknown tenant does not exist.
-    const unknown = await t.request<ErrorBody>('GET', '/v1/tenants/no-such-co/api-keys', { key: null, headers: { cookie, 'x-csrf-token': csrf } });
+    const unknown = await t.request<ErrorBody>('GET', '/v1/tenants/no-such-co/api-keys', {
+      key: null,
+      headers: { cookie, 'x-csrf-token': csrf },
+    });
     expect(unknown.status).toBe(404);
     expect(unknown.body.error.code).toBe('tenant_not_found');
     // Nothing else stands in for the cookie.
@@ -288,10 +368,16 @@ describe('console sessions: cookie, CSRF and what a session may not do', () => {
   it('refuses every route whose answer shows a secret, and changes nothing', async () => {
     const { cookie, csrf } = await signIn();
     const headers = { cookie, 'x-csrf-token': csrf };
-    const created = await t.request<{ eventsSecret: string }>('POST', '/v1/tenants', { body: { id: 'sessions-co', name: 'S', environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] } });
+    const created = await t.request<{ eventsSecret: string }>('POST', '/v1/tenants', {
+      body: { id: 'sessions-co', name: 'S', environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] },
+    });
     expect(created.status).toBe(201);
     const tries = [
-      t.request<ErrorBody>('POST', '/v1/tenants', { key: null, headers, body: { id: 'by-cookie', name: 'B', environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] } }),
+      t.request<ErrorBody>('POST', '/v1/tenants', {
+        key: null,
+        headers,
+        body: { id: 'by-cookie', name: 'B', environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] },
+      }),
       t.request<ErrorBody>('POST', '/v1/tenants/sessions-co/api-keys', { key: null, headers, body: {} }),
       t.request<ErrorBody>('POST', '/v1/tenants/sessions-co/events-secret', { key: null, headers }),
     ];
@@ -310,7 +396,8 @@ describe('console sessions: cookie, CSRF and what a session may not do', () => {
   it('lets only the operator key sign in, as JSON', async () => {
     const sessions = async () => (await t.db.query<{ n: number }>('SELECT count(*)::int AS n FROM console_sessions')).rows[0].n;
     const before = await sessions();
-    const post = (body: string, type = 'application/json') => fetch(`${t.url}/console/api/session`, { method: 'POST', headers: { 'content-type': type }, body });
+    const post = (body: string, type = 'application/json') =>
+      fetch(`${t.url}/console/api/session`, { method: 'POST', headers: { 'content-type': type }, body });
     const wrong = await post(JSON.stringify({ operatorKey: `${t.operatorKey}x` }));
     expect(wrong.status).toBe(401);
     expect(wrong.headers.get('set-cookie')).toBeNull();
@@ -318,7 +405,9 @@ describe('console sessions: cookie, CSRF and what a session may not do', () => {
     const form = await post(new URLSearchParams({ operatorKey: t.operatorKey }).toString(), 'application/x-www-form-urlencoded');
     expect(form.status).toBe(415);
     expect(form.headers.get('set-cookie')).toBeNull();
-    await t.request('POST', '/v1/tenants', { body: { id: 'keyed-co', name: 'K', environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] } });
+    await t.request('POST', '/v1/tenants', {
+      body: { id: 'keyed-co', name: 'K', environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] },
+    });
     const tenantKey = (await t.request<{ key: string }>('POST', '/v1/tenants/keyed-co/api-keys', { body: {} })).body.key;
     expect((await post(JSON.stringify({ operatorKey: tenantKey }))).status).toBe(401);
     expect(await sessions()).toBe(before);
@@ -327,7 +416,11 @@ describe('console sessions: cookie, CSRF and what a session may not do', () => {
   it('is served by every instance on the same database, and signing out ends it on all of them', async () => {
     const { cookie, csrf } = await signIn();
     const vaultKeys = t.config.vaultKeys.map((k) => `${k.kid}:${k.key.toString('base64')}`).join(',');
-    const other = await startTestApp({ databaseUrl: t.databaseUrl, sandbox: false, env: { OPERATOR_API_KEY: t.operatorKey, VAULT_KEYS: vaultKeys } });
+    const other = await startTestApp({
+      databaseUrl: t.databaseUrl,
+      sandbox: false,
+      env: { OPERATOR_API_KEY: t.operatorKey, VAULT_KEYS: vaultKeys },
+    });
     try {
       const headers = { cookie, 'x-csrf-token': csrf };
       expect((await other.request('GET', '/v1/tenants', { key: null, headers })).status).toBe(200);

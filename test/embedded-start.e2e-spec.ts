@@ -76,7 +76,9 @@ describe('npm start on the embedded default', () => {
     expect(afterKill.status).toBe(200);
     expect(await running.stop('SIGTERM')).toBe(0);
     running = null;
-    console.log(`embedded default: first start ${firstStartMs} ms, restart ${restartMs} ms, restart after SIGKILL ${recoveryMs} ms (to /health/ready 200)`);
+    console.log(
+      `embedded default: first start ${firstStartMs} ms, restart ${restartMs} ms, restart after SIGKILL ${recoveryMs} ms (to /health/ready 200)`,
+    );
   }, 180_000);
 });
 
@@ -233,7 +235,12 @@ function accepts(port: number): Promise<boolean> {
   });
 }
 
-function runToExit(file: string, args: string[], cwd: string, env: Record<string, string | undefined>): Promise<{ code: number | null; output: string }> {
+function runToExit(
+  file: string,
+  args: string[],
+  cwd: string,
+  env: Record<string, string | undefined>,
+): Promise<{ code: number | null; output: string }> {
   const childEnv: Record<string, string> = {};
   for (const [k, v] of Object.entries({ ...process.env, ...env })) if (v !== undefined) childEnv[k] = v;
   return new Promise((resolve) => {

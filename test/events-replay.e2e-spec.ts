@@ -75,7 +75,8 @@ describe('events you can get back: attempts, redelivery, Retry-After, 410 Gone, 
     return page.body.events.find((e) => e.id === id);
   };
   const stateOf = async (tenantId: string, id: string) => (await eventOf(tenantId, id))?.delivery.state;
-  const attemptsOf = async (tenantId: string, id: string) => t.request<{ attempts: Attempt[] }>('GET', `/v1/tenants/${tenantId}/events/${id}/attempts`);
+  const attemptsOf = async (tenantId: string, id: string) =>
+    t.request<{ attempts: Attempt[] }>('GET', `/v1/tenants/${tenantId}/events/${id}/attempts`);
   const deliveriesOf = (sink: WebhookSink, id: string): SinkDelivery[] => sink.received.filter((d) => d.headers['webhook-id'] === id);
 
   it('keeps every attempt (status, duration, error kind), never a body or a URL', async () => {
@@ -113,10 +114,14 @@ describe('events you can get back: attempts, redelivery, Retry-After, 410 Gone, 
     await t.request('PATCH', '/v1/tenants/net', { body: { eventsTargetUrl: null } });
   });
 
-  it('attempts and redelivery of an unknown event, another tenant\'s event or a malformed id are 404', async () => {
+  it("attempts and redelivery of an unknown event, another tenant's event or a malformed id are 404", async () => {
     await tenantWithSink('own');
     const theirs = await emit('att');
-    for (const path of [`/v1/tenants/own/events/${randomUUID()}/attempts`, `/v1/tenants/own/events/${theirs}/attempts`, '/v1/tenants/own/events/nope/attempts']) {
+    for (const path of [
+      `/v1/tenants/own/events/${randomUUID()}/attempts`,
+      `/v1/tenants/own/events/${theirs}/attempts`,
+      '/v1/tenants/own/events/nope/attempts',
+    ]) {
       const res = await t.request<ErrorBody>('GET', path);
       expect([path, res.status, res.body.error.code]).toEqual([path, 404, 'event_not_found']);
     }
@@ -148,11 +153,17 @@ describe('events you can get back: attempts, redelivery, Retry-After, 410 Gone, 
     const before = new Date(Date.now() - 1000).toISOString();
     const ids = [await emit('bulk'), await emit('bulk'), await emit('bulk')];
     await waitUntil('a failure on each', async () => {
-      const r = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE id = ANY($1::uuid[]) AND delivery_attempts > 0`, [ids]);
+      const r = await t.db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM events WHERE id = ANY($1::uuid[]) AND delivery_attempts > 0`,
+        [ids],
+      );
       return r.rows[0].n === 3;
     });
     // Dead-letter them as the end of the retry span would (counting the attempt, so their queued retry is stale).
-    await t.db.query(`UPDATE events SET delivery_state = 'dead', delivery_attempts = delivery_attempts + 1, next_attempt_at = NULL WHERE id = ANY($1::uuid[])`, [ids]);
+    await t.db.query(
+      `UPDATE events SET delivery_state = 'dead', delivery_attempts = delivery_attempts + 1, next_attempt_at = NULL WHERE id = ANY($1::uuid[])`,
+      [ids],
+    );
     await new Promise((r) => setTimeout(r, 300));
     sink.respond = () => 200;
 
@@ -160,19 +171,30 @@ describe('events you can get back: attempts, redelivery, Retry-After, 410 Gone, 
       const res = await t.request<ErrorBody>('POST', '/v1/tenants/bulk/events/redeliver', { body });
       expect([JSON.stringify(body), res.status, res.body.error.code]).toEqual([JSON.stringify(body), 400, 'validation_failed']);
     }
-    const later = await t.request<{ queued: number }>('POST', '/v1/tenants/bulk/events/redeliver', { body: { since: new Date(Date.now() + 60_000).toISOString() } });
+    const later = await t.request<{ queued: number }>('POST', '/v1/tenants/bulk/events/redeliver', {
+      body: { since: new Date(Date.now() + 60_000).toISOString() },
+    });
     expect(later.body.queued).toBe(0);
-    const delivered = await t.request<{ queued: number }>('POST', '/v1/tenants/bulk/events/redeliver', { body: { since: before, state: 'delivered' } });
+    const delivered = await t.request<{ queued: number }>('POST', '/v1/tenants/bulk/events/redeliver', {
+      body: { since: before, state: 'delivered' },
+    });
     expect(delivered.body.queued).toBe(0);
 
-    const res = await t.request<{ queued: number; remaining: number }>('POST', '/v1/tenants/bulk/events/redeliver', { body: { since: before } });
+    const res = await t.request<{ queued: number; remaining: number }>('POST', '/v1/tenants/bulk/events/redeliver', {
+      body: { since: before },
+    });
     expect(res.status).toBe(202);
     expect(res.body).toEqual({ queued: 3, remaining: 0 });
     for (const id of ids) await waitUntil(`delivery of ${id}`, async () => (await stateOf('bulk', id)) === 'delivered');
     for (const id of ids) expect(deliveriesOf(sink, id).filter((d) => d.status === 200)).toHaveLength(1);
     // Delivered now: a second "dead" call finds nothing; "any" picks them again.
-    expect((await t.request<{ queued: number }>('POST', '/v1/tenants/bulk/events/redeliver', { body: { since: before } })).body.queued).toBe(0);
-    expect((await t.request<{ queued: number }>('POST', '/v1/tenants/bulk/events/redeliver', { body: { since: before, state: 'any' } })).body.queued).toBe(3);
+    expect(
+      (await t.request<{ queued: number }>('POST', '/v1/tenants/bulk/events/redeliver', { body: { since: before } })).body.queued,
+    ).toBe(0);
+    expect(
+      (await t.request<{ queued: number }>('POST', '/v1/tenants/bulk/events/redeliver', { body: { since: before, state: 'any' } })).body
+        .queued,
+    ).toBe(3);
   });
 
   it('one call queues at most 1,000 events; the rest are counted and queued by the next call', async () => {
@@ -184,9 +206,13 @@ describe('events you can get back: attempts, redelivery, Retry-After, 410 Gone, 
     );
     const first = await t.request<{ queued: number; remaining: number }>('POST', '/v1/tenants/flood/events/redeliver', { body: { since } });
     expect(first.body).toEqual({ queued: 1000, remaining: 100 });
-    const pending = await t.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE tenant_id = 'flood' AND delivery_state = 'pending'`);
+    const pending = await t.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM events WHERE tenant_id = 'flood' AND delivery_state = 'pending'`,
+    );
     expect(pending.rows[0].n).toBeLessThanOrEqual(1000);
-    const second = await t.request<{ queued: number; remaining: number }>('POST', '/v1/tenants/flood/events/redeliver', { body: { since } });
+    const second = await t.request<{ queued: number; remaining: number }>('POST', '/v1/tenants/flood/events/redeliver', {
+      body: { since },
+    });
     expect(second.body).toEqual({ queued: 100, remaining: 0 });
     await waitUntil('1,100 deliveries', () => new Set(sink.accepted().map((d) => d.headers['webhook-id'])).size === 1100, 60_000, 200);
   });
@@ -194,7 +220,8 @@ describe('events you can get back: attempts, redelivery, Retry-After, 410 Gone, 
   it('honours Retry-After on 429 and 503', async () => {
     const { sink } = await tenantWithSink('ra');
     sink.respond = (n) => (n === 0 ? 429 : n === 1 ? 503 : 200);
-    sink.respondHeaders = (n): Record<string, string> => (n === 0 ? { 'retry-after': '2' } : n === 1 ? { 'retry-after': new Date(Date.now() + 2000).toUTCString() } : {});
+    sink.respondHeaders = (n): Record<string, string> =>
+      n === 0 ? { 'retry-after': '2' } : n === 1 ? { 'retry-after': new Date(Date.now() + 2000).toUTCString() } : {};
     const id = await emit('ra');
     await waitUntil('delivered after two refusals', async () => (await stateOf('ra', id)) === 'delivered', 20_000);
     const attempts = (await attemptsOf('ra', id)).body.attempts;
@@ -223,9 +250,14 @@ describe('events you can get back: attempts, redelivery, Retry-After, 410 Gone, 
 
     const patched = await t.request<Tenant>('PATCH', '/v1/tenants/gone', { body: { eventsTargetUrl: sink.url } });
     expect(patched.body.eventsTargetDisabled).toBe(false);
-    const res = await t.request<{ queued: number }>('POST', '/v1/tenants/gone/events/redeliver', { body: { since: new Date(Date.now() - 60_000).toISOString(), state: 'any' } });
+    const res = await t.request<{ queued: number }>('POST', '/v1/tenants/gone/events/redeliver', {
+      body: { since: new Date(Date.now() - 60_000).toISOString(), state: 'any' },
+    });
     expect(res.body.queued).toBe(2);
-    await waitUntil('both delivered', async () => (await stateOf('gone', first)) === 'delivered' && (await stateOf('gone', second)) === 'delivered');
+    await waitUntil(
+      'both delivered',
+      async () => (await stateOf('gone', first)) === 'delivered' && (await stateOf('gone', second)) === 'delivered',
+    );
   });
 
   it('a rotation with an overlap signs with both secrets, each verified by the standardwebhooks library; after it, only the new one', async () => {
@@ -297,10 +329,12 @@ describe('events you can get back: attempts, redelivery, Retry-After, 410 Gone, 
     expect((await t.request('POST', `/v1/tenants/keyed/events/${id}/redeliver`, { key })).status).toBe(202);
     const other = await emit('att');
     expect((await t.request('GET', `/v1/tenants/att/events/${other}/attempts`, { key })).status).toBe(404);
-    expect((await t.request('POST', '/v1/tenants/att/events/redeliver', { key, body: { since: new Date(0).toISOString() } })).status).toBe(404);
+    expect((await t.request('POST', '/v1/tenants/att/events/redeliver', { key, body: { since: new Date(0).toISOString() } })).status).toBe(
+      404,
+    );
   });
 
-  it('the OpenAPI document describes each operation: summary, security, errors in the contract\'s shape', async () => {
+  it("the OpenAPI document describes each operation: summary, security, errors in the contract's shape", async () => {
     await expectDocumented(t, '/v1/tenants/{tenantId}/events', 'get', ['400', '401', '404']);
     await expectDocumented(t, '/v1/tenants/{tenantId}/events/{eventId}/attempts', 'get', ['401', '404']);
     await expectDocumented(t, '/v1/tenants/{tenantId}/events/{eventId}/redeliver', 'post', ['401', '404', '409']);

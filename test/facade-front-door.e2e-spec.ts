@@ -83,7 +83,10 @@ describe('the front door', () => {
     await newTenant(t, 'corp', { design: 'admin' });
     await newTenant(t, 'euro');
     await t.db.query(`UPDATE tenants SET environment = 'eu' WHERE id = 'euro'`);
-    const created = await t.request<{ id: string }>('POST', '/v1/tenants/acme/workflows', { headers: as('u-alice'), body: { name: 'NDA', approvers: ['bob'] } });
+    const created = await t.request<{ id: string }>('POST', '/v1/tenants/acme/workflows', {
+      headers: as('u-alice'),
+      body: { name: 'NDA', approvers: ['bob'] },
+    });
     expect(created.status).toBe(201);
     wf = created.body.id;
     const feed = t.app.get(ChangeFeed);
@@ -107,14 +110,19 @@ describe('the front door', () => {
   }
 
   it('serves every route of the table, documents it in /docs-json, and logs it', async () => {
-    const doc = await t.request<{ paths: Record<string, Record<string, { operationId?: string; security?: unknown; responses: Record<string, unknown> }>> }>('GET', '/docs-json', { key: null });
+    const doc = await t.request<{
+      paths: Record<string, Record<string, { operationId?: string; security?: unknown; responses: Record<string, unknown> }>>;
+    }>('GET', '/docs-json', { key: null });
     expect(doc.status).toBe(200);
     for (const route of FACADE_ROUTES) {
       // Served: a call of the route reaches FacadeDoor with this entry, and the upstream answers it.
       const path = `/v1/tenants/acme${route.path.replace('{workflowId}', wf).replace('{path}', 'workflows')}`;
       const method = route.method === 'ANY' ? 'GET' : route.method;
       serve.mockClear();
-      const ok = await call(t, method, path, { headers: as('u-bob'), body: route.streamed.length > 0 && method !== 'GET' ? '{}' : undefined });
+      const ok = await call(t, method, path, {
+        headers: as('u-bob'),
+        body: route.streamed.length > 0 && method !== 'GET' ? '{}' : undefined,
+      });
       expect([route.id, servedRoute(), ok.headers['x-upstream-status']]).toEqual([route.id, route.id, String(ok.status)]);
 
       // Documented, from the same entry.
@@ -129,7 +137,10 @@ describe('the front door', () => {
       expect([route.id, refused.status, servedRoute()]).toEqual([route.id, 400, route.id]);
       const requestId = refused.headers['x-request-id'];
       const line = logLines(t).find((l) => (l.req as { id?: string } | undefined)?.id === requestId);
-      expect([route.id, line]).toEqual([route.id, expect.objectContaining({ route: route.id, msg: 'request completed', res: expect.objectContaining({ statusCode: 400 }) })]);
+      expect([route.id, line]).toEqual([
+        route.id,
+        expect.objectContaining({ route: route.id, msg: 'request completed', res: expect.objectContaining({ statusCode: 400 }) }),
+      ]);
     }
   });
 
@@ -166,10 +177,21 @@ describe('the front door', () => {
 
   it('passes upstream answers through: status, body, x-upstream-status; a caller-given request id is kept', async () => {
     const res = await call(t, 'GET', `/v1/tenants/acme/workflows/${wf}`, { headers: { ...as('u-alice'), 'x-request-id': 'caller-id' } });
-    expect([res.status, res.headers['x-upstream-status'], res.headers['x-request-id'], (res.body as { id: string }).id]).toEqual([200, '200', 'caller-id', wf]);
-    expect(await call(t, 'GET', '/v1/tenants/acme/workflows/wf_missing', { headers: as('u-alice') })).toMatchObject({ status: 404, headers: { 'x-upstream-status': '404' } });
+    expect([res.status, res.headers['x-upstream-status'], res.headers['x-request-id'], (res.body as { id: string }).id]).toEqual([
+      200,
+      '200',
+      'caller-id',
+      wf,
+    ]);
+    expect(await call(t, 'GET', '/v1/tenants/acme/workflows/wf_missing', { headers: as('u-alice') })).toMatchObject({
+      status: 404,
+      headers: { 'x-upstream-status': '404' },
+    });
     // The creator cannot approve (spec): refused upstream, passed through.
-    expect(await call(t, 'PATCH', `/v1/tenants/acme/workflows/${wf}/approvals`, { headers: as('u-alice'), body: '{}' })).toMatchObject({ status: 403, headers: { 'x-upstream-status': '403' } });
+    expect(await call(t, 'PATCH', `/v1/tenants/acme/workflows/${wf}/approvals`, { headers: as('u-alice'), body: '{}' })).toMatchObject({
+      status: 403,
+      headers: { 'x-upstream-status': '403' },
+    });
     // HEAD with a GET route, as Express derived it: the upstream's answer to a HEAD, passed through.
     const head = await call(t, 'HEAD', '/v1/tenants/acme/workflows', { headers: as('u-alice') });
     expect([head.headers['x-upstream-status'], servedRoute()]).toEqual([String(head.status), 'facadeListWorkflows']);

@@ -24,7 +24,11 @@ function memoryOf(pid: number): { rss: number; hwm: number } {
  * Streams a multipart body of `size` file bytes, generated on the fly (a random 1 MiB block repeated with a
  * changing counter, so no two chunks are alike), hashing what it sends. Never holds the body in memory.
  */
-function uploadMultipart(url: string, headers: Record<string, string>, size: number): Promise<{ status: number; text: string; sha256: string }> {
+function uploadMultipart(
+  url: string,
+  headers: Record<string, string>,
+  size: number,
+): Promise<{ status: number; text: string; sha256: string }> {
   const boundary = `----cws${randomBytes(8).toString('hex')}`;
   const head = Buffer.from(
     `--${boundary}\r\nContent-Disposition: form-data; name="name"\r\n\r\nBig contract\r\n` +
@@ -36,7 +40,11 @@ function uploadMultipart(url: string, headers: Record<string, string>, size: num
   return new Promise((resolve, reject) => {
     const req = httpRequest(url, {
       method: 'POST',
-      headers: { ...headers, 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': String(head.length + size + tail.length) },
+      headers: {
+        ...headers,
+        'content-type': `multipart/form-data; boundary=${boundary}`,
+        'content-length': String(head.length + size + tail.length),
+      },
     });
     let sent = 0;
     const pump = () => {
@@ -56,7 +64,9 @@ function uploadMultipart(url: string, headers: Record<string, string>, size: num
     req.on('response', (res) => {
       const parts: Buffer[] = [];
       res.on('data', (c: Buffer) => parts.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(parts).toString('utf8'), sha256: hash.digest('hex') }));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, text: Buffer.concat(parts).toString('utf8'), sha256: hash.digest('hex') }),
+      );
     });
     req.on('error', reject);
     req.write(head);
@@ -127,7 +137,9 @@ describe('a 1 GiB multipart upload through the facade (app in its own process)',
     const after = memoryOf(app.pid);
     peak = Math.max(peak, after.hwm);
     const grew = peak - before.rss;
-    console.log(`1 GiB through the facade in ${seconds.toFixed(1)} s; app RSS ${(before.rss / MIB).toFixed(0)} MiB before, peak ${(peak / MIB).toFixed(0)} MiB (+${(grew / MIB).toFixed(1)} MiB)`);
+    console.log(
+      `1 GiB through the facade in ${seconds.toFixed(1)} s; app RSS ${(before.rss / MIB).toFixed(0)} MiB before, peak ${(peak / MIB).toFixed(0)} MiB (+${(grew / MIB).toFixed(1)} MiB)`,
+    );
 
     expect(result.status).toBe(201);
     const workflow = JSON.parse(result.text) as { creator: { id: string }; documents: Array<{ size: number; sha256: string }> };

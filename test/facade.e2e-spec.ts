@@ -38,7 +38,11 @@ async function waitLive(t: TestApp): Promise<void> {
 }
 
 /** A raw HTTP call, so that hop-by-hop headers and an untouched request target can be sent. */
-function raw(url: string, path: string, headers: Record<string, string>): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }> {
+function raw(
+  url: string,
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }> {
   return new Promise((resolve, reject) => {
     const { hostname, port } = new URL(url);
     // path given separately: a URL string would be re-encoded by the client itself.
@@ -73,19 +77,35 @@ describe('the facade (API.md section 7)', () => {
 
   it("alice's launch has creator alice upstream; bob approves with bob's token; carol's refused attempt passes through unchanged", async () => {
     t.sandbox!.clearRecords();
-    const launched = await t.request<Workflow>('POST', '/v1/tenants/acme/workflows', { headers: as('u-alice'), body: { name: 'NDA', approvers: ['bob', 'carol'] } });
+    const launched = await t.request<Workflow>('POST', '/v1/tenants/acme/workflows', {
+      headers: as('u-alice'),
+      body: { name: 'NDA', approvers: ['bob', 'carol'] },
+    });
     expect(launched.status).toBe(201);
     expect(launched.headers.get('x-upstream-status')).toBe('201');
     expect(launched.body).toMatchObject({ creator: { id: 'alice' }, versionNumber: 1, Author: { type: 'user', id: 'alice' } });
     expect(typeof launched.body.lastModified).toBe('string');
-    expect(t.sandbox!.records().filter((r) => r.path === '/workflows').map((r) => r.tokenUserId)).toEqual(['alice']);
+    expect(
+      t
+        .sandbox!.records()
+        .filter((r) => r.path === '/workflows')
+        .map((r) => r.tokenUserId),
+    ).toEqual(['alice']);
     const wf = launched.body.id;
     ids.wf = wf;
 
-    const approved = await t.request<Workflow>('PATCH', `/v1/tenants/acme/workflows/${wf}/approvals`, { headers: as('u-bob'), body: { comment: 'ok' } });
+    const approved = await t.request<Workflow>('PATCH', `/v1/tenants/acme/workflows/${wf}/approvals`, {
+      headers: as('u-bob'),
+      body: { comment: 'ok' },
+    });
     expect(approved.status).toBe(200);
     expect(approved.body.approvers.find((a) => a.userId === 'bob')?.status).toBe('approved');
-    expect(t.sandbox!.records().at(-1)).toMatchObject({ method: 'PATCH', path: `/workflows/${wf}/approvals`, tokenUserId: 'bob', status: 200 });
+    expect(t.sandbox!.records().at(-1)).toMatchObject({
+      method: 'PATCH',
+      path: `/workflows/${wf}/approvals`,
+      tokenUserId: 'bob',
+      status: 200,
+    });
 
     // carol holds an approval; once used, another attempt is refused upstream (403), and the creator cannot approve at all.
     expect((await t.request('PATCH', `/v1/tenants/acme/workflows/${wf}/approvals`, { headers: as('u-carol'), body: {} })).status).toBe(200);
@@ -104,13 +124,19 @@ describe('the facade (API.md section 7)', () => {
     expect((await t.request('PATCH', `/v1/tenants/acme/workflows/${wf}/approvals`, { headers: as('u-alice'), body: {} })).status).toBe(403);
 
     // A creator named in the body is refused upstream (spec 1 rule 4), passed through.
-    const withCreator = await t.request<{ error: string }>('POST', '/v1/tenants/acme/workflows', { headers: as('u-alice'), body: { name: 'x', creator: 'bob' } });
+    const withCreator = await t.request<{ error: string }>('POST', '/v1/tenants/acme/workflows', {
+      headers: as('u-alice'),
+      body: { name: 'x', creator: 'bob' },
+    });
     expect(withCreator.status).toBe(400);
     expect(withCreator.headers.get('x-upstream-status')).toBe('400');
   });
 
   it('each user sees what the upstream shows that user; GET one, async launch and /me use the same token', async () => {
-    const list = async (user: string) => (await t.request<{ workflows: Workflow[] }>('GET', '/v1/tenants/acme/workflows', { headers: as(user) })).body.workflows.map((w) => w.id);
+    const list = async (user: string) =>
+      (await t.request<{ workflows: Workflow[] }>('GET', '/v1/tenants/acme/workflows', { headers: as(user) })).body.workflows.map(
+        (w) => w.id,
+      );
     expect(await list('u-alice')).toContain(ids.wf);
     expect(await list('u-bob')).toContain(ids.wf);
     expect(await list('u-dave')).not.toContain(ids.wf);
@@ -120,7 +146,10 @@ describe('the facade (API.md section 7)', () => {
     expect(one.status).toBe(200);
     expect(one.body.versionNumber).toBeGreaterThan(1);
 
-    const queued = await t.request<{ id: string; status: string }>('POST', '/v1/tenants/acme/workflows/async', { headers: as('u-dave'), body: { name: 'Async NDA' } });
+    const queued = await t.request<{ id: string; status: string }>('POST', '/v1/tenants/acme/workflows/async', {
+      headers: as('u-dave'),
+      body: { name: 'Async NDA' },
+    });
     expect(queued.status).toBe(202);
     await new Promise((r) => setTimeout(r, 50));
     const created = await t.request<Workflow>('GET', `/v1/tenants/acme/workflows/${queued.body.id}`, { headers: as('u-dave') });
@@ -138,7 +167,11 @@ describe('the facade (API.md section 7)', () => {
     form.append('approvers', 'bob');
     const bytes = Buffer.from('%PDF-1.7 pretend contract '.repeat(1000));
     form.set('contract', new Blob([bytes], { type: 'application/pdf' }), 'contract.pdf');
-    const res = await fetch(`${t.url}/v1/tenants/acme/workflows`, { method: 'POST', body: form, headers: { authorization: `Bearer ${t.operatorKey}`, 'x-user-id': 'u-alice' } });
+    const res = await fetch(`${t.url}/v1/tenants/acme/workflows`, {
+      method: 'POST',
+      body: form,
+      headers: { authorization: `Bearer ${t.operatorKey}`, 'x-user-id': 'u-alice' },
+    });
     expect(res.status).toBe(201);
     const wf = (await res.json()) as Workflow;
     const { createHash } = await import('node:crypto');
@@ -147,7 +180,11 @@ describe('the facade (API.md section 7)', () => {
     const upload = () => {
       const signed = new FormData();
       signed.set('signed', new Blob([Buffer.from('signed!')], { type: 'application/pdf' }), 'signed.pdf');
-      return fetch(`${t.url}/v1/tenants/acme/workflows/${wf.id}/upload-signed`, { method: 'POST', body: signed, headers: { authorization: `Bearer ${t.operatorKey}`, 'x-user-id': 'u-alice' } });
+      return fetch(`${t.url}/v1/tenants/acme/workflows/${wf.id}/upload-signed`, {
+        method: 'POST',
+        body: signed,
+        headers: { authorization: `Bearer ${t.operatorKey}`, 'x-user-id': 'u-alice' },
+      });
     };
     const early = await upload();
     expect(early.status).toBe(409);
@@ -252,9 +289,13 @@ describe('the facade (API.md section 7)', () => {
     expect(record.query).toBe("step=Create&x=%20a%2Fb&y=it's&z=%E2%9C%93");
     expect(record.tokenUserId).toBe('alice');
     expect(record.headerNames).toEqual(expect.arrayContaining(['x-end-to-end', 'accept', 'authorization']));
-    for (const name of ['x-hop-secret', 'keep-alive', 'te', 'cookie', 'proxy-authorization', 'x-user-id']) expect(record.headerNames).not.toContain(name);
+    for (const name of ['x-hop-secret', 'keep-alive', 'te', 'cookie', 'proxy-authorization', 'x-user-id'])
+      expect(record.headerNames).not.toContain(name);
 
-    const dots = await raw(t.url, '/v1/tenants/acme/proxy/workflows/../oauth/token', { authorization: `Bearer ${t.operatorKey}`, 'x-user-id': 'u-alice' });
+    const dots = await raw(t.url, '/v1/tenants/acme/proxy/workflows/../oauth/token', {
+      authorization: `Bearer ${t.operatorKey}`,
+      'x-user-id': 'u-alice',
+    });
     expect(dots.status).toBe(400);
   });
 
@@ -290,8 +331,11 @@ describe('the facade (API.md section 7)', () => {
   it('caches tenant keys, and a revoked key stops working at once', async () => {
     const created = await t.request<{ id: string; key: string }>('POST', '/v1/tenants/acme/api-keys', { body: { name: 'facade' } });
     const key = created.body.key;
-    for (let i = 0; i < 2; i++) expect((await t.request('GET', '/v1/tenants/acme/workflows', { key, headers: as('u-alice') })).status).toBe(200);
-    expect((await t.request<ErrorBody>('GET', '/v1/tenants/solo/workflows', { key, headers: as('u-alice') })).body.error.code).toBe('tenant_not_found');
+    for (let i = 0; i < 2; i++)
+      expect((await t.request('GET', '/v1/tenants/acme/workflows', { key, headers: as('u-alice') })).status).toBe(200);
+    expect((await t.request<ErrorBody>('GET', '/v1/tenants/solo/workflows', { key, headers: as('u-alice') })).body.error.code).toBe(
+      'tenant_not_found',
+    );
     const heard = changeHeard(t, 'tenant_api_keys', created.body.id);
     expect((await t.request('DELETE', `/v1/tenants/acme/api-keys/${created.body.id}`)).status).toBe(204);
     await heard;
@@ -299,7 +343,9 @@ describe('the facade (API.md section 7)', () => {
   });
 
   it('documents the facade routes in the OpenAPI document', async () => {
-    const doc = await t.request<{ paths: Record<string, Record<string, { parameters?: Array<{ name: string; in: string }>; responses: Record<string, unknown> }>> }>('GET', '/docs-json', { key: null });
+    const doc = await t.request<{
+      paths: Record<string, Record<string, { parameters?: Array<{ name: string; in: string }>; responses: Record<string, unknown> }>>;
+    }>('GET', '/docs-json', { key: null });
     const paths = doc.body.paths;
     for (const [path, method] of [
       ['/v1/tenants/{tenantId}/workflows', 'get'],
@@ -344,7 +390,10 @@ describe('two instances on one database', () => {
   });
 
   it('a connection deleted through another instance is gone on this one at once, warm cache or not', async () => {
-    for (const t of [a, b, a]) expect((await t.request('GET', '/v1/tenants/acme/workflows', { key: t.operatorKey, headers: { 'x-user-id': 'u-carol' } })).status).toBe(200);
+    for (const t of [a, b, a])
+      expect(
+        (await t.request('GET', '/v1/tenants/acme/workflows', { key: t.operatorKey, headers: { 'x-user-id': 'u-carol' } })).status,
+      ).toBe(200);
     const heard = changeHeard(a, 'connections', carol);
     expect((await b.request('DELETE', `/v1/tenants/acme/connections/${carol}`)).status).toBe(204);
     await heard;
@@ -358,7 +407,12 @@ describe('two instances on one database', () => {
     const res = await b.request<ErrorBody>('GET', '/v1/tenants/acme/workflows', { headers: { 'x-user-id': 'u-bob' } });
     expect([res.status, res.body.error.code]).toEqual([504, 'upstream_timeout']);
     // Answered at UPSTREAM_TIMEOUT_MS, not when the upstream got round to it: the upstream call is still unanswered.
-    expect(a.sandbox!.records().filter((r) => r.path === '/workflows').at(-1)).toMatchObject({ status: 0 });
+    expect(
+      a
+        .sandbox!.records()
+        .filter((r) => r.path === '/workflows')
+        .at(-1),
+    ).toMatchObject({ status: 0 });
     a.sandbox!.setFault(null);
   });
 

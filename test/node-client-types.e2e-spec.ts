@@ -97,7 +97,10 @@ export async function demo(): Promise<string> {
         files: Object.keys(variants),
       }),
     );
-    const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(dir, 'tsconfig.json')], { cwd: dir, encoding: 'utf8' });
+    const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(dir, 'tsconfig.json')], {
+      cwd: dir,
+      encoding: 'utf8',
+    });
     // One diagnostic per entry: its first line names the file, indented lines continue it.
     const diagnostics = tsc.stdout.split(/\n(?! )/).filter((d) => d.trim() !== '');
     const errors = (file: string) => diagnostics.filter((d) => d.startsWith(`${file}(`));

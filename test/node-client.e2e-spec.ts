@@ -3,7 +3,14 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { CwsApiError, CwsConnectClient, EventVerificationError, verifyEvent, type Connection, type VerifiedEvent } from '@cws-connect/node-client';
+import {
+  CwsApiError,
+  CwsConnectClient,
+  EventVerificationError,
+  verifyEvent,
+  type Connection,
+  type VerifiedEvent,
+} from '@cws-connect/node-client';
 import { signDelivery } from '../src/events/standard-webhooks.js';
 import { authorizeAtSandbox, newTenant } from './support/connect.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
@@ -61,12 +68,14 @@ describe('the node client against the service', () => {
     expect(gone).toMatchObject({ status: 404, code: 'connection_not_found', upstreamStatus: null, requestId: expect.any(String) });
   });
 
-  it('refuses bad input with the service\'s own error code', async () => {
-    const e = await client.createConnectSession({ kind: 'user', userId: 'x', returnUrl: 'https://elsewhere.example/' }).catch((err: unknown) => err);
+  it("refuses bad input with the service's own error code", async () => {
+    const e = await client
+      .createConnectSession({ kind: 'user', userId: 'x', returnUrl: 'https://elsewhere.example/' })
+      .catch((err: unknown) => err);
     expect(e).toMatchObject({ name: 'CwsApiError', status: 400, code: 'validation_failed' });
   });
 
-  it('makes the typed workflow calls with the acting user\'s token, and passes upstream refusals through as errors', async () => {
+  it("makes the typed workflow calls with the acting user's token, and passes upstream refusals through as errors", async () => {
     await connect('c-carol', 'carol');
     await connect('c-dave', 'dave');
     const launched = await client.workflows.launch({ name: 'Client NDA', approvers: ['dave'] }, { userId: 'c-carol' });
@@ -99,7 +108,9 @@ describe('the node client against the service', () => {
       Readable.from(
         (function* () {
           yield Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="name"\r\n\r\nStreamed contract\r\n`);
-          yield Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="contract"; filename="c.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`);
+          yield Buffer.from(
+            `--${boundary}\r\nContent-Disposition: form-data; name="contract"; filename="c.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`,
+          );
           for (let i = 0; i < file.length; i += 64 * 1024) yield file.subarray(i, i + 64 * 1024);
           yield Buffer.from(`\r\n--${boundary}--\r\n`);
         })(),
@@ -112,14 +123,18 @@ describe('the node client against the service', () => {
     const stored = (await viaProxy.json()) as { documents: Array<{ name: string; size: number }> };
     expect(stored.documents).toEqual([expect.objectContaining({ size: file.length })]);
 
-    const typed = await client.workflows.launch({ body: Readable.toWeb(parts()) as ReadableStream<Uint8Array>, contentType }, { userId: 'c-streamer' });
+    const typed = await client.workflows.launch(
+      { body: Readable.toWeb(parts()) as ReadableStream<Uint8Array>, contentType },
+      { userId: 'c-streamer' },
+    );
     expect(typed.data).toMatchObject({ documents: [expect.objectContaining({ size: file.length })] });
   });
 
   it('pages through the events, and verifies a delivery as a typed connection event', async () => {
     const id = await connect('c-events', 'alice');
     const seen: string[] = [];
-    for await (const e of client.events({ pageSize: 2 })) seen.push(`${e.type}:${(e.payload as { connectionId?: string }).connectionId ?? ''}`);
+    for await (const e of client.events({ pageSize: 2 }))
+      seen.push(`${e.type}:${(e.payload as { connectionId?: string }).connectionId ?? ''}`);
     expect(seen).toContain(`connection.created:${id}`);
     expect(seen.length).toBeGreaterThan(2);
 
@@ -133,16 +148,32 @@ describe('the node client against the service', () => {
     expect(event.source).toBe('service');
     if (event.source !== 'service' || event.type !== 'connection.created') throw new Error(`not a connection.created: ${event.type}`);
     // Narrowed: data is ConnectionEventData<'connection.created'>.
-    expect(event.data).toEqual({ type: 'connection.created', connectionId: id, tenantId: 'client-co', kind: 'user', userId: 'c-events', upstreamUserId: 'alice' });
+    expect(event.data).toEqual({
+      type: 'connection.created',
+      connectionId: id,
+      tenantId: 'client-co',
+      kind: 'user',
+      userId: 'c-events',
+      upstreamUserId: 'alice',
+    });
     expect(event.id).toBe(delivery!.headers['webhook-id']);
 
     expect(() => verifyEvent(delivery!.headers, delivery!.raw.replace('c-events', 'c-evil'), eventsSecret)).toThrow(EventVerificationError);
-    expect(() => verifyEvent(delivery!.headers, delivery!.raw, `whsec_${randomBytes(24).toString('base64')}`)).toThrow(EventVerificationError);
-    expect(() => verifyEvent({ ...delivery!.headers, 'webhook-timestamp': String(Math.floor(Date.now() / 1000) - 3600) }, delivery!.raw, eventsSecret)).toThrow(EventVerificationError);
+    expect(() => verifyEvent(delivery!.headers, delivery!.raw, `whsec_${randomBytes(24).toString('base64')}`)).toThrow(
+      EventVerificationError,
+    );
+    expect(() =>
+      verifyEvent({ ...delivery!.headers, 'webhook-timestamp': String(Math.floor(Date.now() / 1000) - 3600) }, delivery!.raw, eventsSecret),
+    ).toThrow(EventVerificationError);
   });
 
   it('hands upstream deliveries through as upstream events', async () => {
-    const event = verifyEvent(...signed({ type: 'workflow_step_updated', timestamp: new Date().toISOString(), data: { event: 'workflow_step_updated', workflowId: 'w1' } }, eventsSecret));
+    const event = verifyEvent(
+      ...signed(
+        { type: 'workflow_step_updated', timestamp: new Date().toISOString(), data: { event: 'workflow_step_updated', workflowId: 'w1' } },
+        eventsSecret,
+      ),
+    );
     expect(event).toMatchObject({ source: 'upstream', type: 'workflow_step_updated', data: { workflowId: 'w1' } });
   });
 });

@@ -18,7 +18,16 @@ describe('the demo partner app', () => {
     demo = await startPartnerApp({ serviceUrl: t.url, operatorKey: t.operatorKey, host: '127.0.0.1' });
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
     mkdirSync(SCREENSHOTS, { recursive: true });
   });
@@ -43,7 +52,10 @@ describe('the demo partner app', () => {
     await page.locator('#events li', { hasText: `connection.created  ${connectionId}` }).waitFor({ timeout: 20_000 });
     await page.screenshot({ path: `${SCREENSHOTS}/connected.png`, fullPage: true });
 
-    const stored = await t.request<{ userId: string; upstreamUser: { id: string } }>('GET', `/v1/tenants/${demo.tenantId}/connections/${connectionId}`);
+    const stored = await t.request<{ userId: string; upstreamUser: { id: string } }>(
+      'GET',
+      `/v1/tenants/${demo.tenantId}/connections/${connectionId}`,
+    );
     expect(stored.body).toMatchObject({ userId: 'demo-user', upstreamUser: { id: 'alice' } });
     // The page shows what its backend chose to show: no key, secret or token reached it.
     const html = await page.content();
@@ -53,7 +65,12 @@ describe('the demo partner app', () => {
   it('refuses an event that cws-connect did not sign', async () => {
     const forged = await fetch(`${demo.url}/events`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'webhook-id': 'msg_1', 'webhook-timestamp': String(Math.floor(Date.now() / 1000)), 'webhook-signature': 'v1,AAAA' },
+      headers: {
+        'content-type': 'application/json',
+        'webhook-id': 'msg_1',
+        'webhook-timestamp': String(Math.floor(Date.now() / 1000)),
+        'webhook-signature': 'v1,AAAA',
+      },
       body: JSON.stringify({ type: 'connection.deleted', timestamp: new Date().toISOString(), data: {} }),
     });
     expect(forged.status).toBe(400);

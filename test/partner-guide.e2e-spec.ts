@@ -5,7 +5,13 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { chromium, type Browser } from 'playwright-core';
 // #region guide:imports
 import type { IncomingHttpHeaders } from 'node:http';
-import { CwsConnectClient, EventVerificationError, verifyEvent, type ConnectionEventData, type VerifiedEvent } from '@cws-connect/node-client';
+import {
+  CwsConnectClient,
+  EventVerificationError,
+  verifyEvent,
+  type ConnectionEventData,
+  type VerifiedEvent,
+} from '@cws-connect/node-client';
 // #endregion
 import { CHROMIUM } from './support/chromium.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
@@ -28,7 +34,16 @@ describe('the partner guide', () => {
     t = await startTestApp({ env: { EVENTS_POLL_INTERVAL_MS: '500', EVENTS_RELAY_INTERVAL_MS: '200' } });
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
   });
   afterAll(async () => {
@@ -42,7 +57,8 @@ describe('the partner guide', () => {
     const blocks = guideBlocks(readFileSync(GUIDE, 'utf8'));
     const regions = { ...sourceRegions(readFileSync(THIS_FILE, 'utf8')), browser: readFileSync(BROWSER_SNIPPET, 'utf8').trimEnd() };
     expect(Object.keys(blocks).sort()).toEqual(Object.keys(regions).sort());
-    for (const [name, code] of Object.entries(blocks)) expect({ name, code }).toEqual({ name, code: regions[name as keyof typeof regions] });
+    for (const [name, code] of Object.entries(blocks))
+      expect({ name, code }).toEqual({ name, code: regions[name as keyof typeof regions] });
   });
 
   it('runs: a connected user, a typed call, a verified event', async () => {
@@ -63,9 +79,12 @@ describe('the partner guide', () => {
       req.on('end', () => {
         if (req.method === 'GET' && req.url === '/') return void res.writeHead(200, { 'content-type': 'text/html' }).end(page);
         if (req.method === 'POST' && req.url === '/connect') {
-          return void connectLink('u-alice').then((connectUrl) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ connectUrl })));
+          return void connectLink('u-alice').then((connectUrl) =>
+            res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ connectUrl })),
+          );
         }
-        if (req.method === 'POST' && req.url === '/cws-events') return void res.writeHead(onCwsEvent(req.headers, Buffer.concat(chunks).toString('utf8'))).end();
+        if (req.method === 'POST' && req.url === '/cws-events')
+          return void res.writeHead(onCwsEvent(req.headers, Buffer.concat(chunks).toString('utf8'))).end();
         res.writeHead(404).end();
       });
     });
@@ -75,10 +94,20 @@ describe('the partner guide', () => {
     // #region guide:operator
     const operator = new CwsConnectClient({ baseUrl: CWS_URL, apiKey: OPERATOR_KEY, tenantId: 'acme' });
     const tenant = await operator.api.POST('/v1/tenants', {
-      body: { id: 'acme', name: 'Acme Legal', environment: 'sandbox', design: 'admin+users', allowedReturnUrls: [`${PARTNER_URL}/`], eventsTargetUrl: `${PARTNER_URL}/cws-events` },
+      body: {
+        id: 'acme',
+        name: 'Acme Legal',
+        environment: 'sandbox',
+        design: 'admin+users',
+        allowedReturnUrls: [`${PARTNER_URL}/`],
+        eventsTargetUrl: `${PARTNER_URL}/cws-events`,
+      },
     });
     const eventsSecret = tenant.data!.eventsSecret; // shown once: keep it with your other secrets
-    const key = await operator.api.POST('/v1/tenants/{tenantId}/api-keys', { params: { path: { tenantId: 'acme' } }, body: { name: 'backend' } });
+    const key = await operator.api.POST('/v1/tenants/{tenantId}/api-keys', {
+      params: { path: { tenantId: 'acme' } },
+      body: { name: 'backend' },
+    });
     const TENANT_KEY = key.data!.key; // shown once too
     // #endregion
 
@@ -101,7 +130,8 @@ describe('the partner guide', () => {
         if (e instanceof EventVerificationError) return 400; // not signed by cws-connect, altered, or too old
         throw e;
       }
-      if (event.source === 'service') handleConnectionEvent(event.type, event.data); // typed: connectionId, userId, reason, …
+      if (event.source === 'service')
+        handleConnectionEvent(event.type, event.data); // typed: connectionId, userId, reason, …
       else handleUpstreamEvent(event.type, event.data); // the upstream's delivery, as received
       return 204; // event.id is stable across retries: use it to ignore a repeat
     };
@@ -126,8 +156,12 @@ describe('the partner guide', () => {
     expect(launched).toMatchObject({ status: 201, data: { creator: { id: 'alice' } } });
     expect(connected).toEqual(['u-alice']);
 
-    for (let i = 0; i < 200 && !connectionEvents.some((e) => e.data.connectionId === connectionId); i++) await new Promise((r) => setTimeout(r, 50));
-    expect(connectionEvents).toContainEqual({ type: 'connection.created', data: expect.objectContaining({ connectionId, userId: 'u-alice', upstreamUserId: 'alice' }) });
+    for (let i = 0; i < 200 && !connectionEvents.some((e) => e.data.connectionId === connectionId); i++)
+      await new Promise((r) => setTimeout(r, 50));
+    expect(connectionEvents).toContainEqual({
+      type: 'connection.created',
+      data: expect.objectContaining({ connectionId, userId: 'u-alice', upstreamUserId: 'alice' }),
+    });
     await tab.close();
   });
 });
@@ -135,7 +169,7 @@ describe('the partner guide', () => {
 /** The guide's code blocks, by the name in the `<!-- snippet: name -->` line above each. */
 function guideBlocks(markdown: string): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const m of markdown.matchAll(/<!-- snippet: ([a-z-]+) -->\n```[a-z]*\n([\s\S]*?)\n```/g)) out[m[1]] = m[2];
+  for (const m of markdown.matchAll(/<!-- snippet: ([a-z-]+) -->\n\n?```[a-z]*\n([\s\S]*?)\n```/g)) out[m[1]] = m[2];
   return out;
 }
 

@@ -32,7 +32,11 @@ describe('renewal across three instances (separate processes)', () => {
   beforeAll(async () => {
     databaseUrl = await createTestDatabase();
     db = openPool(databaseUrl);
-    sandbox = await SandboxServer.start({ redirectUris: ['http://127.0.0.1:1/oauth/callback'], accessTokenTtlSeconds: TTL_S, recordLimit: 1000 });
+    sandbox = await SandboxServer.start({
+      redirectUris: ['http://127.0.0.1:1/oauth/callback'],
+      accessTokenTtlSeconds: TTL_S,
+      recordLimit: 1000,
+    });
     env = {
       DATA_DIR: mkdtempSync(join(tmpdir(), 'cws-cluster-')),
       DATABASE_URL: databaseUrl,
@@ -79,10 +83,14 @@ describe('renewal across three instances (separate processes)', () => {
     let unauthorized = 0;
     while (Date.now() < end) {
       await new Promise((r) => setTimeout(r, 1000));
-      const sample = await db.query<{ id: string; access_token_enc: string }>(`SELECT id, access_token_enc FROM connections ORDER BY random() LIMIT 10`);
+      const sample = await db.query<{ id: string; access_token_enc: string }>(
+        `SELECT id, access_token_enc FROM connections ORDER BY random() LIMIT 10`,
+      );
       await Promise.all(
         sample.rows.map(async (r) => {
-          const res = await fetch(`${sandbox.url}/userinfo`, { headers: { authorization: `Bearer ${openAccessToken(vaultKeys, r.id, r.access_token_enc)}` } });
+          const res = await fetch(`${sandbox.url}/userinfo`, {
+            headers: { authorization: `Bearer ${openAccessToken(vaultKeys, r.id, r.access_token_enc)}` },
+          });
           await res.arrayBuffer();
           calls++;
           // A token read just before its renewal commits is replaced under the caller (routing renews on 401).
@@ -135,12 +143,16 @@ describe('renewal across three instances (separate processes)', () => {
 
     const deadline = Date.now() + 30_000;
     for (;;) {
-      const pending = await db.query(`SELECT count(*)::int AS n FROM connections WHERE status = 'active' AND (refresh_due_at <= now() OR lease_owner IS NOT NULL)`);
+      const pending = await db.query(
+        `SELECT count(*)::int AS n FROM connections WHERE status = 'active' AND (refresh_due_at <= now() OR lease_owner IS NOT NULL)`,
+      );
       if (pending.rows[0].n === 0) break;
       if (Date.now() > deadline) throw new Error(`${pending.rows[0].n} connections still not renewed`);
       await new Promise((r) => setTimeout(r, 250));
     }
-    const statuses = await db.query<{ status: string; status_reason: string | null; n: number }>(`SELECT status, status_reason, count(*)::int AS n FROM connections GROUP BY 1, 2 ORDER BY 1`);
+    const statuses = await db.query<{ status: string; status_reason: string | null; n: number }>(
+      `SELECT status, status_reason, count(*)::int AS n FROM connections GROUP BY 1, 2 ORDER BY 1`,
+    );
     const reauth = statuses.rows.filter((r) => r.status === 'reauth_required').reduce((sum, r) => sum + r.n, 0);
     const reuses = sandbox.stats().refreshReuses - reusesBefore;
     console.log(

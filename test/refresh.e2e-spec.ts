@@ -20,7 +20,15 @@ describe('token renewal (invariants 3 to 5)', () => {
   let b: TestApp;
   const issued: string[] = [];
 
-  const env = { VAULT_KEYS, REFRESH_SCHEDULER: 'off', REFRESH_MARGIN_MS: '2000', REFRESH_LEASE_MS: '10000', UPSTREAM_TOKEN_TIMEOUT_MS: '2000', UPSTREAM_CONNECT_TIMEOUT_MS: '1000', LOG_LEVEL: 'info' };
+  const env = {
+    VAULT_KEYS,
+    REFRESH_SCHEDULER: 'off',
+    REFRESH_MARGIN_MS: '2000',
+    REFRESH_LEASE_MS: '10000',
+    UPSTREAM_TOKEN_TIMEOUT_MS: '2000',
+    UPSTREAM_CONNECT_TIMEOUT_MS: '1000',
+    LOG_LEVEL: 'info',
+  };
 
   beforeAll(async () => {
     a = await startTestApp({ env, sandbox: { accessTokenTtlSeconds: TTL } });
@@ -40,13 +48,25 @@ describe('token renewal (invariants 3 to 5)', () => {
   };
   const seedOne = async (upstreamUserId: string, partnerUserId: string, over: { dueAt?: Date } = {}) => {
     const tokens = issue(upstreamUserId);
-    const [seeded] = await seedConnections(a.db, VAULT_KEYS, [{ tenantId: 'acme', userId: partnerUserId, upstreamUserId, tokens, ...over }]);
+    const [seeded] = await seedConnections(a.db, VAULT_KEYS, [
+      { tenantId: 'acme', userId: partnerUserId, upstreamUserId, tokens, ...over },
+    ]);
     return seeded;
   };
-  const entity = async (app: TestApp, id: string): Promise<ConnectionEntity> => (await app.app.get(ConnectionsRepository).getById('acme', id))!;
+  const entity = async (app: TestApp, id: string): Promise<ConnectionEntity> =>
+    (await app.app.get(ConnectionsRepository).getById('acme', id))!;
   const row = async (id: string) =>
     (
-      await a.db.query<{ status: string; status_reason: string | null; version: string; refresh_failures: number; refresh_due_at: Date | null; lease_owner: string | null; last_refreshed_at: Date | null; access_token_expires_at: Date }>(
+      await a.db.query<{
+        status: string;
+        status_reason: string | null;
+        version: string;
+        refresh_failures: number;
+        refresh_due_at: Date | null;
+        lease_owner: string | null;
+        last_refreshed_at: Date | null;
+        access_token_expires_at: Date;
+      }>(
         'SELECT status, status_reason, version, refresh_failures, refresh_due_at, lease_owner, last_refreshed_at, access_token_expires_at FROM connections WHERE id = $1',
         [id],
       )
@@ -87,7 +107,10 @@ describe('token renewal (invariants 3 to 5)', () => {
     expect(refreshesOf(seeded.family)).toHaveLength(0);
     expect((await userinfo(first.accessToken)).status).toBe(200);
 
-    const renewed = await Promise.all([renewal.renewAfterRejection(e, first.version), b.app.get(RenewalService).renewAfterRejection(e, first.version)]);
+    const renewed = await Promise.all([
+      renewal.renewAfterRejection(e, first.version),
+      b.app.get(RenewalService).renewAfterRejection(e, first.version),
+    ]);
     expect(refreshesOf(seeded.family)).toHaveLength(1);
     expect(renewed[0].version).toBe(first.version + 1);
     expect(renewed[1].accessToken).toBe(renewed[0].accessToken);
@@ -100,12 +123,20 @@ describe('token renewal (invariants 3 to 5)', () => {
 
   it('the scheduler on two instances claims disjoint batches (SKIP LOCKED): each due connection renewed exactly once', async () => {
     const dueAt = new Date(Date.now() - 1000);
-    const items = Array.from({ length: 150 }, (_, i) => ({ tenantId: 'acme', userId: `u-batch-${i}`, upstreamUserId: ['alice', 'bob', 'carol', 'dave'][i % 4], tokens: issue(['alice', 'bob', 'carol', 'dave'][i % 4]), dueAt }));
+    const items = Array.from({ length: 150 }, (_, i) => ({
+      tenantId: 'acme',
+      userId: `u-batch-${i}`,
+      upstreamUserId: ['alice', 'bob', 'carol', 'dave'][i % 4],
+      tokens: issue(['alice', 'bob', 'carol', 'dave'][i % 4]),
+      dueAt,
+    }));
     const seeded = await seedConnections(a.db, VAULT_KEYS, items);
     const [na, nb] = await Promise.all([a.app.get(RefreshScheduler).runOnce(), b.app.get(RefreshScheduler).runOnce()]);
     expect(na + nb).toBeGreaterThanOrEqual(150);
     for (const s of seeded) expect(refreshesOf(s.family)).toHaveLength(1);
-    const rows = await a.db.query(`SELECT count(*)::int AS n FROM connections WHERE user_id LIKE 'u-batch-%' AND version = 2 AND lease_owner IS NULL AND refresh_due_at > now()`);
+    const rows = await a.db.query(
+      `SELECT count(*)::int AS n FROM connections WHERE user_id LIKE 'u-batch-%' AND version = 2 AND lease_owner IS NULL AND refresh_due_at > now()`,
+    );
     expect(rows.rows[0].n).toBe(150);
     expect(a.sandbox!.stats().refreshReuses).toBe(0);
   });
@@ -119,14 +150,23 @@ describe('token renewal (invariants 3 to 5)', () => {
     expect(res.body.error.code).toBe('reauth_required');
     expect(typeof res.body.error.requestId).toBe('string');
     const after = await row(seeded.id);
-    expect(after).toMatchObject({ status: 'reauth_required', status_reason: 'refresh_token_rejected', lease_owner: null, refresh_due_at: null });
+    expect(after).toMatchObject({
+      status: 'reauth_required',
+      status_reason: 'refresh_token_rejected',
+      lease_owner: null,
+      refresh_due_at: null,
+    });
     const events = await a.db.query(`SELECT type, payload FROM events WHERE tenant_id = 'acme' AND type = 'connection.reauth_required'`);
     expect(events.rows).toHaveLength(1);
     expect(events.rows[0].payload).toMatchObject({ connectionId: seeded.id, userId: 'u-revoked', reason: 'refresh_token_rejected' });
 
     // Fails fast: no more token calls for it, whatever the caller holds.
     const tokenCalls = a.sandbox!.stats().tokenRequests;
-    const codeOf = (p: Promise<unknown>) => p.then(() => 'resolved', (err: unknown) => (err instanceof AppError ? err.code : 'other error'));
+    const codeOf = (p: Promise<unknown>) =>
+      p.then(
+        () => 'resolved',
+        (err: unknown) => (err instanceof AppError ? err.code : 'other error'),
+      );
     expect(await codeOf(a.app.get(RenewalService).accessTokenFor(await entity(a, seeded.id)))).toBe('reauth_required');
     // A caller still holding the entity from before (a cache) learns it at its next 401.
     expect(await codeOf(a.app.get(RenewalService).renewAfterRejection(e, e.version))).toBe('reauth_required');
@@ -172,13 +212,19 @@ describe('token renewal (invariants 3 to 5)', () => {
     expect(healed).toMatchObject({ status: 'active', refresh_failures: 0, lease_owner: null });
     expect(healed.last_refreshed_at).not.toBeNull();
     expect(refreshesOf(seeded.family)).toHaveLength(1);
-    const reauth = await a.db.query(`SELECT count(*)::int AS n FROM events WHERE type = 'connection.reauth_required' AND payload->>'connectionId' = $1`, [seeded.id]);
+    const reauth = await a.db.query(
+      `SELECT count(*)::int AS n FROM events WHERE type = 'connection.reauth_required' AND payload->>'connectionId' = $1`,
+      [seeded.id],
+    );
     expect(reauth.rows[0].n).toBe(0);
   });
 
   it('the forced refresh answers 200 with the connection; /metrics reports renewals', async () => {
     const seeded = await seedOne('dave', 'u-forced');
-    const res = await a.request<{ id: string; status: string; lastRefreshedAt: string; accessTokenExpiresAt: string }>('POST', `/v1/tenants/acme/connections/${seeded.id}/refresh`);
+    const res = await a.request<{ id: string; status: string; lastRefreshedAt: string; accessTokenExpiresAt: string }>(
+      'POST',
+      `/v1/tenants/acme/connections/${seeded.id}/refresh`,
+    );
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ id: seeded.id, status: 'active' });
     expect(Date.parse(res.body.lastRefreshedAt)).toBeGreaterThan(Date.now() - 10_000);

@@ -32,9 +32,17 @@ describe('tenants and keys (API.md sections 2 to 4)', () => {
   });
 
   it('creates, lists, reads, updates and deletes a tenant; the events secret is shown only at creation', async () => {
-    const created = await t.request<Tenant>('POST', '/v1/tenants', { body: newTenant({ id: 'crud-co', eventsTargetUrl: 'http://localhost:9999/events' }) });
+    const created = await t.request<Tenant>('POST', '/v1/tenants', {
+      body: newTenant({ id: 'crud-co', eventsTargetUrl: 'http://localhost:9999/events' }),
+    });
     expect(created.status).toBe(201);
-    expect(created.body).toMatchObject({ id: 'crud-co', name: 'Acme Legal', environment: 'sandbox', design: 'admin+users', eventsTargetUrl: 'http://localhost:9999/events' });
+    expect(created.body).toMatchObject({
+      id: 'crud-co',
+      name: 'Acme Legal',
+      environment: 'sandbox',
+      design: 'admin+users',
+      eventsTargetUrl: 'http://localhost:9999/events',
+    });
     expect(created.body.eventsSecret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
 
     const got = await t.request<Tenant>('GET', '/v1/tenants/crud-co');
@@ -46,7 +54,9 @@ describe('tenants and keys (API.md sections 2 to 4)', () => {
     expect(listed.body.map((x) => x.id)).toContain('crud-co');
     expect(listed.text).not.toContain('whsec_');
 
-    const patched = await t.request<Tenant>('PATCH', '/v1/tenants/crud-co', { body: { name: 'Acme 2', design: 'users', eventsTargetUrl: null } });
+    const patched = await t.request<Tenant>('PATCH', '/v1/tenants/crud-co', {
+      body: { name: 'Acme 2', design: 'users', eventsTargetUrl: null },
+    });
     expect(patched.status).toBe(200);
     expect(patched.body).toMatchObject({ name: 'Acme 2', design: 'users', eventsTargetUrl: null });
 
@@ -111,7 +121,9 @@ describe('tenants and keys (API.md sections 2 to 4)', () => {
 
   it('shows a tenant key once and stores only its SHA-256', async () => {
     await t.request('POST', '/v1/tenants', { body: newTenant({ id: 'keyed' }) });
-    const created = await t.request<{ id: string; key: string; prefix: string }>('POST', '/v1/tenants/keyed/api-keys', { body: { name: 'backend' } });
+    const created = await t.request<{ id: string; key: string; prefix: string }>('POST', '/v1/tenants/keyed/api-keys', {
+      body: { name: 'backend' },
+    });
     expect(created.status).toBe(201);
     expect(created.body.key).toMatch(/^cwsk_[A-Za-z0-9_-]{43}$/);
     expect(created.body.key.startsWith(created.body.prefix)).toBe(true);
@@ -163,7 +175,12 @@ describe('tenants and keys (API.md sections 2 to 4)', () => {
     expect(b.body.name).toBe('Acme Legal');
     expect((await t.request<Array<{ id: string }>>('GET', '/v1/tenants/tenant-b/api-keys')).body).toHaveLength(1);
 
-    for (const [method, path] of [['GET', '/v1/tenants'], ['POST', '/v1/tenants'], ['PATCH', '/v1/tenants/tenant-a'], ['POST', '/v1/tenants/tenant-a/api-keys']]) {
+    for (const [method, path] of [
+      ['GET', '/v1/tenants'],
+      ['POST', '/v1/tenants'],
+      ['PATCH', '/v1/tenants/tenant-a'],
+      ['POST', '/v1/tenants/tenant-a/api-keys'],
+    ]) {
       const res = await t.request<ErrorBody>(method, path, { key: keyA, body: method === 'GET' ? undefined : {} });
       expect([path, res.status, res.body.error.code]).toEqual([path, 403, 'forbidden']);
     }
@@ -211,7 +228,9 @@ describe('tenants and keys (API.md sections 2 to 4)', () => {
     expect(all).toContain('/v1/tenants');
     expect(all).not.toContain(secret);
     expect(all).not.toContain(t.operatorKey);
-    const completed = t.logs.map((l) => JSON.parse(l) as { msg?: string; res?: { statusCode?: number } }).filter((l) => l.msg === 'request completed');
+    const completed = t.logs
+      .map((l) => JSON.parse(l) as { msg?: string; res?: { statusCode?: number } })
+      .filter((l) => l.msg === 'request completed');
     expect(completed.some((l) => l.res?.statusCode === 401)).toBe(true);
   });
 });

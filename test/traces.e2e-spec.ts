@@ -173,7 +173,9 @@ describe('traces (OpenTelemetry over OTLP)', () => {
   });
 
   it('a facade call: the server span continues the caller trace, the upstream call is its child and the upstream sees its traceparent', async () => {
-    const [alice] = await seedConnections(t.db, VAULT_KEYS, [{ tenantId: 'acme', userId: 'u-alice', upstreamUserId: 'alice', tokens: sandbox.issueTokens('alice') }]);
+    const [alice] = await seedConnections(t.db, VAULT_KEYS, [
+      { tenantId: 'acme', userId: 'u-alice', upstreamUserId: 'alice', tokens: sandbox.issueTokens('alice') },
+    ]);
     const partnerTrace = randomBytes(16).toString('hex');
     const partnerSpan = randomBytes(8).toString('hex');
     const res = await t.request('GET', '/v1/tenants/acme/workflows?status=draft', {
@@ -185,11 +187,19 @@ describe('traces (OpenTelemetry over OTLP)', () => {
     const server = await receiver.waitFor((s) => s.traceId === partnerTrace && s.kind === SERVER, 'the facade server span');
     expect(server.parentSpanId).toBe(partnerSpan);
     expect(server.name).toBe('GET /v1/tenants/{tenantId}/workflows');
-    expect(server.attributes).toMatchObject({ 'http.request.method': 'GET', 'http.route': '/v1/tenants/{tenantId}/workflows', 'http.response.status_code': 200, 'tenant.id': 'acme' });
+    expect(server.attributes).toMatchObject({
+      'http.request.method': 'GET',
+      'http.route': '/v1/tenants/{tenantId}/workflows',
+      'http.response.status_code': 200,
+      'tenant.id': 'acme',
+    });
     // The path without its query string.
     expect(server.attributes['url.path']).toBe('/v1/tenants/acme/workflows');
 
-    const upstream = await receiver.waitFor((s) => s.traceId === partnerTrace && s.name === 'GET upstream' && s.parentSpanId === server.spanId, 'the upstream client span');
+    const upstream = await receiver.waitFor(
+      (s) => s.traceId === partnerTrace && s.name === 'GET upstream' && s.parentSpanId === server.spanId,
+      'the upstream client span',
+    );
     expect(upstream.kind).toBe(CLIENT);
     expect(upstream.attributes).toMatchObject({
       'tenant.id': 'acme',
@@ -204,49 +214,77 @@ describe('traces (OpenTelemetry over OTLP)', () => {
     expect(seen.at(-1)?.traceparent).toBe(`00-${partnerTrace}-${upstream.spanId}-01`);
 
     // The database calls the request made (the tenant key, the connection) belong to the same trace.
-    const db = await receiver.waitFor((s) => s.traceId === partnerTrace && (s.attributes['db.system.name'] ?? s.attributes['db.system']) === 'postgresql', 'a database span');
+    const db = await receiver.waitFor(
+      (s) => s.traceId === partnerTrace && (s.attributes['db.system.name'] ?? s.attributes['db.system']) === 'postgresql',
+      'a database span',
+    );
     expect(db.kind).toBe(CLIENT);
   });
 
   it('a scheduled renewal: a root span with the connection, its token call a child that the token endpoint sees', async () => {
-    const [bob] = await seedConnections(t.db, VAULT_KEYS, [{ tenantId: 'acme', userId: 'u-bob', upstreamUserId: 'bob', tokens: sandbox.issueTokens('bob'), dueAt: new Date(Date.now() - 1000) }]);
+    const [bob] = await seedConnections(t.db, VAULT_KEYS, [
+      { tenantId: 'acme', userId: 'u-bob', upstreamUserId: 'bob', tokens: sandbox.issueTokens('bob'), dueAt: new Date(Date.now() - 1000) },
+    ]);
     expect(await t.app.get(RefreshScheduler).runOnce()).toBeGreaterThanOrEqual(1);
 
     const renewal = await receiver.waitFor((s) => s.name === 'renewal' && s.attributes['connection.id'] === bob.id, 'the renewal span');
     expect(renewal.parentSpanId).toBe('');
     expect(renewal.attributes).toMatchObject({ 'tenant.id': 'acme', 'cws.environment': 'sandbox', 'cws.renewal.mode': 'scheduled' });
-    const token = await receiver.waitFor((s) => s.traceId === renewal.traceId && s.parentSpanId === renewal.spanId && s.name === 'POST oauth token', 'the token call span');
+    const token = await receiver.waitFor(
+      (s) => s.traceId === renewal.traceId && s.parentSpanId === renewal.spanId && s.name === 'POST oauth token',
+      'the token call span',
+    );
     expect(token.kind).toBe(CLIENT);
-    expect(token.attributes).toMatchObject({ 'cws.environment': 'sandbox', 'cws.grant_type': 'refresh_token', 'http.response.status_code': 200 });
+    expect(token.attributes).toMatchObject({
+      'cws.environment': 'sandbox',
+      'cws.grant_type': 'refresh_token',
+      'http.response.status_code': 200,
+    });
     expect(recorder.seen.some((r) => r.path === '/oauth/token' && r.traceparent === `00-${renewal.traceId}-${token.spanId}-01`)).toBe(true);
     const state = await t.db.query<{ version: number }>('SELECT version FROM connections WHERE id = $1', [bob.id]);
     expect(Number(state.rows[0].version)).toBeGreaterThan(1);
   });
 
   it('an event carries the trace that created it to the partner, as traceparent', async () => {
-    const [carol] = await seedConnections(t.db, VAULT_KEYS, [{ tenantId: 'acme', userId: 'u-carol', upstreamUserId: 'carol', tokens: sandbox.issueTokens('carol') }]);
+    const [carol] = await seedConnections(t.db, VAULT_KEYS, [
+      { tenantId: 'acme', userId: 'u-carol', upstreamUserId: 'carol', tokens: sandbox.issueTokens('carol') },
+    ]);
     const callerTrace = randomBytes(16).toString('hex');
-    const res = await t.request('DELETE', `/v1/tenants/acme/connections/${carol.id}`, { headers: { traceparent: `00-${callerTrace}-${randomBytes(8).toString('hex')}-01` } });
+    const res = await t.request('DELETE', `/v1/tenants/acme/connections/${carol.id}`, {
+      headers: { traceparent: `00-${callerTrace}-${randomBytes(8).toString('hex')}-01` },
+    });
     expect(res.status).toBe(204);
 
-    const stored = await t.db.query<{ traceparent: string | null }>(`SELECT traceparent FROM events WHERE type = 'connection.deleted' AND payload->>'connectionId' = $1`, [carol.id]);
+    const stored = await t.db.query<{ traceparent: string | null }>(
+      `SELECT traceparent FROM events WHERE type = 'connection.deleted' AND payload->>'connectionId' = $1`,
+      [carol.id],
+    );
     expect(stored.rows[0]?.traceparent).toMatch(new RegExp(`^00-${callerTrace}-[0-9a-f]{16}-01$`));
 
     const delivery = await receiver.waitFor((s) => s.traceId === callerTrace && s.name === 'POST event delivery', 'the delivery span');
-    expect(delivery.attributes).toMatchObject({ 'tenant.id': 'acme', 'cws.event.type': 'connection.deleted', 'http.response.status_code': 200 });
+    expect(delivery.attributes).toMatchObject({
+      'tenant.id': 'acme',
+      'cws.event.type': 'connection.deleted',
+      'http.response.status_code': 200,
+    });
     expect(delivery.attributes['url.full']).toBe(new URL(sink.url).origin);
     const received = sink.received.find((d) => d.body.type === 'connection.deleted');
     expect(received?.headers.traceparent).toBe(`00-${callerTrace}-${delivery.spanId}-01`);
   });
 
   it('no span carries a token, a key, a client secret or a connect-link token', async () => {
-    const session = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', { body: { kind: 'user', userId: 'u-dave', returnUrl: 'http://localhost:5173/done' } });
+    const session = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', {
+      body: { kind: 'user', userId: 'u-dave', returnUrl: 'http://localhost:5173/done' },
+    });
     expect(session.status).toBe(201);
     const link = new URL(session.body.connectUrl);
     const linkToken = link.pathname.split('/').at(-1) ?? '';
     expect(linkToken.length).toBeGreaterThan(16);
     await fetch(new URL(link.pathname, t.url), { redirect: 'manual' });
-    const opened = await receiver.waitFor((s) => s.kind === SERVER && String(s.attributes['url.path']).startsWith('/connect/'), 'the connect link span');
+    const opened = await receiver.waitFor(
+      (s) => s.kind === SERVER && String(s.attributes['url.path']).startsWith('/connect/'),
+      'the connect link span',
+    );
     expect(opened.attributes['url.path']).toBe('/connect/[redacted]');
 
     await new Promise((r) => setTimeout(r, 300)); // the last batch

@@ -40,18 +40,24 @@ interface Stored {
 async function storedSecrets(db: pg.Pool): Promise<Stored[]> {
   const out: Stored[] = [];
   for (const c of SEALED_COLUMNS) {
-    const exists = await db.query('SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2', [
-      c.table,
-      c.column,
-    ]);
+    const exists = await db.query(
+      'SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2',
+      [c.table, c.column],
+    );
     if (exists.rowCount === 0) continue;
-    const rows = await db.query<{ id: string; value: string }>(`SELECT "${c.idColumn}"::text AS id, "${c.column}" AS value FROM "${c.table}" WHERE "${c.column}" IS NOT NULL`);
+    const rows = await db.query<{ id: string; value: string }>(
+      `SELECT "${c.idColumn}"::text AS id, "${c.column}" AS value FROM "${c.table}" WHERE "${c.column}" IS NOT NULL`,
+    );
     for (const r of rows.rows) out.push({ ref: { table: c.table, id: r.id, column: c.column }, value: r.value });
   }
   return out;
 }
 
-function run(command: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function run(
+  command: string,
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     // Only what the command needs: never this process's DATABASE_URL, VAULT_KEYS or the like by accident.
     const child = spawn(command, args, { cwd: ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env } });
@@ -73,7 +79,14 @@ describe('token vault and key rotation over real PostgreSQL (invariants 1 and 2)
   const keyOf = (ref: SealedRef) => `${ref.table}.${ref.column}.${ref.id}`;
 
   async function reencrypt(ring: string, onProgress?: (done: number, total: number) => void, batchSize?: number): Promise<ReencryptResult> {
-    const config = loadConfig({ NODE_ENV: 'test', SANDBOX: 'off', DATA_DIR: dataDir, VAULT_KEYS: ring, OPERATOR_API_KEY: OPERATOR_KEY, DATABASE_URL: databaseUrl });
+    const config = loadConfig({
+      NODE_ENV: 'test',
+      SANDBOX: 'off',
+      DATA_DIR: dataDir,
+      VAULT_KEYS: ring,
+      OPERATOR_API_KEY: OPERATOR_KEY,
+      DATABASE_URL: databaseUrl,
+    });
     const ctx = await NestFactory.createApplicationContext(CliModule.forRoot(config), { logger: false, abortOnError: false });
     try {
       return await ctx.get(VaultReencryptService).reencryptAll(onProgress, { batchSize });
@@ -113,15 +126,37 @@ describe('token vault and key rotation over real PostgreSQL (invariants 1 and 2)
     const vault = vaultOf(OLD);
     const tenantIds = [...plaintexts.keys()].map((k) => k.split('.').slice(2).join('.'));
     const connections = [
-      { id: randomUUID(), tenant: tenantIds[0], kind: 'user', userId: 'u-1', access: `at_${randomBytes(16).toString('hex')}`, refresh: `rt_${randomBytes(16).toString('hex')}` },
-      { id: randomUUID(), tenant: tenantIds[1], kind: 'admin', userId: null, access: `at_${randomBytes(16).toString('hex')}`, refresh: null },
+      {
+        id: randomUUID(),
+        tenant: tenantIds[0],
+        kind: 'user',
+        userId: 'u-1',
+        access: `at_${randomBytes(16).toString('hex')}`,
+        refresh: `rt_${randomBytes(16).toString('hex')}`,
+      },
+      {
+        id: randomUUID(),
+        tenant: tenantIds[1],
+        kind: 'admin',
+        userId: null,
+        access: `at_${randomBytes(16).toString('hex')}`,
+        refresh: null,
+      },
     ];
     for (const c of connections) {
       const access = { table: 'connections', id: c.id, column: 'access_token_enc' };
       const refresh = { table: 'connections', id: c.id, column: 'refresh_token_enc' };
       await db.query(
         `INSERT INTO connections (id, tenant_id, kind, user_id, upstream_user_id, access_token_enc, refresh_token_enc) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-        [c.id, c.tenant, c.kind, c.userId, `up-${c.id}`, vault.seal(c.access, access), c.refresh === null ? null : vault.seal(c.refresh, refresh)],
+        [
+          c.id,
+          c.tenant,
+          c.kind,
+          c.userId,
+          `up-${c.id}`,
+          vault.seal(c.access, access),
+          c.refresh === null ? null : vault.seal(c.refresh, refresh),
+        ],
       );
       plaintexts.set(keyOf(access), c.access);
       if (c.refresh !== null) plaintexts.set(keyOf(refresh), c.refresh);
@@ -135,7 +170,9 @@ describe('token vault and key rotation over real PostgreSQL (invariants 1 and 2)
 
   it('stores every secret sealed under the active key, never in plaintext', async () => {
     await expectAllUnder('old', OLD);
-    const dump = await db.query<{ row: string }>(`SELECT row_to_json(t)::text AS row FROM tenants t UNION ALL SELECT row_to_json(c)::text FROM connections c`);
+    const dump = await db.query<{ row: string }>(
+      `SELECT row_to_json(t)::text AS row FROM tenants t UNION ALL SELECT row_to_json(c)::text FROM connections c`,
+    );
     const everything = dump.rows.map((r) => r.row).join('\n');
     for (const plaintext of plaintexts.values()) expect(everything).not.toContain(plaintext);
   });
@@ -224,11 +261,16 @@ describe('token vault and key rotation over real PostgreSQL (invariants 1 and 2)
     const renewer = await db.connect();
     try {
       await renewer.query('BEGIN');
-      await renewer.query('UPDATE tenants SET events_secret_enc = $1 WHERE id = $2', [vaultOf(NEWEST).seal(renewedPlaintext, target.ref), target.ref.id]);
+      await renewer.query('UPDATE tenants SET events_secret_enc = $1 WHERE id = $2', [
+        vaultOf(NEWEST).seal(renewedPlaintext, target.ref),
+        target.ref.id,
+      ]);
       const running = reencrypt(`${FINAL},${NEWEST}`);
       const deadline = Date.now() + 10_000;
       for (;;) {
-        const waiting = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
+        const waiting = await db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        );
         if (waiting.rows[0].n > 0) break;
         if (Date.now() > deadline) throw new Error('the re-encryption never reached the locked row');
         await new Promise((r) => setTimeout(r, 20));
@@ -252,7 +294,14 @@ describe('token vault and key rotation over real PostgreSQL (invariants 1 and 2)
   });
 
   it('matches key ids literally: LIKE wildcards in a kid are escaped', async () => {
-    const config = loadConfig({ NODE_ENV: 'test', SANDBOX: 'off', DATA_DIR: dataDir, VAULT_KEYS: FINAL, OPERATOR_API_KEY: OPERATOR_KEY, DATABASE_URL: databaseUrl });
+    const config = loadConfig({
+      NODE_ENV: 'test',
+      SANDBOX: 'off',
+      DATA_DIR: dataDir,
+      VAULT_KEYS: FINAL,
+      OPERATOR_API_KEY: OPERATOR_KEY,
+      DATABASE_URL: databaseUrl,
+    });
     const ctx = await NestFactory.createApplicationContext(CliModule.forRoot(config), { logger: false, abortOnError: false });
     try {
       const repository = ctx.get(VaultRepository);

@@ -61,13 +61,23 @@ describe('webhooks under load: two instances, a failing partner, a SIGKILL (inva
     const created = await fetch(`${apps[0].url}/v1/tenants`, {
       method: 'POST',
       headers: { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ id: tenantId, name: 'Burst', environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'], eventsTargetUrl: sink.url }),
+      body: JSON.stringify({
+        id: tenantId,
+        name: 'Burst',
+        environment: 'sandbox',
+        allowedReturnUrls: ['http://localhost:5173/'],
+        eventsTargetUrl: sink.url,
+      }),
     });
     expect(created.status).toBe(201);
     // The receiver a self-targeted provisioning would create (provisioning itself: webhooks.e2e-spec.ts).
     const vault = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) });
     const sealed = vault.seal(authorization, { table: 'webhook_receivers', id: receiverId, column: 'secret_enc' });
-    await db.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, $2, 'bearer', $3)`, [receiverId, tenantId, sealed]);
+    await db.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, $2, 'bearer', $3)`, [
+      receiverId,
+      tenantId,
+      sealed,
+    ]);
   }, 90_000);
 
   afterAll(async () => {
@@ -91,7 +101,11 @@ describe('webhooks under load: two instances, a failing partner, a SIGKILL (inva
         const alive = apps.filter((a) => !(killed && a === apps[1]));
         const app = alive[(seq + attempt) % alive.length];
         try {
-          const res = await fetch(`${app.url}/inbound/${tenantId}/${receiverId}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization }, body });
+          const res = await fetch(`${app.url}/inbound/${tenantId}/${receiverId}`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', authorization },
+            body,
+          });
           if (res.status === 200) {
             acked.set(((await res.json()) as { id: string }).id, seq);
             return;
@@ -139,8 +153,14 @@ describe('webhooks under load: two instances, a failing partner, a SIGKILL (inva
       dataById.set(id, data);
     }
     // The partner's 2xx lands before the service records it: give the last few a moment to be marked.
-    const statesOf = () => db.query<{ delivery_state: string; n: number }>(`SELECT delivery_state, count(*)::int AS n FROM events WHERE id = ANY($1::uuid[]) GROUP BY 1`, [[...acked.keys()]]);
-    await waitUntil('every acknowledged event marked delivered', async () => (await statesOf()).rows.length === 1, 10_000, 100).catch(() => undefined);
+    const statesOf = () =>
+      db.query<{ delivery_state: string; n: number }>(
+        `SELECT delivery_state, count(*)::int AS n FROM events WHERE id = ANY($1::uuid[]) GROUP BY 1`,
+        [[...acked.keys()]],
+      );
+    await waitUntil('every acknowledged event marked delivered', async () => (await statesOf()).rows.length === 1, 10_000, 100).catch(
+      () => undefined,
+    );
     expect((await statesOf()).rows).toEqual([{ delivery_state: 'delivered', n: acked.size }]);
     const failed = sink.received.filter((d) => d.status >= 500).length;
     expect(failed).toBeGreaterThan(TOTAL / 4);

@@ -33,7 +33,9 @@ describe('webhooks: provisioning, inbound deliveries, signed forwarding (API.md 
   let secret: string;
 
   async function tenant(id: string, over: Record<string, unknown> = {}): Promise<string> {
-    const res = await t.request<{ eventsSecret: string }>('POST', '/v1/tenants', { body: { id, name: id, environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'], ...over } });
+    const res = await t.request<{ eventsSecret: string }>('POST', '/v1/tenants', {
+      body: { id, name: id, environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'], ...over },
+    });
     expect(res.status).toBe(201);
     return res.body.eventsSecret;
   }
@@ -53,7 +55,14 @@ describe('webhooks: provisioning, inbound deliveries, signed forwarding (API.md 
   beforeAll(async () => {
     sink = await WebhookSink.start();
     t = await startTestApp({
-      env: { EVENTS_RETRY_BASE_MS: '100', EVENTS_RETRY_MAX_MS: '400', EVENTS_RETRY_SPAN_MS: '2500', EVENTS_POLL_INTERVAL_MS: '500', EVENTS_RELAY_INTERVAL_MS: '100', EVENTS_MAINTENANCE_SECONDS: '1' },
+      env: {
+        EVENTS_RETRY_BASE_MS: '100',
+        EVENTS_RETRY_MAX_MS: '400',
+        EVENTS_RETRY_SPAN_MS: '2500',
+        EVENTS_POLL_INTERVAL_MS: '500',
+        EVENTS_RELAY_INTERVAL_MS: '100',
+        EVENTS_MAINTENANCE_SECONDS: '1',
+      },
     });
     secret = await tenant('acme', { eventsTargetUrl: sink.url });
     const admin = await connectViaHttp(t, 'acme', { kind: 'admin', as: 'admin' });
@@ -65,7 +74,9 @@ describe('webhooks: provisioning, inbound deliveries, signed forwarding (API.md 
   });
 
   it('provisions a self-targeted webhook through the admin connection, Authorization redacted', async () => {
-    const res = await t.request<SandboxWebhook>('POST', '/v1/tenants/acme/webhooks', { body: { events: ['workflow_step_updated', 'workflow_attribute_updated'] } });
+    const res = await t.request<SandboxWebhook>('POST', '/v1/tenants/acme/webhooks', {
+      body: { events: ['workflow_step_updated', 'workflow_attribute_updated'] },
+    });
     expect(res.status).toBe(201);
     expect(res.headers.get('x-upstream-status')).toBe('201');
     expect(res.body.headers.Authorization).toBe('[REDACTED]');
@@ -78,7 +89,10 @@ describe('webhooks: provisioning, inbound deliveries, signed forwarding (API.md 
     const authorization = await receiverAuthorization(receiverId);
     expect(authorization).toMatch(/^Bearer [A-Za-z0-9_-]{43}$/); // 256 bits
     expect(res.text).not.toContain(authorization.slice(7));
-    const row = await t.db.query<{ secret_enc: string; auth_method: string }>('SELECT secret_enc, auth_method FROM webhook_receivers WHERE id = $1', [receiverId]);
+    const row = await t.db.query<{ secret_enc: string; auth_method: string }>(
+      'SELECT secret_enc, auth_method FROM webhook_receivers WHERE id = $1',
+      [receiverId],
+    );
     expect(row.rows[0].auth_method).toBe('bearer');
     expect(row.rows[0].secret_enc).not.toContain(authorization.slice(7));
     expect(t.logs.join('')).not.toContain(authorization.slice(7));
@@ -87,11 +101,15 @@ describe('webhooks: provisioning, inbound deliveries, signed forwarding (API.md 
   });
 
   it('apiKey and basic put the secret the way spec 5.2 says', async () => {
-    const apiKey = await t.request<SandboxWebhook>('POST', '/v1/tenants/acme/webhooks', { body: { events: ['workflow_step_updated'], auth: 'apiKey' } });
+    const apiKey = await t.request<SandboxWebhook>('POST', '/v1/tenants/acme/webhooks', {
+      body: { events: ['workflow_step_updated'], auth: 'apiKey' },
+    });
     expect(apiKey.status).toBe(201);
     const keyValue = await receiverAuthorization(apiKey.body.targetURL.split('/').at(-1)!);
     expect(keyValue).toMatch(/^[A-Za-z0-9_-]{43}$/);
-    const basic = await t.request<SandboxWebhook>('POST', '/v1/tenants/acme/webhooks', { body: { events: ['workflow_step_updated'], auth: 'basic' } });
+    const basic = await t.request<SandboxWebhook>('POST', '/v1/tenants/acme/webhooks', {
+      body: { events: ['workflow_step_updated'], auth: 'basic' },
+    });
     expect(basic.status).toBe(201);
     const basicValue = await receiverAuthorization(basic.body.targetURL.split('/').at(-1)!);
     const [scheme, b64] = basicValue.split(' ');
@@ -111,7 +129,9 @@ describe('webhooks: provisioning, inbound deliveries, signed forwarding (API.md 
     t.sandbox!.setWorkflowStep(workflow.id, 'Review');
 
     const delivery = await waitUntil('the forwarded step event', () =>
-      sink.received.find((d) => d.body.type === 'workflow_step_updated' && (d.body.data as { workflowId?: string }).workflowId === workflow.id),
+      sink.received.find(
+        (d) => d.body.type === 'workflow_step_updated' && (d.body.data as { workflowId?: string }).workflowId === workflow.id,
+      ),
     );
     expect(verifySignature(secret, delivery.headers, delivery.raw)).toBe(true);
     expect(verifySignature(`whsec_${Buffer.alloc(32).toString('base64')}`, delivery.headers, delivery.raw)).toBe(false);
@@ -136,15 +156,27 @@ describe('webhooks: provisioning, inbound deliveries, signed forwarding (API.md 
     // A marker of its own: other events (connection.*, late sandbox deliveries) may be stored meanwhile.
     const probe = randomUUID();
     const body = JSON.stringify({ event: 'workflow_step_updated', transition: 'Sign', probe });
-    const variants: Array<Record<string, string>> = [{}, { authorization: 'Bearer wrong' }, { authorization: (await receiverAuthorization(receiverPath.split('/').at(-1)!)) + 'x' }];
+    const variants: Array<Record<string, string>> = [
+      {},
+      { authorization: 'Bearer wrong' },
+      { authorization: (await receiverAuthorization(receiverPath.split('/').at(-1)!)) + 'x' },
+    ];
     for (const headers of variants) {
-      const res = await fetch(`${t.url}${receiverPath}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+      const res = await fetch(`${t.url}${receiverPath}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body,
+      });
       expect(res.status).toBe(401);
       const err = (await res.json()) as ErrorBody;
       expect(err.error.code).toBe('unauthorized');
       expect(err.error.requestId).toBeTruthy();
     }
-    const unknown = await fetch(`${t.url}/inbound/acme/00000000-0000-4000-8000-000000000000`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer x' }, body });
+    const unknown = await fetch(`${t.url}/inbound/acme/00000000-0000-4000-8000-000000000000`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer x' },
+      body,
+    });
     expect(unknown.status).toBe(401);
     const otherTenant = await fetch(`${t.url}/inbound/nobody/${receiverPath.split('/').at(-1)}`, {
       method: 'POST',
@@ -160,7 +192,12 @@ describe('webhooks: provisioning, inbound deliveries, signed forwarding (API.md 
 
   it('an accepted delivery is stored before the 2xx; type from event/type/eventType, else unknown', async () => {
     const authorization = await receiverAuthorization(receiverPath.split('/').at(-1)!);
-    const post = (payload: unknown) => fetch(`${t.url}${receiverPath}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization }, body: JSON.stringify(payload) });
+    const post = (payload: unknown) =>
+      fetch(`${t.url}${receiverPath}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization },
+        body: JSON.stringify(payload),
+      });
     const cases: Array<[unknown, string]> = [
       [{ event: 'workflow_attribute_updated' }, 'workflow_attribute_updated'],
       [{ type: 'x.y' }, 'x.y'],
@@ -172,10 +209,17 @@ describe('webhooks: provisioning, inbound deliveries, signed forwarding (API.md 
       const res = await post(payload);
       expect(res.status).toBe(200);
       const { id } = (await res.json()) as { id: string };
-      const row = await t.db.query<{ type: string; source: string; payload: unknown }>('SELECT type, source, payload FROM events WHERE id = $1', [id]);
+      const row = await t.db.query<{ type: string; source: string; payload: unknown }>(
+        'SELECT type, source, payload FROM events WHERE id = $1',
+        [id],
+      );
       expect(row.rows[0]).toEqual({ type, source: 'upstream', payload });
     }
-    const big = await fetch(`${t.url}${receiverPath}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization }, body: JSON.stringify({ pad: 'x'.repeat(1_100_000) }) });
+    const big = await fetch(`${t.url}${receiverPath}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization },
+      body: JSON.stringify({ pad: 'x'.repeat(1_100_000) }),
+    });
     expect(big.status).toBe(413);
   });
 
@@ -205,12 +249,18 @@ describe('webhooks: provisioning, inbound deliveries, signed forwarding (API.md 
   });
 
   it('with targetURL: passed as given (localhost allowed outside production), the answer and the list redacted', async () => {
-    const given = { events: ['workflow_step_updated'], targetURL: 'http://localhost:9/partner', headers: { Authorization: 'Bearer partner-own-secret-123', 'X-Env': 'test' } };
+    const given = {
+      events: ['workflow_step_updated'],
+      targetURL: 'http://localhost:9/partner',
+      headers: { Authorization: 'Bearer partner-own-secret-123', 'X-Env': 'test' },
+    };
     const res = await t.request<SandboxWebhook>('POST', '/v1/tenants/acme/webhooks', { body: given });
     expect(res.status).toBe(201);
     expect(res.body).toMatchObject({ targetURL: given.targetURL, headers: { Authorization: '[REDACTED]', 'X-Env': 'test' } });
     expect(res.text).not.toContain('partner-own-secret-123');
-    const https = await t.request<SandboxWebhook>('POST', '/v1/tenants/acme/webhooks', { body: { events: ['e'], targetURL: 'https://partner.example/hook', headers: { authorization: 'k' } } });
+    const https = await t.request<SandboxWebhook>('POST', '/v1/tenants/acme/webhooks', {
+      body: { events: ['e'], targetURL: 'https://partner.example/hook', headers: { authorization: 'k' } },
+    });
     expect(https.status).toBe(201);
     expect(https.body.headers.authorization).toBe('[REDACTED]');
 
@@ -262,7 +312,10 @@ describe('webhooks: provisioning, inbound deliveries, signed forwarding (API.md 
     const all: EventItem[] = [];
     let after: string | null = null;
     for (let i = 0; i < 50; i++) {
-      const page: { status: number; body: EventPage } = await t.request<EventPage>('GET', `/v1/tenants/acme/events?limit=2${after ? `&after=${after}` : ''}`);
+      const page: { status: number; body: EventPage } = await t.request<EventPage>(
+        'GET',
+        `/v1/tenants/acme/events?limit=2${after ? `&after=${after}` : ''}`,
+      );
       expect(page.status).toBe(200);
       expect(page.body.events.length).toBeLessThanOrEqual(2);
       all.push(...page.body.events);

@@ -15,7 +15,16 @@ const sandbox = {
   inputs: ['packages/cws-sandbox/src', 'packages/cws-sandbox/package.json', 'packages/cws-sandbox/.swcrc', 'package-lock.json'],
   output: join(root, 'packages', 'cws-sandbox', 'dist', 'index.js'),
   stamp: join(root, 'packages', 'cws-sandbox', 'dist', '.build-fingerprint'),
-  command: [join(root, 'node_modules', '@swc', 'cli', 'bin', 'swc.js'), 'src', '-d', 'dist', '--strip-leading-paths', '--config-file', '.swcrc', '--quiet'],
+  command: [
+    join(root, 'node_modules', '@swc', 'cli', 'bin', 'swc.js'),
+    'src',
+    '-d',
+    'dist',
+    '--strip-leading-paths',
+    '--config-file',
+    '.swcrc',
+    '--quiet',
+  ],
   cwd: join(root, 'packages', 'cws-sandbox'),
 };
 const service = {
@@ -25,7 +34,13 @@ const service = {
   command: [join(root, 'node_modules', '@nestjs', 'cli', 'bin', 'nest.js'), 'build'],
 };
 const consolePage = {
-  inputs: ['packages/console/src', 'packages/console/index.html', 'packages/console/vite.config.ts', 'packages/console/package.json', 'package-lock.json'],
+  inputs: [
+    'packages/console/src',
+    'packages/console/index.html',
+    'packages/console/vite.config.ts',
+    'packages/console/package.json',
+    'package-lock.json',
+  ],
   output: join(root, 'packages', 'console', 'dist', 'index.html'),
   stamp: join(root, 'packages', 'console', 'dist', '.build-fingerprint'),
   command: [join(root, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', join(root, 'packages', 'console')],

@@ -47,7 +47,14 @@ async function documentOfFreshService() {
   const port = await freePort();
   const env = {};
   for (const k of ['PATH', 'HOME', 'TMPDIR', 'LANG', 'DATABASE_URL']) if (process.env[k]) env[k] = process.env[k];
-  Object.assign(env, { NODE_ENV: 'development', PORT: String(port), DATA_DIR: dataDir, SANDBOX: 'off', LOG_LEVEL: 'warn', LOG_FORMAT: 'json' });
+  Object.assign(env, {
+    NODE_ENV: 'development',
+    PORT: String(port),
+    DATA_DIR: dataDir,
+    SANDBOX: 'off',
+    LOG_LEVEL: 'warn',
+    LOG_FORMAT: 'json',
+  });
   const app = spawn(process.execPath, [join(root, 'dist', 'src', 'main.js')], { cwd: root, env, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   app.stderr.on('data', (d) => (stderr += d));
@@ -58,7 +65,10 @@ async function documentOfFreshService() {
     for (;;) {
       if (app.exitCode !== null) throw new Error(`the service exited before it was ready:\n${stderr}`);
       if (Date.now() > deadline) throw new Error(`the service was not ready in time:\n${stderr}`);
-      const ready = await fetch(`${base}/health/ready`).then((r) => r.status === 200, () => false);
+      const ready = await fetch(`${base}/health/ready`).then(
+        (r) => r.status === 200,
+        () => false,
+      );
       if (ready) break;
       await new Promise((r) => setTimeout(r, 100));
     }

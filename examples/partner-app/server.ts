@@ -101,13 +101,20 @@ export async function startPartnerApp(options: PartnerAppOptions): Promise<Partn
  * The operator's part, done here so that the demo runs on its own: the tenant (allowing this app's address
  * and sending events to it), a fresh events secret, a tenant key. Idempotent: a second start reuses the tenant.
  */
-async function setUpTenant(serviceUrl: string, operatorKey: string, tenantId: string, appUrl: string): Promise<{ apiKey: string; eventsSecret: string }> {
+async function setUpTenant(
+  serviceUrl: string,
+  operatorKey: string,
+  tenantId: string,
+  appUrl: string,
+): Promise<{ apiKey: string; eventsSecret: string }> {
   const op = new CwsConnectClient({ baseUrl: serviceUrl, apiKey: operatorKey, tenantId }).api;
   const tenant = { params: { path: { tenantId } } };
   const settings = { allowedReturnUrls: [`${appUrl}/`], eventsTargetUrl: `${appUrl}/events` };
   const existing = await op.GET('/v1/tenants/{tenantId}', tenant);
   if (existing.response.status === 404) {
-    const created = await op.POST('/v1/tenants', { body: { id: tenantId, name: 'Demo partner', environment: 'sandbox', design: 'admin+users', ...settings } });
+    const created = await op.POST('/v1/tenants', {
+      body: { id: tenantId, name: 'Demo partner', environment: 'sandbox', design: 'admin+users', ...settings },
+    });
     if (!created.data) throw new Error(`could not create the demo tenant: ${JSON.stringify(created.error)}`);
   } else if (existing.data) {
     const updated = await op.PATCH('/v1/tenants/{tenantId}', { ...tenant, body: settings });
@@ -117,7 +124,9 @@ async function setUpTenant(serviceUrl: string, operatorKey: string, tenantId: st
   }
   const secret = await op.POST('/v1/tenants/{tenantId}/events-secret', tenant);
   const keys = await op.GET('/v1/tenants/{tenantId}/api-keys', tenant);
-  for (const old of keys.data ?? []) if (old.name === 'partner-app demo') await op.DELETE('/v1/tenants/{tenantId}/api-keys/{keyId}', { params: { path: { tenantId, keyId: old.id } } });
+  for (const old of keys.data ?? [])
+    if (old.name === 'partner-app demo')
+      await op.DELETE('/v1/tenants/{tenantId}/api-keys/{keyId}', { params: { path: { tenantId, keyId: old.id } } });
   const key = await op.POST('/v1/tenants/{tenantId}/api-keys', { ...tenant, body: { name: 'partner-app demo' } });
   if (!secret.data || !key.data) throw new Error('could not create the demo tenant key or events secret');
   return { apiKey: key.data.key, eventsSecret: secret.data.eventsSecret };

@@ -80,8 +80,15 @@ export function open(connectUrl, options = {}) {
       if (event.origin !== serviceOrigin || event.source !== popup) return;
       const data = event.data;
       if (!data || typeof data !== 'object' || data.type !== MESSAGE_TYPE) return;
-      if (data.status === 'connected' && typeof data.connectionId === 'string') settle({ status: 'connected', connectionId: data.connectionId });
-      else settle(new CwsConnectError(typeof data.error === 'string' ? data.error : 'connect_failed', typeof data.connectionId === 'string' ? data.connectionId : undefined));
+      if (data.status === 'connected' && typeof data.connectionId === 'string')
+        settle({ status: 'connected', connectionId: data.connectionId });
+      else
+        settle(
+          new CwsConnectError(
+            typeof data.error === 'string' ? data.error : 'connect_failed',
+            typeof data.connectionId === 'string' ? data.connectionId : undefined,
+          ),
+        );
     };
 
     /** @param {{ status: 'connected', connectionId: string } | CwsConnectError} outcome */

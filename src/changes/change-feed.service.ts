@@ -140,7 +140,10 @@ export class ChangeFeed implements OnModuleInit, OnModuleDestroy {
     this.markDown();
     client.end().catch(() => undefined);
     if (!this.stopped) {
-      this.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'change listener disconnected: caches bypassed until it is back');
+      this.logger.warn(
+        { err: e instanceof Error ? e.message : String(e) },
+        'change listener disconnected: caches bypassed until it is back',
+      );
       this.scheduleReconnect(e);
     }
   }

@@ -53,7 +53,9 @@ export const vaultReencryptCommand: CliCommand = {
       ? ` (${result.skippedConcurrent} were rewritten meanwhile by a running instance and were taken again or were already current)`
       : '';
     console.log(`re-encrypted ${result.reencrypted} secrets to key "${kid}"${concurrent}.`);
-    console.log('No stored secret is left under an older key: once every instance runs with this VAULT_KEYS, older keys can be removed from it.');
+    console.log(
+      'No stored secret is left under an older key: once every instance runs with this VAULT_KEYS, older keys can be removed from it.',
+    );
     return 0;
   },
 };

@@ -35,6 +35,8 @@ export function ApiErrors(...codes: ErrorCode[]): MethodDecorator & ClassDecorat
   const byStatus = new Map<number, ErrorCode[]>();
   for (const code of codes) byStatus.set(ERROR_STATUS[code], [...(byStatus.get(ERROR_STATUS[code]) ?? []), code]);
   return applyDecorators(
-    ...[...byStatus].map(([status, list]) => ApiResponse({ status, description: list.map((c) => `\`${c}\``).join(', '), type: ErrorResponseDto })),
+    ...[...byStatus].map(([status, list]) =>
+      ApiResponse({ status, description: list.map((c) => `\`${c}\``).join(', '), type: ErrorResponseDto }),
+    ),
   );
 }

@@ -47,7 +47,10 @@ export interface ErrorAnswer {
 }
 
 const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
-const RETRY_LATER: Record<string, string> = Object.freeze({ 'retry-after': String(DATABASE_RETRY_AFTER_SECONDS) }) as Record<string, string>;
+const RETRY_LATER: Record<string, string> = Object.freeze({ 'retry-after': String(DATABASE_RETRY_AFTER_SECONDS) }) as Record<
+  string,
+  string
+>;
 
 /**
  * The status, the contract's body and the extra headers for anything thrown while serving a request. Also
@@ -59,7 +62,14 @@ export function errorBody(exception: unknown, requestId: string): ErrorAnswer {
   if (exception instanceof AppError) {
     return {
       status: exception.status,
-      body: { error: { code: exception.code, message: exception.message, requestId, ...(exception.details ? { details: exception.details } : {}) } },
+      body: {
+        error: {
+          code: exception.code,
+          message: exception.message,
+          requestId,
+          ...(exception.details ? { details: exception.details } : {}),
+        },
+      },
       headers: exception.status === 503 ? RETRY_LATER : NO_HEADERS,
     };
   }
@@ -76,7 +86,8 @@ export function errorBody(exception: unknown, requestId: string): ErrorAnswer {
       body: {
         error: {
           code: 'vault_key_mismatch',
-          message: 'A stored secret needed for this call does not open with the configured VAULT_KEYS; the operator must restore the key that sealed it.',
+          message:
+            'A stored secret needed for this call does not open with the configured VAULT_KEYS; the operator must restore the key that sealed it.',
           requestId,
         },
       },
@@ -92,14 +103,27 @@ export function errorBody(exception: unknown, requestId: string): ErrorAnswer {
     const code = HTTP_CODES[status] ?? (status >= 500 ? 'internal_error' : 'bad_request');
     return {
       status,
-      body: { error: { code, message: status >= 500 ? 'Internal error.' : message, requestId, ...(messages ? { details: { problems: messages } } : {}) } },
+      body: {
+        error: {
+          code,
+          message: status >= 500 ? 'Internal error.' : message,
+          requestId,
+          ...(messages ? { details: { problems: messages } } : {}),
+        },
+      },
       headers: status === 503 ? RETRY_LATER : NO_HEADERS,
     };
   }
   if (isBodyParserError(exception)) {
     const status = exception.status ?? exception.statusCode ?? 400;
     const code = status === 413 ? 'payload_too_large' : 'validation_failed';
-    return { status, body: { error: { code, message: status === 413 ? 'The request body is too large.' : 'The request body is not valid JSON.', requestId } }, headers: NO_HEADERS };
+    return {
+      status,
+      body: {
+        error: { code, message: status === 413 ? 'The request body is too large.' : 'The request body is not valid JSON.', requestId },
+      },
+      headers: NO_HEADERS,
+    };
   }
   return {
     status: HttpStatus.INTERNAL_SERVER_ERROR,
@@ -121,11 +145,17 @@ export function logFailure(exception: unknown, requestId: string): void {
   // An answer that asks the client to retry (not ready, shutting down): its cause is logged where it is known.
   if (exception instanceof AppError && exception.status === 503) return;
   if (exception instanceof VaultError) {
-    logger.error({ requestId, kid: exception.kid, sealed: `${exception.table}.${exception.column}` }, `a stored secret does not open: ${exception.message}`);
+    logger.error(
+      { requestId, kid: exception.kid, sealed: `${exception.table}.${exception.column}` },
+      `a stored secret does not open: ${exception.message}`,
+    );
     return;
   }
   logger.error(
-    { err: exception instanceof Error ? { name: exception.name, message: exception.message, stack: exception.stack } : String(exception), requestId },
+    {
+      err: exception instanceof Error ? { name: exception.name, message: exception.message, stack: exception.stack } : String(exception),
+      requestId,
+    },
     'request failed',
   );
 }

@@ -56,7 +56,12 @@ describe('CommitBatcher', () => {
     });
     const first = batcher.save({ id: 'lead' });
     const ids = ['a', 'b', 'bad1', 'c', 'gone', 'd', 'e', 'bad2', 'f'];
-    const outcomes = ids.map((id) => batcher.save({ id }).then((saved) => (saved ? 'saved' : 'not saved'), (e: Error) => `refused: ${e.message}`));
+    const outcomes = ids.map((id) =>
+      batcher.save({ id }).then(
+        (saved) => (saved ? 'saved' : 'not saved'),
+        (e: Error) => `refused: ${e.message}`,
+      ),
+    );
     release();
     await first;
     const answered = await Promise.all(outcomes);

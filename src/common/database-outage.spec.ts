@@ -7,7 +7,9 @@ describe('isDatabaseUnavailable', () => {
   it('knows the ways PostgreSQL is out of reach', () => {
     expect(isDatabaseUnavailable(netError('ECONNREFUSED'))).toBe(true);
     expect(isDatabaseUnavailable(netError('ENOTFOUND', 'getaddrinfo'))).toBe(true);
-    expect(isDatabaseUnavailable(Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }))).toBe(true);
+    expect(isDatabaseUnavailable(Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }))).toBe(
+      true,
+    );
     expect(isDatabaseUnavailable(Object.assign(new Error('the database system is starting up'), { code: '57P03' }))).toBe(true);
     expect(isDatabaseUnavailable(Object.assign(new Error('connection failure'), { code: '08006' }))).toBe(true);
     expect(isDatabaseUnavailable(new Error('Connection terminated unexpectedly'))).toBe(true);

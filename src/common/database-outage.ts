@@ -7,7 +7,17 @@ export const DATABASE_RETRY_AFTER_SECONDS = 5;
 // 08 connection exception; 57P01-57P03 admin/crash shutdown, cannot connect now (starting up, shutting down,
 // in recovery); 53300 too many connections.
 const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EPIPE',
+]);
 // pg and pg-pool say these with plain Errors, without a code.
 const UNAVAILABLE_MESSAGES = [
   /^Connection terminated/,

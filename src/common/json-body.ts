@@ -40,7 +40,8 @@ export function formBodyParser(options: { limit: string }): Middleware {
   return (req, res, next) =>
     read(req, res, (err?: unknown) => {
       if (err) return next(err);
-      if (req.body !== null && typeof req.body === 'object' && hasNulDeep(req.body)) return next(new AppError('validation_failed', HAS_NUL));
+      if (req.body !== null && typeof req.body === 'object' && hasNulDeep(req.body))
+        return next(new AppError('validation_failed', HAS_NUL));
       next();
     });
 }

@@ -18,19 +18,31 @@ export function describeStartupFailure(e: unknown, config: Pick<AppConfig, 'data
 
   if (code === 'EADDRINUSE' && config) {
     const port = typeof err.port === 'number' ? err.port : null;
-    if (port !== null && config.sandbox.enabled && port === config.sandbox.port) return `SANDBOX_PORT: port ${port} is already in use; stop what holds it or set SANDBOX_PORT to a free port`;
+    if (port !== null && config.sandbox.enabled && port === config.sandbox.port)
+      return `SANDBOX_PORT: port ${port} is already in use; stop what holds it or set SANDBOX_PORT to a free port`;
     return `PORT: port ${port ?? config.port} is already in use; stop what holds it or set PORT to a free port`;
   }
-  if (config && typeof err.syscall === 'string' && FILE_SYSCALLS.has(err.syscall) && typeof err.path === 'string' && err.path.startsWith(config.dataDir)) {
+  if (
+    config &&
+    typeof err.syscall === 'string' &&
+    FILE_SYSCALLS.has(err.syscall) &&
+    typeof err.path === 'string' &&
+    err.path.startsWith(config.dataDir)
+  ) {
     return `DATA_DIR: ${config.dataDir} cannot be used (${code || 'error'} on ${err.syscall} ${err.path}); set DATA_DIR to a directory this user can create and write`;
   }
   if (config?.databaseUrl) {
     const target = describeTarget(config.databaseUrl);
-    if (code === '28P01' || code === '28000') return `DATABASE_URL: PostgreSQL at ${target.server} refused user "${target.user}" (${message}); correct the user or password in DATABASE_URL`;
-    if (code === '3D000') return `DATABASE_URL: database "${target.database}" does not exist on ${target.server}; create it (createdb ${target.database}) or correct DATABASE_URL`;
-    if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return `DATABASE_URL: host "${target.host}" cannot be resolved (${code}); correct the host in DATABASE_URL`;
-    if (code === 'ECONNREFUSED') return `DATABASE_URL: nothing accepts connections at ${target.server} (ECONNREFUSED); start PostgreSQL there or correct DATABASE_URL`;
-    if (isDatabaseUnavailable(e)) return `DATABASE_URL: PostgreSQL at ${target.server} cannot be reached (${code || message}); check that it runs and that DATABASE_URL points at it`;
+    if (code === '28P01' || code === '28000')
+      return `DATABASE_URL: PostgreSQL at ${target.server} refused user "${target.user}" (${message}); correct the user or password in DATABASE_URL`;
+    if (code === '3D000')
+      return `DATABASE_URL: database "${target.database}" does not exist on ${target.server}; create it (createdb ${target.database}) or correct DATABASE_URL`;
+    if (code === 'ENOTFOUND' || code === 'EAI_AGAIN')
+      return `DATABASE_URL: host "${target.host}" cannot be resolved (${code}); correct the host in DATABASE_URL`;
+    if (code === 'ECONNREFUSED')
+      return `DATABASE_URL: nothing accepts connections at ${target.server} (ECONNREFUSED); start PostgreSQL there or correct DATABASE_URL`;
+    if (isDatabaseUnavailable(e))
+      return `DATABASE_URL: PostgreSQL at ${target.server} cannot be reached (${code || message}); check that it runs and that DATABASE_URL points at it`;
   }
   return message.replace(/postgres(ql)?:\/\/[^\s]*/g, '<url>');
 }
@@ -39,9 +51,19 @@ function describeTarget(url: string): { server: string; host: string; user: stri
   try {
     const u = new URL(url);
     const host = u.hostname || 'localhost';
-    return { server: `${host}:${u.port || '5432'}`, host, user: decodeURIComponent(u.username) || 'postgres', database: decodeURIComponent(u.pathname.slice(1)) || 'postgres' };
+    return {
+      server: `${host}:${u.port || '5432'}`,
+      host,
+      user: decodeURIComponent(u.username) || 'postgres',
+      database: decodeURIComponent(u.pathname.slice(1)) || 'postgres',
+    };
   } catch {
-    return { server: 'the configured server', host: 'the configured host', user: 'the configured user', database: 'the configured database' };
+    return {
+      server: 'the configured server',
+      host: 'the configured host',
+      user: 'the configured user',
+      database: 'the configured database',
+    };
   }
 }
 

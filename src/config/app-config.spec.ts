@@ -31,7 +31,9 @@ afterAll(() => {
 
 describe('loadConfig', () => {
   it('refuses to start in production without VAULT_KEYS', () => {
-    const e = configErrorOf(() => loadConfig({ NODE_ENV: 'production', OPERATOR_API_KEY: 'x'.repeat(40), DATABASE_URL: 'postgres://x@127.0.0.1/db' }));
+    const e = configErrorOf(() =>
+      loadConfig({ NODE_ENV: 'production', OPERATOR_API_KEY: 'x'.repeat(40), DATABASE_URL: 'postgres://x@127.0.0.1/db' }),
+    );
     expect(e.variable).toBe('VAULT_KEYS');
     expect(e.message).toContain('VAULT_KEYS');
   });
@@ -94,9 +96,20 @@ describe('loadConfig', () => {
   it('turns the sandbox off by default in production and when an environment is configured', () => {
     const prod = loadConfig({ ...base, NODE_ENV: 'production', DATABASE_URL: 'postgres://x@127.0.0.1/db' });
     expect(prod.sandbox.enabled).toBe(false);
-    const na = loadConfig({ ...base, CWS_NA_AUTH_URL: 'https://auth.example.com/', CWS_NA_CLIENT_ID: 'id', CWS_NA_CLIENT_SECRET: 'secret' });
+    const na = loadConfig({
+      ...base,
+      CWS_NA_AUTH_URL: 'https://auth.example.com/',
+      CWS_NA_CLIENT_ID: 'id',
+      CWS_NA_CLIENT_SECRET: 'secret',
+    });
     expect(na.sandbox.enabled).toBe(false);
-    expect(na.environments.na).toMatchObject({ authUrl: 'https://auth.example.com', apiUrl: 'https://auth.example.com', tokenAuth: 'body', userinfoMethod: 'GET', scopes: [] });
+    expect(na.environments.na).toMatchObject({
+      authUrl: 'https://auth.example.com',
+      apiUrl: 'https://auth.example.com',
+      tokenAuth: 'body',
+      userinfoMethod: 'GET',
+      scopes: [],
+    });
   });
 
   it('outside production, generates the local vault and operator keys once and finds them again', () => {
@@ -186,22 +199,43 @@ describe('tracing (OTEL_*)', () => {
       sampleRatio: 1,
       scheduleDelayMs: 5000,
     });
-    const t = load({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://otlp.example/api/traces', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_SERVICE_NAME: 'connect-eu' }).tracing;
+    const t = load({
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://otlp.example/api/traces',
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_SERVICE_NAME: 'connect-eu',
+    }).tracing;
     expect(t).toMatchObject({ endpoint: 'https://otlp.example/api/traces', protocol: 'http/json', serviceName: 'connect-eu' });
   });
 
   it('reads export headers (percent-decoded) and a sampling ratio', () => {
-    const t = load({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=a%3Db,Team=ops', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.05' }).tracing;
+    const t = load({
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318',
+      OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=a%3Db,Team=ops',
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.05',
+    }).tracing;
     expect(t?.headers).toEqual({ 'x-api-key': 'a=b', team: 'ops' });
     expect(t?.sampleRatio).toBe(0.05);
   });
 
   it('refuses grpc, a malformed header list without quoting its values, and a ratio out of range', () => {
-    expect(configErrorOf(() => load({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4317', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' })).variable).toBe('OTEL_EXPORTER_OTLP_PROTOCOL');
-    const headers = configErrorOf(() => load({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_HEADERS: 'supersecretvalue' }));
+    expect(configErrorOf(() => load({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4317', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' })).variable).toBe(
+      'OTEL_EXPORTER_OTLP_PROTOCOL',
+    );
+    const headers = configErrorOf(() =>
+      load({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_EXPORTER_OTLP_HEADERS: 'supersecretvalue' }),
+    );
     expect(headers.variable).toBe('OTEL_EXPORTER_OTLP_HEADERS');
     expect(headers.message).not.toContain('supersecretvalue');
-    expect(configErrorOf(() => load({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318', OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '2' })).variable).toBe('OTEL_TRACES_SAMPLER_ARG');
+    expect(
+      configErrorOf(() =>
+        load({
+          OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318',
+          OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+          OTEL_TRACES_SAMPLER_ARG: '2',
+        }),
+      ).variable,
+    ).toBe('OTEL_TRACES_SAMPLER_ARG');
     expect(configErrorOf(() => load({ OTEL_EXPORTER_OTLP_ENDPOINT: 'not a url' })).variable).toBe('OTEL_EXPORTER_OTLP_ENDPOINT');
   });
 });

@@ -41,12 +41,37 @@ export interface AppConfig {
   operatorKeyGenerated: boolean;
   environments: Partial<Record<EnvironmentName, CwsEnvironment>>;
   sandbox: { enabled: boolean; port: number; clientId: string; clientSecret: string; accessTokenTtlSeconds: number };
-  refresh: { at: number; intervalMs: number; batchSize: number; concurrency: number; leaseMs: number; onDemandMarginMs: number; schedulerEnabled: boolean };
+  refresh: {
+    at: number;
+    intervalMs: number;
+    batchSize: number;
+    concurrency: number;
+    leaseMs: number;
+    onDemandMarginMs: number;
+    schedulerEnabled: boolean;
+  };
   upstream: { connectTimeoutMs: number; headersTimeoutMs: number; bodyTimeoutMs: number; tokenTimeoutMs: number; retries: number };
   /** The HTTP server's timeouts and what one tenant may hold at once on the facade (docs/security.md). */
-  http: { headersTimeoutMs: number; requestTimeoutMs: number; idleTimeoutMs: number; keepAliveTimeoutMs: number; tenantMaxInFlight: number; tenantMaxUploads: number };
+  http: {
+    headersTimeoutMs: number;
+    requestTimeoutMs: number;
+    idleTimeoutMs: number;
+    keepAliveTimeoutMs: number;
+    tenantMaxInFlight: number;
+    tenantMaxUploads: number;
+  };
   /** Outbound delivery of events to the tenant's eventsTargetUrl (docs/webhooks.md). */
-  events: { retryBaseMs: number; retryMaxMs: number; retrySpanMs: number; attemptTimeoutMs: number; pollIntervalMs: number; relayIntervalMs: number; batchSize: number; jobExpireSeconds: number; maintenanceSeconds: number };
+  events: {
+    retryBaseMs: number;
+    retryMaxMs: number;
+    retrySpanMs: number;
+    attemptTimeoutMs: number;
+    pollIntervalMs: number;
+    relayIntervalMs: number;
+    batchSize: number;
+    jobExpireSeconds: number;
+    maintenanceSeconds: number;
+  };
   logLevel: string;
   /** pretty: one readable line per entry, for a person at a terminal; json: one JSON object per line. */
   logFormat: 'json' | 'pretty';
@@ -89,7 +114,12 @@ export interface Host {
   stdoutIsTty: boolean;
 }
 
-const PROCESS_HOST: Host = { uid: process.getuid?.(), cwd: process.cwd(), systemStateDir: '/var/lib/cws-connect', stdoutIsTty: process.stdout.isTTY === true };
+const PROCESS_HOST: Host = {
+  uid: process.getuid?.(),
+  cwd: process.cwd(),
+  systemStateDir: '/var/lib/cws-connect',
+  stdoutIsTty: process.stdout.isTTY === true,
+};
 
 /**
  * Reads and validates every variable once, into one frozen object. Nothing else reads process.env.
@@ -116,7 +146,9 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
   } else if (production || !local) {
     throw new ConfigError('VAULT_KEYS', 'is required when NODE_ENV=production (kid:base64 of 32 bytes, comma separated)');
   } else {
-    vaultKeys = parseVaultKeys(local.get('vaultKey', () => `local-${randomBytes(4).toString('hex')}:${randomBytes(32).toString('base64')}`));
+    vaultKeys = parseVaultKeys(
+      local.get('vaultKey', () => `local-${randomBytes(4).toString('hex')}:${randomBytes(32).toString('base64')}`),
+    );
     vaultKeysGenerated = true;
   }
 
@@ -145,10 +177,15 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
   let sandboxClientSecret = '';
   if (sandboxEnabled) {
     if (environments.sandbox) {
-      throw new ConfigError('SANDBOX', 'is on, so the sandbox environment is configured automatically: unset CWS_SANDBOX_* or set SANDBOX=off');
+      throw new ConfigError(
+        'SANDBOX',
+        'is on, so the sandbox environment is configured automatically: unset CWS_SANDBOX_* or set SANDBOX=off',
+      );
     }
     if (sandboxPort === 0) throw new ConfigError('SANDBOX_PORT', 'must be a fixed port when SANDBOX=on');
-    sandboxClientSecret = local ? local.get('sandboxClientSecret', () => randomBytes(24).toString('base64url')) : randomBytes(24).toString('base64url');
+    sandboxClientSecret = local
+      ? local.get('sandboxClientSecret', () => randomBytes(24).toString('base64url'))
+      : randomBytes(24).toString('base64url');
     const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
     environments.sandbox = {
       name: 'sandbox',
@@ -178,7 +215,13 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
     operatorApiKey,
     operatorKeyGenerated,
     environments,
-    sandbox: { enabled: sandboxEnabled, port: sandboxPort, clientId: sandboxClientId, clientSecret: sandboxClientSecret, accessTokenTtlSeconds: sandboxTtl },
+    sandbox: {
+      enabled: sandboxEnabled,
+      port: sandboxPort,
+      clientId: sandboxClientId,
+      clientSecret: sandboxClientSecret,
+      accessTokenTtlSeconds: sandboxTtl,
+    },
     refresh: {
       at: refreshAt,
       intervalMs: int(env, 'REFRESH_INTERVAL_MS', 5000, 100, 3_600_000),
@@ -221,16 +264,25 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
     tracing: readTracing(env),
   };
   if (config.upstream.tokenTimeoutMs * 2 >= config.refresh.leaseMs) {
-    throw new ConfigError('REFRESH_LEASE_MS', 'must be more than twice UPSTREAM_TOKEN_TIMEOUT_MS, so that a renewal lease cannot expire during a token call');
+    throw new ConfigError(
+      'REFRESH_LEASE_MS',
+      'must be more than twice UPSTREAM_TOKEN_TIMEOUT_MS, so that a renewal lease cannot expire during a token call',
+    );
   }
   if (config.http.headersTimeoutMs > config.http.requestTimeoutMs) {
     throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS', 'must not be more than HTTP_REQUEST_TIMEOUT_MS');
   }
   if (config.http.idleTimeoutMs <= config.upstream.headersTimeoutMs) {
-    throw new ConfigError('HTTP_IDLE_TIMEOUT_MS', 'must be more than UPSTREAM_TIMEOUT_MS, so that a caller waiting for a slow upstream answer is not cut off first');
+    throw new ConfigError(
+      'HTTP_IDLE_TIMEOUT_MS',
+      'must be more than UPSTREAM_TIMEOUT_MS, so that a caller waiting for a slow upstream answer is not cut off first',
+    );
   }
   if (config.http.tenantMaxUploads > config.http.tenantMaxInFlight) {
-    throw new ConfigError('FACADE_TENANT_MAX_UPLOADS', 'must not be more than FACADE_TENANT_MAX_IN_FLIGHT (an upload is also a call in flight)');
+    throw new ConfigError(
+      'FACADE_TENANT_MAX_UPLOADS',
+      'must not be more than FACADE_TENANT_MAX_IN_FLIGHT (an upload is also a call in flight)',
+    );
   }
   return deepFreeze(config);
 }
@@ -269,7 +321,8 @@ function readTracing(env: Env): TracingConfig | null {
   const traces = url(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT');
   if (!base && !traces) return null;
   const protocolVar = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim() ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
-  if (env[protocolVar]?.trim().toLowerCase() === 'grpc') throw new ConfigError(protocolVar, 'grpc is not supported: use http/protobuf (the default) or http/json');
+  if (env[protocolVar]?.trim().toLowerCase() === 'grpc')
+    throw new ConfigError(protocolVar, 'grpc is not supported: use http/protobuf (the default) or http/json');
   const sampler = oneOf(env, 'OTEL_TRACES_SAMPLER', ['parentbased_traceidratio', 'parentbased_always_on'], 'parentbased_always_on');
   return {
     endpoint: traces ?? `${stripSlash(base as string)}/v1/traces`,
@@ -354,7 +407,10 @@ class LocalSecrets {
       try {
         this.values = existsSync(this.file) ? (JSON.parse(readFileSync(this.file, 'utf8')) as Record<string, string>) : {};
       } catch (e) {
-        throw new ConfigError('DATA_DIR', `${this.file} cannot be read (${describeFsError(e)}); fix or remove it, or set DATA_DIR to another directory`);
+        throw new ConfigError(
+          'DATA_DIR',
+          `${this.file} cannot be read (${describeFsError(e)}); fix or remove it, or set DATA_DIR to another directory`,
+        );
       }
     }
     const existing = this.values[name];
@@ -366,7 +422,10 @@ class LocalSecrets {
       mkdirSync(this.dataDir, { recursive: true, mode: 0o755 });
       writeFileSync(this.file, JSON.stringify(this.values, null, 2) + '\n', { mode: 0o600 });
     } catch (e) {
-      throw new ConfigError('DATA_DIR', `${this.dataDir} cannot be created or written (${describeFsError(e)}); set DATA_DIR to a directory this user can write`);
+      throw new ConfigError(
+        'DATA_DIR',
+        `${this.dataDir} cannot be created or written (${describeFsError(e)}); set DATA_DIR to a directory this user can write`,
+      );
     }
     return created;
   }

@@ -16,7 +16,11 @@ describe('the completion page', () => {
   });
 
   it('has no script at all when there is no origin to post to', () => {
-    const html = completionPage({ outcome: { status: 'connected', connectionId: '6f1c2d44-9a43-4f55-8a57-7a0d2b8e8f10' }, nonce: 'n', target: null });
+    const html = completionPage({
+      outcome: { status: 'connected', connectionId: '6f1c2d44-9a43-4f55-8a57-7a0d2b8e8f10' },
+      nonce: 'n',
+      target: null,
+    });
     expect(html).not.toMatch(/<script|postMessage/);
     expect(html).toContain('no longer allowed');
   });

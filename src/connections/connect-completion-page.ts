@@ -44,7 +44,10 @@ export function completionPage(o: { outcome: PopupOutcome; nonce: string; target
 }
 
 function json(v: unknown): string {
-  return JSON.stringify(v).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+  return JSON.stringify(v)
+    .replace(/</g, '\\u003c')
+    .replace(/\u2028/g, '\\u2028')
+    .replace(/\u2029/g, '\\u2029');
 }
 
 /** Where a popup flow ends: the completion page of its session, the outcome in the query (nothing secret). */

@@ -27,7 +27,10 @@ export class ConnectPopupController {
       .setHeader('cache-control', 'no-store')
       .setHeader('referrer-policy', 'no-referrer')
       .setHeader('x-frame-options', 'DENY')
-      .setHeader('content-security-policy', `default-src 'none'; script-src 'nonce-${nonce}'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`)
+      .setHeader(
+        'content-security-policy',
+        `default-src 'none'; script-src 'nonce-${nonce}'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
+      )
       .send(html);
   }
 

@@ -33,7 +33,11 @@ export class ConnectPopupService {
     for (const [k, v] of Object.entries(outcome)) if (v !== undefined) fallback.searchParams.set(k, v);
     return {
       nonce,
-      html: completionPage({ outcome, nonce, target: allowed ? { origin: new URL(session.returnUrl).origin, fallbackUrl: fallback.toString() } : null }),
+      html: completionPage({
+        outcome,
+        nonce,
+        target: allowed ? { origin: new URL(session.returnUrl).origin, fallbackUrl: fallback.toString() } : null,
+      }),
     };
   }
 }
@@ -46,5 +50,9 @@ function parseOutcome(query: Record<string, unknown>): PopupOutcome {
     (error === undefined || (typeof error === 'string' && CODE.test(error))) &&
     (status === 'connected' ? typeof connectionId === 'string' && error === undefined : typeof error === 'string');
   if (!valid) throw new AppError('validation_failed', 'This completion link is malformed.');
-  return { status, ...(connectionId ? { connectionId: connectionId as string } : {}), ...(error ? { error: error as string } : {}) } as PopupOutcome;
+  return {
+    status,
+    ...(connectionId ? { connectionId: connectionId as string } : {}),
+    ...(error ? { error: error as string } : {}),
+  } as PopupOutcome;
 }

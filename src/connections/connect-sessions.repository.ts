@@ -12,7 +12,13 @@ export class ConnectSessionsRepository {
   }
 
   /** Opens a session once: sets its state and the browser it is bound to. Null when unknown, already opened or expired. */
-  async start(tokenHash: Buffer, stateHash: Buffer, browserHash: Buffer, now: Date, stateExpiresAt: Date): Promise<ConnectSessionEntity | null> {
+  async start(
+    tokenHash: Buffer,
+    stateHash: Buffer,
+    browserHash: Buffer,
+    now: Date,
+    stateExpiresAt: Date,
+  ): Promise<ConnectSessionEntity | null> {
     const rows = await this.updateReturning(
       `UPDATE connect_sessions SET started_at = $3, state_hash = $2, state_expires_at = $4, browser_hash = $5
         WHERE token_hash = $1 AND started_at IS NULL AND expires_at > $3 RETURNING *`,
@@ -23,7 +29,12 @@ export class ConnectSessionsRepository {
 
   /** Marks a session not yet opened as running in a popup; false when it was opened already. */
   async markPopup(id: string): Promise<boolean> {
-    const result = await this.repo.createQueryBuilder().update(ConnectSessionEntity).set({ display: 'popup' }).where('id = :id AND started_at IS NULL', { id }).execute();
+    const result = await this.repo
+      .createQueryBuilder()
+      .update(ConnectSessionEntity)
+      .set({ display: 'popup' })
+      .where('id = :id AND started_at IS NULL', { id })
+      .execute();
     return (result.affected ?? 0) === 1;
   }
 
@@ -53,7 +64,12 @@ export class ConnectSessionsRepository {
   }
 
   async deleteExpired(before: Date): Promise<number> {
-    const result = await this.repo.createQueryBuilder().delete().from(ConnectSessionEntity).where('expires_at < :before', { before }).execute();
+    const result = await this.repo
+      .createQueryBuilder()
+      .delete()
+      .from(ConnectSessionEntity)
+      .where('expires_at < :before', { before })
+      .execute();
     return result.affected ?? 0;
   }
 

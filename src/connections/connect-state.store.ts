@@ -8,7 +8,8 @@ import { sha256 } from '../common/hash.js';
 
 export const STATE_LIFETIME_MS = 10 * 60_000;
 const COOKIE_PREFIX = 'cws_connect_';
-const STATE_REFUSED = 'The OAuth state is unknown, was already used, or belongs to a connection started in another browser. Start the connection again.';
+const STATE_REFUSED =
+  'The OAuth state is unknown, was already used, or belongs to a connection started in another browser. Start the connection again.';
 
 /** What the connect flow hangs on the request for the state store and the strategy. */
 export interface ConnectRequest extends Request {
@@ -55,9 +56,16 @@ export class ConnectStateStore {
     const now = this.clock.now();
     this.sessions.start(tokenHash, sha256(state), sha256(binding), now, new Date(now.getTime() + STATE_LIFETIME_MS)).then(
       (session) => {
-        if (!session) return callback(new AppError('connect_session_expired', 'This connect link has expired or was already used. Ask for a new one.'));
+        if (!session)
+          return callback(new AppError('connect_session_expired', 'This connect link has expired or was already used. Ask for a new one.'));
         (req as ConnectRequest).connectSession = session;
-        res.cookie(cookieName(state), binding, { httpOnly: true, sameSite: 'lax', secure: this.secure, path: this.cookiePath, maxAge: STATE_LIFETIME_MS });
+        res.cookie(cookieName(state), binding, {
+          httpOnly: true,
+          sameSite: 'lax',
+          secure: this.secure,
+          path: this.cookiePath,
+          maxAge: STATE_LIFETIME_MS,
+        });
         callback(null, state);
       },
       (e: Error) => callback(e),

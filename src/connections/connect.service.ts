@@ -52,13 +52,15 @@ export class ConnectService {
     const tenant = await this.tenants.get(tenantId);
     const env = this.environments.get(tenant.environment);
     if (dto.kind === 'user' && !dto.userId) throw new AppError('validation_failed', 'userId is required for kind user.');
-    if (dto.kind === 'admin' && dto.userId !== undefined) throw new AppError('validation_failed', 'userId must not be given for kind admin.');
+    if (dto.kind === 'admin' && dto.userId !== undefined)
+      throw new AppError('validation_failed', 'userId must not be given for kind admin.');
     if (!tenant.allowedReturnUrls.some((allowed) => returnUrlAllowed(dto.returnUrl, allowed))) {
       throw new AppError('validation_failed', "returnUrl must start with one of the tenant's allowedReturnUrls.");
     }
     const scopes = dto.scopes ?? env.scopes;
     const outside = scopes.filter((s) => !env.scopes.includes(s));
-    if (outside.length) throw new AppError('validation_failed', `These scopes are not registered for the environment: ${outside.join(', ')}.`);
+    if (outside.length)
+      throw new AppError('validation_failed', `These scopes are not registered for the environment: ${outside.join(', ')}.`);
     if (new Set(scopes).size !== scopes.length) throw new AppError('validation_failed', 'scopes must not repeat.');
 
     const token = randomBytes(32).toString('base64url');
@@ -141,7 +143,8 @@ export class ConnectService {
       if (!session || e instanceof AppError) throw e;
       return redirectBack(res, session, { status: 'error', error: callbackErrorCode(e) });
     }
-    if (outcome.kind === 'fail') throw outcome.info instanceof AppError ? outcome.info : new AppError('connect_state_invalid', 'The OAuth state is not valid.');
+    if (outcome.kind === 'fail')
+      throw outcome.info instanceof AppError ? outcome.info : new AppError('connect_state_invalid', 'The OAuth state is not valid.');
     if (outcome.kind !== 'success') throw new Error('the callback step redirected unexpectedly');
 
     const { tokens, user, session } = outcome.result;
@@ -153,7 +156,13 @@ export class ConnectService {
 
   /** An admin connection must reach the admin-only webhook endpoints (spec section 1, rule 5). */
   private async checkAdmin(env: CwsEnvironment, tokens: TokenSet): Promise<boolean> {
-    const res = await this.upstream.resource(env, { method: 'GET', path: '/webhooks', headers: { accept: 'application/json' }, accessToken: tokens.accessToken, retry: true });
+    const res = await this.upstream.resource(env, {
+      method: 'GET',
+      path: '/webhooks',
+      headers: { accept: 'application/json' },
+      accessToken: tokens.accessToken,
+      retry: true,
+    });
     await res.body.dump();
     return res.status >= 200 && res.status < 300;
   }

@@ -7,8 +7,6 @@ import { ConnectionsService } from './connections.service.js';
 import { ConnectSessionResponseDto, CreateConnectSessionDto } from './dto/connect-session.dto.js';
 import { ConnectionPageDto, ConnectionResponseDto, ListConnectionsQueryDto, RenewalDto, RenewalHistoryDto } from './dto/connection.dto.js';
 
-
-
 @ApiTags('connections')
 @ApiBearerAuth()
 @Controller('v1/tenants/:tenantId')
@@ -28,7 +26,11 @@ export class ConnectionsController {
   }
 
   @Get('connections')
-  @ApiRoute('listConnections', "A page of the tenant's connections (never their tokens)", 'In creation order (stable); filters combine. Pass `next` back as `after` until it is null; an `after` this service did not give out is `validation_failed`.')
+  @ApiRoute(
+    'listConnections',
+    "A page of the tenant's connections (never their tokens)",
+    'In creation order (stable); filters combine. Pass `next` back as `after` until it is null; an `after` this service did not give out is `validation_failed`.',
+  )
   @ApiOkResponse({ type: ConnectionPageDto })
   @ApiErrors('validation_failed', 'unauthorized', 'tenant_not_found')
   async list(@Param('tenantId') tenantId: string, @Query() query: ListConnectionsQueryDto): Promise<ConnectionPageDto> {
@@ -46,7 +48,11 @@ export class ConnectionsController {
   }
 
   @Get('connections/:connectionId/renewals')
-  @ApiRoute('listConnectionRenewals', "The connection's last 20 renewals", 'Each renewal that ran (scheduled, on demand or forced): when it ended, its outcome, its error code and how long it took; newest first.')
+  @ApiRoute(
+    'listConnectionRenewals',
+    "The connection's last 20 renewals",
+    'Each renewal that ran (scheduled, on demand or forced): when it ended, its outcome, its error code and how long it took; newest first.',
+  )
   @ApiOkResponse({ type: RenewalHistoryDto })
   @ApiErrors('unauthorized', 'tenant_not_found', 'connection_not_found')
   async renewals(@Param('tenantId') tenantId: string, @Param('connectionId', connectionIdPipe) id: string): Promise<RenewalHistoryDto> {

@@ -28,7 +28,10 @@ export interface ConnectedFields extends RenewedFields {
  * The columns a renewal reads: enough to decide, call, commit and hand out a token. The scheduler claims
  * thousands of rows a second, so it does not parse the columns nobody reads (dates, scopes JSON).
  */
-export type RenewalRow = Pick<ConnectionEntity, 'id' | 'tenantId' | 'status' | 'version' | 'accessTokenEnc' | 'refreshTokenEnc' | 'accessTokenExpiresAt' | 'refreshFailures'>;
+export type RenewalRow = Pick<
+  ConnectionEntity,
+  'id' | 'tenantId' | 'status' | 'version' | 'accessTokenEnc' | 'refreshTokenEnc' | 'accessTokenExpiresAt' | 'refreshFailures'
+>;
 
 /** A connection whose renewal lease this instance holds, with its tenant's environment (for the token call). */
 export interface LeasedConnection {
@@ -145,7 +148,12 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
    * ix_connections_tenant_created, so the cost of a page does not grow with its depth. Answers `limit + 1`
    * rows at most, each with the position that a page starting after it needs.
    */
-  async listPage(tenantId: string, filter: ConnectionFilter, after: PagePosition | null, limit: number): Promise<Array<ConnectionWithHealth & { position: PagePosition }>> {
+  async listPage(
+    tenantId: string,
+    filter: ConnectionFilter,
+    after: PagePosition | null,
+    limit: number,
+  ): Promise<Array<ConnectionWithHealth & { position: PagePosition }>> {
     const q = this.repo
       .createQueryBuilder('c')
       .leftJoin('connection_health', 'h', 'h.connection_id = c.id')
@@ -153,7 +161,11 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
       .addSelect('h.last_error_at', 'health_at')
       .addSelect(`to_char(c.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`, 'position_at')
       .where('c.tenant_id = :tenantId', { tenantId });
-    if (after) q.andWhere('(c.created_at, c.id) > (CAST(:afterAt AS timestamptz), CAST(:afterId AS uuid))', { afterAt: after.createdAt, afterId: after.id });
+    if (after)
+      q.andWhere('(c.created_at, c.id) > (CAST(:afterAt AS timestamptz), CAST(:afterId AS uuid))', {
+        afterAt: after.createdAt,
+        afterId: after.id,
+      });
     // A user id names a user connection: saying so lets the planner use the unique (tenant_id, user_id) index.
     if (filter.userId !== undefined) q.andWhere(`c.kind = 'user' AND c.user_id = :userId`, { userId: filter.userId });
     if (filter.kind) q.andWhere('c.kind = :kind', { kind: filter.kind });
@@ -173,7 +185,9 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
   async getWithHealth(tenantId: string, id: string): Promise<ConnectionWithHealth | null> {
     const connection = await this.getById(tenantId, id);
     if (!connection) return null;
-    const rows = (await this.db.query(`SELECT last_error_code, last_error_at FROM connection_health WHERE connection_id = $1`, [id])) as Array<{
+    const rows = (await this.db.query(`SELECT last_error_code, last_error_at FROM connection_health WHERE connection_id = $1`, [
+      id,
+    ])) as Array<{
       last_error_code: string | null;
       last_error_at: Date | null;
     }>;
@@ -187,10 +201,20 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
          FROM connections c LEFT JOIN connection_health h ON h.connection_id = c.id
         WHERE c.tenant_id = $1 AND c.id = $2`,
       [tenantId, id],
-    )) as Array<{ renewal_at: Date[] | null; renewal_outcome: RenewalOutcome[] | null; renewal_error: Array<string | null> | null; renewal_ms: number[] | null }>;
+    )) as Array<{
+      renewal_at: Date[] | null;
+      renewal_outcome: RenewalOutcome[] | null;
+      renewal_error: Array<string | null> | null;
+      renewal_ms: number[] | null;
+    }>;
     if (rows.length === 0) return null;
     const r = rows[0];
-    return (r.renewal_at ?? []).map((at, i) => ({ at, outcome: r.renewal_outcome![i], error: r.renewal_error![i] ?? null, durationMs: r.renewal_ms![i] }));
+    return (r.renewal_at ?? []).map((at, i) => ({
+      at,
+      outcome: r.renewal_outcome![i],
+      error: r.renewal_error![i] ?? null,
+      durationMs: r.renewal_ms![i],
+    }));
   }
 
   /**
@@ -282,13 +306,35 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
   }
 
   /** Inserts a new connection; false when one for the same owner appeared meanwhile. */
-  async insert(manager: EntityManager, tenantId: string, id: string, kind: ConnectionKind, userId: string | null, f: ConnectedFields): Promise<boolean> {
+  async insert(
+    manager: EntityManager,
+    tenantId: string,
+    id: string,
+    kind: ConnectionKind,
+    userId: string | null,
+    f: ConnectedFields,
+  ): Promise<boolean> {
     const rows = (await manager.query(
       `INSERT INTO connections (id, tenant_id, kind, user_id, upstream_user_id, upstream_email, upstream_username, is_admin, status, scopes,
                                 access_token_enc, refresh_token_enc, access_token_expires_at, refresh_due_at, last_refreshed_at, created_at, updated_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'active', $9::jsonb, $10, $11, $12, $13, NULL, $14, $14)
        ON CONFLICT DO NOTHING RETURNING id`,
-      [id, tenantId, kind, userId, f.upstreamUserId, f.upstreamEmail, f.upstreamUsername, f.isAdmin, JSON.stringify(f.scopes), f.accessTokenEnc, f.refreshTokenEnc, f.accessTokenExpiresAt, f.refreshDueAt, f.now],
+      [
+        id,
+        tenantId,
+        kind,
+        userId,
+        f.upstreamUserId,
+        f.upstreamEmail,
+        f.upstreamUsername,
+        f.isAdmin,
+        JSON.stringify(f.scopes),
+        f.accessTokenEnc,
+        f.refreshTokenEnc,
+        f.accessTokenExpiresAt,
+        f.refreshDueAt,
+        f.now,
+      ],
     )) as Array<{ id: string }>;
     return rows.length === 1;
   }
@@ -300,21 +346,42 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
               scopes = $6::jsonb, access_token_enc = $7, refresh_token_enc = $8, access_token_expires_at = $9, refresh_due_at = $10,
               refresh_failures = 0, version = version + 1, lease_owner = NULL, lease_until = NULL, updated_at = $11
         WHERE id = $1`,
-      [id, f.upstreamUserId, f.upstreamEmail, f.upstreamUsername, f.isAdmin, JSON.stringify(f.scopes), f.accessTokenEnc, f.refreshTokenEnc, f.accessTokenExpiresAt, f.refreshDueAt, f.now],
+      [
+        id,
+        f.upstreamUserId,
+        f.upstreamEmail,
+        f.upstreamUsername,
+        f.isAdmin,
+        JSON.stringify(f.scopes),
+        f.accessTokenEnc,
+        f.refreshTokenEnc,
+        f.accessTokenExpiresAt,
+        f.refreshDueAt,
+        f.now,
+      ],
     );
     // The user connected again: whatever failed before is over (the history keeps it).
-    await manager.query(`UPDATE connection_health SET last_error_code = NULL, last_error_at = NULL WHERE connection_id = $1 AND last_error_code IS NOT NULL`, [id]);
+    await manager.query(
+      `UPDATE connection_health SET last_error_code = NULL, last_error_at = NULL WHERE connection_id = $1 AND last_error_code IS NOT NULL`,
+      [id],
+    );
   }
 
   /** Deletes the row and with it both sealed tokens. */
   async delete(manager: EntityManager, tenantId: string, id: string): Promise<ConnectionEntity | null> {
-    const [rows] = (await manager.query(`DELETE FROM connections WHERE tenant_id = $1 AND id = $2 RETURNING id, kind, user_id, upstream_user_id`, [tenantId, id])) as [
-      Array<{ id: string; kind: ConnectionKind; user_id: string | null; upstream_user_id: string }>,
-      number,
-    ];
+    const [rows] = (await manager.query(
+      `DELETE FROM connections WHERE tenant_id = $1 AND id = $2 RETURNING id, kind, user_id, upstream_user_id`,
+      [tenantId, id],
+    )) as [Array<{ id: string; kind: ConnectionKind; user_id: string | null; upstream_user_id: string }>, number];
     const row = rows[0];
     if (!row) return null;
-    return Object.assign(new ConnectionEntity(), { id: row.id, tenantId, kind: row.kind, userId: row.user_id, upstreamUserId: row.upstream_user_id });
+    return Object.assign(new ConnectionEntity(), {
+      id: row.id,
+      tenantId,
+      kind: row.kind,
+      userId: row.user_id,
+      upstreamUserId: row.upstream_user_id,
+    });
   }
 
   // ---- Renewal. Leases and due times are compared with the database's now(), so that instances with
@@ -386,7 +453,8 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
           for (const c of batch) byTenant.set(c.tenantId, [...(byTenant.get(c.tenantId) ?? []), c.id]);
           const messages: string[] = [];
           for (const [tenant, ids] of byTenant) {
-            for (let i = 0; i < ids.length; i += IDS_PER_NOTIFICATION) messages.push(`connections:${tenant}:${ids.slice(i, i + IDS_PER_NOTIFICATION).join(',')}`);
+            for (let i = 0; i < ids.length; i += IDS_PER_NOTIFICATION)
+              messages.push(`connections:${tenant}:${ids.slice(i, i + IDS_PER_NOTIFICATION).join(',')}`);
           }
           await this.query(`SELECT pg_notify('cws_changes', m) FROM unnest($1::text[]) AS m`, [messages]).catch(() => undefined);
         }
@@ -481,14 +549,24 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
 
   async releaseLeases(ids: string[], owner: string): Promise<void> {
     if (ids.length === 0) return;
-    await this.query(`UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = ANY($1::uuid[]) AND lease_owner = $2`, [ids, owner]);
+    await this.query(`UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = ANY($1::uuid[]) AND lease_owner = $2`, [
+      ids,
+      owner,
+    ]);
   }
 
   /**
    * The upstream refused the refresh token: the connection needs its user again. The version moves too, so
    * that waiters and caches see the change. Part of the caller's transaction (the event commits with it).
    */
-  async markReauthRequired(m: EntityManager, id: string, owner: string, version: number, reason: string, now: Date): Promise<ConnectionEntity | null> {
+  async markReauthRequired(
+    m: EntityManager,
+    id: string,
+    owner: string,
+    version: number,
+    reason: string,
+    now: Date,
+  ): Promise<ConnectionEntity | null> {
     const [rows] = (await m.query(
       `UPDATE connections SET status = 'reauth_required', status_reason = $4, refresh_due_at = NULL, version = version + 1,
               lease_owner = NULL, lease_until = NULL, updated_at = $5
@@ -539,7 +617,15 @@ function lastErrorOf(code: string | null, at: Date | null): LastError | null {
 async function runSave(run: (q: pg.QueryConfig) => Promise<{ rows: Row[] }>, owner: string, items: RenewedItem[]): Promise<Set<string>> {
   const sorted = items.length > 1 ? [...items].sort((x, y) => (x.id < y.id ? -1 : 1)) : items;
   const n = sorted.length;
-  const [ids, versions, ats, rts, exps, dues, nows] = [new Array<string>(n), new Array<number>(n), new Array<string>(n), new Array<string>(n), new Array<number>(n), new Array<number>(n), new Array<number>(n)];
+  const [ids, versions, ats, rts, exps, dues, nows] = [
+    new Array<string>(n),
+    new Array<number>(n),
+    new Array<string>(n),
+    new Array<string>(n),
+    new Array<number>(n),
+    new Array<number>(n),
+    new Array<number>(n),
+  ];
   for (let k = 0; k < n; k++) {
     const i = sorted[k];
     ids[k] = i.id;
@@ -551,7 +637,11 @@ async function runSave(run: (q: pg.QueryConfig) => Promise<{ rows: Row[] }>, own
     dues[k] = i.refreshDueAt.getTime();
     nows[k] = i.now.getTime();
   }
-  const { rows } = await run({ name: 'cws_refresh_save', text: SAVE_RENEWED_SQL, values: [owner, ids, versions, ats, rts, exps, dues, nows] });
+  const { rows } = await run({
+    name: 'cws_refresh_save',
+    text: SAVE_RENEWED_SQL,
+    values: [owner, ids, versions, ats, rts, exps, dues, nows],
+  });
   return new Set(rows.map((r) => r.id as string));
 }
 

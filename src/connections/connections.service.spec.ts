@@ -25,7 +25,9 @@ describe('connection cursors', () => {
     const text = Buffer.from(cursor, 'base64url').toString('utf8');
     const altered = [text.replace('123456', '123457'), text.replace('3f1c', '3f1d'), text.replace('c1|', 'c2|'), `${text}x`];
     expect(codeOf(() => decodeConnectionCursor('beta', cursor))).toBe('validation_failed');
-    for (const t of altered) expect(codeOf(() => decodeConnectionCursor('acme', Buffer.from(t).toString('base64url')))).toBe('validation_failed');
-    for (const g of ['', 'abc', '!!!', cursor.slice(1), `${cursor}A`]) expect(codeOf(() => decodeConnectionCursor('acme', g))).toBe('validation_failed');
+    for (const t of altered)
+      expect(codeOf(() => decodeConnectionCursor('acme', Buffer.from(t).toString('base64url')))).toBe('validation_failed');
+    for (const g of ['', 'abc', '!!!', cursor.slice(1), `${cursor}A`])
+      expect(codeOf(() => decodeConnectionCursor('acme', g))).toBe('validation_failed');
   });
 });

@@ -60,7 +60,10 @@ export class ConnectionsService {
     const deleted = await this.repo.transaction(async (m) => {
       const gone = await this.repo.delete(m, tenantId, id);
       if (gone) {
-        await this.events.record({ tenantId, source: 'service', type: 'connection.deleted', payload: eventPayload('connection.deleted', gone) }, m);
+        await this.events.record(
+          { tenantId, source: 'service', type: 'connection.deleted', payload: eventPayload('connection.deleted', gone) },
+          m,
+        );
       }
       return gone;
     });
@@ -75,7 +78,16 @@ export class ConnectionsService {
   markReauthRequired(id: string, owner: string, version: number, reason: string): Promise<ConnectionEntity | null> {
     return this.repo.transaction(async (m) => {
       const c = await this.repo.markReauthRequired(m, id, owner, version, reason, this.clock.now());
-      if (c) await this.events.record({ tenantId: c.tenantId, source: 'service', type: 'connection.reauth_required', payload: eventPayload('connection.reauth_required', c) }, m);
+      if (c)
+        await this.events.record(
+          {
+            tenantId: c.tenantId,
+            source: 'service',
+            type: 'connection.reauth_required',
+            payload: eventPayload('connection.reauth_required', c),
+          },
+          m,
+        );
       return c;
     });
   }
@@ -101,7 +113,15 @@ export class ConnectionsService {
         const id = randomUUID();
         if (await this.repo.insert(m, session.tenantId, id, session.kind, session.userId, fieldsFor(id))) {
           const created = { id, tenantId: session.tenantId, kind: session.kind, userId: session.userId, upstreamUserId: user.id };
-          await this.events.record({ tenantId: session.tenantId, source: 'service', type: 'connection.created', payload: eventPayload('connection.created', created) }, m);
+          await this.events.record(
+            {
+              tenantId: session.tenantId,
+              source: 'service',
+              type: 'connection.created',
+              payload: eventPayload('connection.created', created),
+            },
+            m,
+          );
           return id;
         }
         existing = await this.repo.findOwner(session.tenantId, session.kind, session.userId, m);
@@ -109,14 +129,25 @@ export class ConnectionsService {
       }
       await this.repo.replaceTokens(m, existing.id, fieldsFor(existing.id));
       if (existing.status === 'reauth_required') {
-        await this.events.record({ tenantId: session.tenantId, source: 'service', type: 'connection.recovered', payload: eventPayload('connection.recovered', existing) }, m);
+        await this.events.record(
+          {
+            tenantId: session.tenantId,
+            source: 'service',
+            type: 'connection.recovered',
+            payload: eventPayload('connection.recovered', existing),
+          },
+          m,
+        );
       }
       return existing.id;
     });
   }
 }
 
-function eventPayload(type: string, c: Pick<ConnectionEntity, 'id' | 'tenantId' | 'kind' | 'userId' | 'upstreamUserId'> & { statusReason?: string | null }) {
+function eventPayload(
+  type: string,
+  c: Pick<ConnectionEntity, 'id' | 'tenantId' | 'kind' | 'userId' | 'upstreamUserId'> & { statusReason?: string | null },
+) {
   return {
     type,
     connectionId: c.id,
@@ -138,7 +169,8 @@ export interface ConnectionListQuery extends ConnectionFilter {
 }
 
 const CURSOR_VERSION = 'c1';
-const CURSOR_TEXT = /^c1\|(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z)\|([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\|([A-Za-z0-9_-]{16})$/;
+const CURSOR_TEXT =
+  /^c1\|(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z)\|([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\|([A-Za-z0-9_-]{16})$/;
 
 /**
  * The `next` cursor: the position of a page's last row, with a check value over it and the tenant. It is
@@ -153,7 +185,13 @@ export function decodeConnectionCursor(tenantId: string, cursor: string): PagePo
   const text = /^[A-Za-z0-9_-]{1,200}$/.test(cursor) ? Buffer.from(cursor, 'base64url').toString('utf8') : '';
   const m = CURSOR_TEXT.exec(text);
   const position = m ? { createdAt: m[1], id: m[2] } : null;
-  if (!m || !position || m[3] !== cursorCheck(tenantId, position) || encodeConnectionCursor(tenantId, position) !== cursor || Number.isNaN(Date.parse(position.createdAt))) {
+  if (
+    !m ||
+    !position ||
+    m[3] !== cursorCheck(tenantId, position) ||
+    encodeConnectionCursor(tenantId, position) !== cursor ||
+    Number.isNaN(Date.parse(position.createdAt))
+  ) {
     throw new AppError('validation_failed', 'after is not a cursor this service gave out for this listing.');
   }
   return position;

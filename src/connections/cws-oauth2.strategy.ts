@@ -29,7 +29,10 @@ export function strategyName(env: CwsEnvironment): string {
  * code exchange is handed to the UpstreamClient (JSON, client credentials in the body or a Basic
  * header per environment). /userinfo is read the same way. This file is the only such override.
  */
-export function createCwsStrategy(env: CwsEnvironment, deps: { publicUrl: string; upstream: UpstreamClient; stateStore: ConnectStateStore; passport: PassportInstance }): OAuth2Strategy {
+export function createCwsStrategy(
+  env: CwsEnvironment,
+  deps: { publicUrl: string; upstream: UpstreamClient; stateStore: ConnectStateStore; passport: PassportInstance },
+): OAuth2Strategy {
   class CwsOAuth2Strategy extends PassportStrategy(OAuth2Strategy, strategyName(env), 6) {
     constructor() {
       const options: StrategyOptionsWithRequest = {
@@ -44,7 +47,11 @@ export function createCwsStrategy(env: CwsEnvironment, deps: { publicUrl: string
       };
       super(options);
       const callbackUrl = `${deps.publicUrl}/oauth/callback`;
-      this._oauth2.getOAuthAccessToken = (code: string, params: Record<string, string> | oauth2tokenCallback, maybeCallback?: oauth2tokenCallback) => {
+      this._oauth2.getOAuthAccessToken = (
+        code: string,
+        params: Record<string, string> | oauth2tokenCallback,
+        maybeCallback?: oauth2tokenCallback,
+      ) => {
         const callback = typeof params === 'function' ? params : maybeCallback;
         const redirectUri = typeof params === 'function' ? callbackUrl : (params.redirect_uri ?? callbackUrl);
         if (!callback) throw new Error('getOAuthAccessToken needs a callback');

@@ -22,9 +22,13 @@ export class ConsoleFiguresService {
 
   async summary(): Promise<ConsoleFiguresDto> {
     const [renewals, renewalTime, overdue, upstream, upstreamTime] = await Promise.all(
-      ['cws_refresh_total', 'cws_refresh_duration_seconds', 'cws_refresh_overdue_seconds', 'cws_upstream_requests_total', 'cws_upstream_request_duration_seconds'].map((name) =>
-        this.read(name),
-      ),
+      [
+        'cws_refresh_total',
+        'cws_refresh_duration_seconds',
+        'cws_refresh_overdue_seconds',
+        'cws_upstream_requests_total',
+        'cws_upstream_request_duration_seconds',
+      ].map((name) => this.read(name)),
     );
     return {
       instanceId: this.config.instanceId,

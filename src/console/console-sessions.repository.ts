@@ -21,7 +21,12 @@ export class ConsoleSessionsRepository {
   }
 
   async deleteExpired(before: Date): Promise<number> {
-    const result = await this.repo.createQueryBuilder().delete().from(ConsoleSessionEntity).where('expires_at <= :before', { before }).execute();
+    const result = await this.repo
+      .createQueryBuilder()
+      .delete()
+      .from(ConsoleSessionEntity)
+      .where('expires_at <= :before', { before })
+      .execute();
     return result.affected ?? 0;
   }
 }

@@ -12,7 +12,12 @@ const TOKEN = 'a'.repeat(43);
 
 describe('ConsoleSessionsService', () => {
   it('marks the cookie Secure when the service is reached over https, and scopes it to the service path', () => {
-    expect(service('https://connect.example.com').cookieOptions()).toMatchObject({ httpOnly: true, sameSite: 'strict', secure: true, path: '/' });
+    expect(service('https://connect.example.com').cookieOptions()).toMatchObject({
+      httpOnly: true,
+      sameSite: 'strict',
+      secure: true,
+      path: '/',
+    });
     expect(service('https://example.com/cws').cookieOptions()).toMatchObject({ secure: true, path: '/cws/' });
     expect(service('http://localhost:3000').cookieOptions()).toMatchObject({ secure: false, path: '/' });
   });
@@ -28,6 +33,8 @@ describe('ConsoleSessionsService', () => {
   it('refuses a request without the CSRF token before looking the session up', async () => {
     const s = service('http://localhost:3000');
     await expect(s.authorize(request({ cookie: `cws_console=${TOKEN}` }), false)).rejects.toMatchObject({ code: 'forbidden' });
-    await expect(s.authorize(request({ cookie: `cws_console=${TOKEN}`, 'x-csrf-token': 'nope' }), false)).rejects.toMatchObject({ code: 'forbidden' });
+    await expect(s.authorize(request({ cookie: `cws_console=${TOKEN}`, 'x-csrf-token': 'nope' }), false)).rejects.toMatchObject({
+      code: 'forbidden',
+    });
   });
 });

@@ -55,7 +55,9 @@ export class ConsoleSessionsService {
     await this.repo.deleteExpired(now);
     const token = randomBytes(32).toString('base64url');
     const expiresAt = new Date(now.getTime() + CONSOLE_SESSION_LIFETIME_MS);
-    await this.repo.insert(Object.assign(new ConsoleSessionEntity(), { id: randomUUID(), tokenHash: sha256(token), createdAt: now, expiresAt }));
+    await this.repo.insert(
+      Object.assign(new ConsoleSessionEntity(), { id: randomUUID(), tokenHash: sha256(token), createdAt: now, expiresAt }),
+    );
     return { token, csrfToken: csrfTokenFor(token), expiresAt };
   }
 
@@ -80,8 +82,10 @@ export class ConsoleSessionsService {
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
       throw new AppError('forbidden', `A console session needs its CSRF token in the ${CSRF_HEADER} header.`);
     }
-    if (!(await this.repo.findLive(sha256(token), this.clock.now()))) throw new AppError('unauthorized', 'The console session has ended: sign in again.');
-    if (showsSecret) throw new AppError('forbidden', 'This answer shows a secret once: call it with the operator key, not from the console.');
+    if (!(await this.repo.findLive(sha256(token), this.clock.now())))
+      throw new AppError('unauthorized', 'The console session has ended: sign in again.');
+    if (showsSecret)
+      throw new AppError('forbidden', 'This answer shows a secret once: call it with the operator key, not from the console.');
     return { kind: 'operator' };
   }
 

@@ -1,7 +1,16 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Req, Res, UnsupportedMediaTypeException } from '@nestjs/common';
-import { ApiBearerAuth, ApiCreatedResponse, ApiExcludeEndpoint, ApiNoContentResponse, ApiOkResponse, ApiOperation, ApiTags, ApiUnsupportedMediaTypeResponse } from '@nestjs/swagger';
+import {
+  ApiBearerAuth,
+  ApiCreatedResponse,
+  ApiExcludeEndpoint,
+  ApiNoContentResponse,
+  ApiOkResponse,
+  ApiOperation,
+  ApiTags,
+  ApiUnsupportedMediaTypeResponse,
+} from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { ApiErrors, ApiRoute, ErrorResponseDto } from '../common/api-docs.js';
 import { AppError } from '../common/app-error.js';
@@ -12,7 +21,8 @@ import { CONSOLE_COOKIE, ConsoleSessionsService } from './console-sessions.servi
 import { ConsoleService } from './console.service.js';
 import { ConsoleFiguresDto, ConsoleSessionDto, SignInDto } from './dto/console.dto.js';
 
-const CSRF_NOTE = 'Security: the `cws_console` session cookie with the session\'s CSRF token in `x-csrf-token`, or the operator key as a bearer.';
+const CSRF_NOTE =
+  "Security: the `cws_console` session cookie with the session's CSRF token in `x-csrf-token`, or the operator key as a bearer.";
 
 /** The operator console: its built page and files, signing in and out, and the figures at a glance. */
 @ApiTags('console')
@@ -48,7 +58,8 @@ export class ConsoleController {
   @ApiOperation({
     operationId: 'consoleSignIn',
     summary: 'Sign in to the console with the operator key',
-    description: 'Sets the HttpOnly `cws_console` session cookie. Only the operator key signs in (it is the credential, in the body); the body must be JSON.',
+    description:
+      'Sets the HttpOnly `cws_console` session cookie. Only the operator key signs in (it is the credential, in the body); the body must be JSON.',
     security: [],
   })
   @ApiCreatedResponse({ type: ConsoleSessionDto })

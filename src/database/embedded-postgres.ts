@@ -124,7 +124,9 @@ async function binariesFor(dataDir: string, runAs: RunAs | null): Promise<Binari
 
 function binaryError(path: string, runAs: RunAs | null, reason: string): Error {
   const who = runAs ? `the ${runAs.name} user` : 'this user';
-  return new Error(`the embedded PostgreSQL cannot run: ${path} cannot be executed by ${who} (${reason}); reinstall with \`npm ci\`, or set DATABASE_URL to use another PostgreSQL`);
+  return new Error(
+    `the embedded PostgreSQL cannot run: ${path} cannot be executed by ${who} (${reason}); reinstall with \`npm ci\`, or set DATABASE_URL to use another PostgreSQL`,
+  );
 }
 
 async function platformBinaries(): Promise<Binaries> {
@@ -134,7 +136,9 @@ async function platformBinaries(): Promise<Binaries> {
     const { postgres, initdb } = (await import(name)) as Binaries;
     return { postgres, initdb };
   } catch {
-    throw new Error(`the embedded PostgreSQL has no binaries for ${process.platform}-${process.arch} (${name} is not installed); set DATABASE_URL to use another PostgreSQL`);
+    throw new Error(
+      `the embedded PostgreSQL has no binaries for ${process.platform}-${process.arch} (${name} is not installed); set DATABASE_URL to use another PostgreSQL`,
+    );
   }
 }
 
@@ -197,7 +201,16 @@ async function initdb(bin: Binaries, dataDir: string, dir: string, password: str
   }
   try {
     // UTF-8 with PostgreSQL's own C.UTF-8 collation: the same cluster whatever the machine's locales.
-    const args = [`--pgdata=${dir}`, '--auth=scram-sha-256', '--username=postgres', `--pwfile=${pwfile}`, '--encoding=UTF8', '--locale=C', '--locale-provider=builtin', '--builtin-locale=C.UTF-8'];
+    const args = [
+      `--pgdata=${dir}`,
+      '--auth=scram-sha-256',
+      '--username=postgres',
+      `--pwfile=${pwfile}`,
+      '--encoding=UTF8',
+      '--locale=C',
+      '--locale-provider=builtin',
+      '--builtin-locale=C.UTF-8',
+    ];
     await run(bin.initdb, args, runAs);
   } finally {
     rmSync(pwfile, { force: true });
@@ -209,10 +222,17 @@ function run(file: string, args: string[], runAs: RunAs | null): Promise<void> {
     const child = spawn(file, args, { ...ids(runAs), env: { ...process.env, LC_ALL: 'C' }, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.once('error', (e: NodeJS.ErrnoException) => reject(new Error(`the embedded PostgreSQL's ${file} could not run (${e.code ?? e.message})`)));
+    child.once('error', (e: NodeJS.ErrnoException) =>
+      reject(new Error(`the embedded PostgreSQL's ${file} could not run (${e.code ?? e.message})`)),
+    );
     child.once('close', (code, signal) => {
       if (code === 0) resolve();
-      else reject(new Error(`the embedded PostgreSQL's ${file} failed (${signal ?? `exit code ${code}`})${stderr.trim() ? `: ${lastLine(stderr)}` : ''}`));
+      else
+        reject(
+          new Error(
+            `the embedded PostgreSQL's ${file} failed (${signal ?? `exit code ${code}`})${stderr.trim() ? `: ${lastLine(stderr)}` : ''}`,
+          ),
+        );
     });
   });
 }
@@ -289,12 +309,20 @@ function postgresUser(): RunAs {
   if (found) return found;
   try {
     execFileSync('groupadd', ['--system', '-f', 'postgres'], { stdio: 'ignore' });
-    execFileSync('useradd', ['--system', '--gid', 'postgres', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres'], { stdio: 'ignore' });
+    execFileSync('useradd', ['--system', '--gid', 'postgres', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres'], {
+      stdio: 'ignore',
+    });
   } catch (e) {
-    throw new Error(`the embedded PostgreSQL runs as the postgres user when started as root, and that user could not be created (${(e as Error).message}); create it, or set DATABASE_URL`, { cause: e });
+    throw new Error(
+      `the embedded PostgreSQL runs as the postgres user when started as root, and that user could not be created (${(e as Error).message}); create it, or set DATABASE_URL`,
+      { cause: e },
+    );
   }
   const created = lookup();
-  if (!created) throw new Error('the embedded PostgreSQL runs as the postgres user when started as root, and that user could not be found after creating it; set DATABASE_URL');
+  if (!created)
+    throw new Error(
+      'the embedded PostgreSQL runs as the postgres user when started as root, and that user could not be found after creating it; set DATABASE_URL',
+    );
   return created;
 }
 
@@ -308,7 +336,9 @@ function ensureTraversable(dataDir: string): void {
   if ((mode & 0o001) === 0) chmodSync(dataDir, (mode & 0o7777) | 0o011);
   for (let d = dirname(dataDir); d !== dirname(d); d = dirname(d)) {
     if ((statSync(d).mode & 0o001) === 0) {
-      throw new Error(`DATA_DIR: the embedded PostgreSQL runs as the postgres user, which cannot enter ${d}; unset DATA_DIR (the default is chosen where it can), choose one outside ${d}, or set DATABASE_URL`);
+      throw new Error(
+        `DATA_DIR: the embedded PostgreSQL runs as the postgres user, which cannot enter ${d}; unset DATA_DIR (the default is chosen where it can), choose one outside ${d}, or set DATABASE_URL`,
+      );
     }
   }
 }
@@ -332,7 +362,9 @@ async function stopOrphan(dir: string, log: (msg: string) => void): Promise<void
   }
   const parent = parentOf(pid);
   if (parent !== null && parent !== 1 && alive(parent) && parent !== process.pid) {
-    throw new Error(`the embedded PostgreSQL in ${dir} is in use by another running process (postgres pid ${pid}, parent ${parent}); stop it or use another DATA_DIR`);
+    throw new Error(
+      `the embedded PostgreSQL in ${dir} is in use by another running process (postgres pid ${pid}, parent ${parent}); stop it or use another DATA_DIR`,
+    );
   }
   log(`stopping an orphaned embedded PostgreSQL (pid ${pid}) left by an earlier unclean stop`);
   process.kill(pid, 'SIGINT');

@@ -7,7 +7,13 @@ import { MIGRATIONS } from './migrations.js';
  * them, and the late ones find nothing left to do.
  */
 export async function runMigrations(databaseUrl: string): Promise<string[]> {
-  const ds = new DataSource({ type: 'postgres', url: databaseUrl, migrations: MIGRATIONS, migrationsTableName: 'migrations', extra: { max: 2 } });
+  const ds = new DataSource({
+    type: 'postgres',
+    url: databaseUrl,
+    migrations: MIGRATIONS,
+    migrationsTableName: 'migrations',
+    extra: { max: 2 },
+  });
   await ds.initialize();
   try {
     const applied = await withAdvisoryLock(ds, LOCKS.migrations, () => ds.runMigrations({ transaction: 'each' }));

@@ -88,7 +88,13 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
     });
     // pg-boss's own retries only cover a job that threw (database trouble) or expired with a killed
     // instance; delivery failures are counted in the events table and scheduled by us.
-    const queueOptions = { name: DELIVERY_QUEUE, retryLimit: 100_000, retryDelay: 1, retryBackoff: true, expireInSeconds: events.jobExpireSeconds };
+    const queueOptions = {
+      name: DELIVERY_QUEUE,
+      retryLimit: 100_000,
+      retryDelay: 1,
+      retryBackoff: true,
+      expireInSeconds: events.jobExpireSeconds,
+    };
     await this.events.withQueueSetupLock(async () => {
       await boss.start();
       if (!(await boss.getQueue(DELIVERY_QUEUE))) await boss.createQueue(DELIVERY_QUEUE, queueOptions);
@@ -96,8 +102,10 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
     this.boss = boss;
     for (let i = 0; i < WORKERS; i++) {
       this.workerIds.push(
-        await boss.work<DeliveryJob>(DELIVERY_QUEUE, { batchSize: events.batchSize, pollingIntervalSeconds: events.pollIntervalMs / 1000 }, (jobs) =>
-          Promise.all(jobs.map((job) => this.deliver(job.data))).then(() => undefined),
+        await boss.work<DeliveryJob>(
+          DELIVERY_QUEUE,
+          { batchSize: events.batchSize, pollingIntervalSeconds: events.pollIntervalMs / 1000 },
+          (jobs) => Promise.all(jobs.map((job) => this.deliver(job.data))).then(() => undefined),
         ),
       );
     }
@@ -149,7 +157,11 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
   private async enqueue(rows: UnqueuedEvent[], sql: SqlExecutor): Promise<void> {
     if (!this.boss) throw new Error('pg-boss is not started');
     await this.boss.insert(
-      rows.map((r) => ({ name: DELIVERY_QUEUE, data: { eventId: r.id, attempt: r.attempt } satisfies DeliveryJob, ...(r.notBefore ? { startAfter: r.notBefore } : {}) })),
+      rows.map((r) => ({
+        name: DELIVERY_QUEUE,
+        data: { eventId: r.id, attempt: r.attempt } satisfies DeliveryJob,
+        ...(r.notBefore ? { startAfter: r.notBefore } : {}),
+      })),
       { db: sql },
     );
   }
@@ -171,7 +183,12 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
       return;
     }
     const outcome = await this.post(target, this.tenants.signingSecretsOf(tenant), event);
-    await this.events.recordAttempt(event.id, { at: this.clock.now(), status: outcome.status, durationMs: outcome.durationMs, error: outcome.error });
+    await this.events.recordAttempt(event.id, {
+      at: this.clock.now(),
+      status: outcome.status,
+      durationMs: outcome.durationMs,
+      error: outcome.error,
+    });
     if (outcome.ok) {
       await this.events.markDelivered(event.id, job.attempt);
       return;
@@ -181,7 +198,10 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
       // The partner says this target is gone for good: stop sending anything there until it sets one again.
       await this.tenants.disableEventsTarget(event.tenantId, target);
       await this.events.markDead(event.id, job.attempt, error);
-      this.logger.warn({ eventId: event.id, tenantId: event.tenantId }, 'the events target answered 410 Gone: delivery to it is disabled until eventsTargetUrl is set again');
+      this.logger.warn(
+        { eventId: event.id, tenantId: event.tenantId },
+        'the events target answered 410 Gone: delivery to it is disabled until eventsTargetUrl is set again',
+      );
       return;
     }
     const now = this.clock.now().getTime();
@@ -191,10 +211,16 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
       return;
     }
     // Retry-After is a floor the target asked for; the backoff still applies when it asks for less.
-    const delay = Math.max(retryDelayMs(job.attempt + 1, this.config.events.retryBaseMs, this.config.events.retryMaxMs), outcome.retryAfterMs ?? 0);
+    const delay = Math.max(
+      retryDelayMs(job.attempt + 1, this.config.events.retryBaseMs, this.config.events.retryMaxMs),
+      outcome.retryAfterMs ?? 0,
+    );
     const next = new Date(now + delay);
     await this.events.recordFailure(event.id, job.attempt, error, next, async (sql) => {
-      await this.boss?.insert([{ name: DELIVERY_QUEUE, data: { eventId: event.id, attempt: job.attempt + 1 } satisfies DeliveryJob, startAfter: next }], { db: sql });
+      await this.boss?.insert(
+        [{ name: DELIVERY_QUEUE, data: { eventId: event.id, attempt: job.attempt + 1 } satisfies DeliveryJob, startAfter: next }],
+        { db: sql },
+      );
     });
   }
 
@@ -203,9 +229,19 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
     const timestamp = Math.floor(this.clock.now().getTime() / 1000);
     const started = performance.now();
     const took = () => Math.round(performance.now() - started);
-    const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': 'cws-connect-webhooks/1', ...signDelivery(secrets, event.id, timestamp, body) };
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'user-agent': 'cws-connect-webhooks/1',
+      ...signDelivery(secrets, event.id, timestamp, body),
+    };
     // In the trace that received or created the event, so the partner can join its own to it.
-    const span = startClientSpan('POST event delivery', 'POST', originOf(target), { [ATTR.tenant]: event.tenantId, [ATTR.eventId]: event.id, [ATTR.eventType]: event.type }, contextOf(event.traceparent));
+    const span = startClientSpan(
+      'POST event delivery',
+      'POST',
+      originOf(target),
+      { [ATTR.tenant]: event.tenantId, [ATTR.eventId]: event.id, [ATTR.eventType]: event.type },
+      contextOf(event.traceparent),
+    );
     if (span !== null) injectTraceContext(span, headers);
     else if (event.traceparent !== null) headers.traceparent = event.traceparent;
     try {
@@ -220,7 +256,10 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
       const status = res.statusCode;
       endClientSpan(span, status);
       if (status >= 200 && status < 300) return { ok: true, status, error: null, durationMs: took(), retryAfterMs: null };
-      const retryAfterMs = status === 429 || status === 503 ? retryAfterMsOf(res.headers['retry-after'], this.clock.now().getTime(), this.config.events.retrySpanMs) : null;
+      const retryAfterMs =
+        status === 429 || status === 503
+          ? retryAfterMsOf(res.headers['retry-after'], this.clock.now().getTime(), this.config.events.retrySpanMs)
+          : null;
       return { ok: false, status, error: `http_${status}`, durationMs: took(), retryAfterMs };
     } catch (e) {
       endClientSpan(span, null, e);
@@ -270,7 +309,8 @@ function originOf(target: string): string {
 function networkError(e: unknown): string {
   const err = e as { code?: unknown; name?: unknown; cause?: { code?: unknown; name?: unknown } };
   const code = typeof err?.code === 'string' ? err.code : typeof err?.cause?.code === 'string' ? err.cause.code : '';
-  const timedOut = ['TimeoutError', 'AbortError'].includes(String(err?.name)) || String(err?.cause?.name) === 'TimeoutError' || /TIMEOUT/.test(code);
+  const timedOut =
+    ['TimeoutError', 'AbortError'].includes(String(err?.name)) || String(err?.cause?.name) === 'TimeoutError' || /TIMEOUT/.test(code);
   return timedOut ? 'timeout' : 'network';
 }
 

@@ -2,7 +2,16 @@ import { Body, Controller, Get, HttpCode, Param, Post, Query } from '@nestjs/com
 import { ApiAcceptedResponse, ApiBearerAuth, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
 import { uuidParam } from '../common/params.js';
-import { AttemptDto, AttemptsDto, EventDto, EventPageDto, ListEventsQueryDto, RedeliveredDto, RedeliverQueuedDto, RedeliverSinceDto } from './dto/event.dto.js';
+import {
+  AttemptDto,
+  AttemptsDto,
+  EventDto,
+  EventPageDto,
+  ListEventsQueryDto,
+  RedeliveredDto,
+  RedeliverQueuedDto,
+  RedeliverSinceDto,
+} from './dto/event.dto.js';
 import { EventsService, REDELIVER_MAX_PENDING, REDELIVER_PER_CALL } from './events.service.js';
 
 const eventIdPipe = uuidParam('event_not_found', 'No such event.');
@@ -15,7 +24,10 @@ export class EventsController {
 
   @Get()
   @ApiRoute('listEvents', "A page of the tenant's events", 'An `after` this service did not give out is `validation_failed`.')
-  @ApiOkResponse({ type: EventPageDto, description: 'Upstream deliveries and the service\'s own connection.* events, oldest first, with their delivery state.' })
+  @ApiOkResponse({
+    type: EventPageDto,
+    description: "Upstream deliveries and the service's own connection.* events, oldest first, with their delivery state.",
+  })
   @ApiErrors('validation_failed', 'unauthorized', 'tenant_not_found')
   async list(@Param('tenantId') tenantId: string, @Query() query: ListEventsQueryDto): Promise<EventPageDto> {
     const page = await this.events.list(tenantId, query.after, query.limit);
@@ -36,7 +48,11 @@ export class EventsController {
   }
 
   @Get(':eventId/attempts')
-  @ApiRoute('listEventAttempts', "An event's delivery attempts", 'When, the HTTP status, how long, and the error class of each attempt; never a body or a URL.')
+  @ApiRoute(
+    'listEventAttempts',
+    "An event's delivery attempts",
+    'When, the HTTP status, how long, and the error class of each attempt; never a body or a URL.',
+  )
   @ApiOkResponse({ type: AttemptsDto })
   @ApiErrors('unauthorized', 'tenant_not_found', 'event_not_found')
   async attempts(@Param('tenantId') tenantId: string, @Param('eventId', eventIdPipe) eventId: string): Promise<AttemptsDto> {
@@ -45,7 +61,11 @@ export class EventsController {
 
   @Post(':eventId/redeliver')
   @HttpCode(202)
-  @ApiRoute('redeliverEvent', 'Deliver one event again, under the same webhook-id', '`conflict` when the tenant has no eventsTargetUrl, or it is disabled after a 410 Gone.')
+  @ApiRoute(
+    'redeliverEvent',
+    'Deliver one event again, under the same webhook-id',
+    '`conflict` when the tenant has no eventsTargetUrl, or it is disabled after a 410 Gone.',
+  )
   @ApiAcceptedResponse({ type: RedeliveredDto })
   @ApiErrors('unauthorized', 'tenant_not_found', 'event_not_found', 'conflict')
   async redeliver(@Param('tenantId') tenantId: string, @Param('eventId', eventIdPipe) eventId: string): Promise<RedeliveredDto> {

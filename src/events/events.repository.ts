@@ -67,7 +67,9 @@ export class EventsRepository {
    */
   async record(event: NewEvent, manager?: EntityManager): Promise<void> {
     const id = randomUUID();
-    const stored = await this.insert(manager ?? this.db.manager, [{ ...event, id, traceparent: event.traceparent ?? currentTraceparent() }]);
+    const stored = await this.insert(manager ?? this.db.manager, [
+      { ...event, id, traceparent: event.traceparent ?? currentTraceparent() },
+    ]);
     if (!stored.has(id)) throw new Error('event for an unknown tenant');
   }
 
@@ -107,7 +109,11 @@ export class EventsRepository {
   }
 
   async listAfter(tenantId: string, afterSeq: number, limit: number): Promise<StoredEvent[]> {
-    const rows = (await this.db.query(`SELECT * FROM events WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, [tenantId, afterSeq, limit])) as Array<Record<string, unknown>>;
+    const rows = (await this.db.query(`SELECT * FROM events WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, [
+      tenantId,
+      afterSeq,
+      limit,
+    ])) as Array<Record<string, unknown>>;
     return rows.map(toEvent);
   }
 
@@ -152,7 +158,13 @@ export class EventsRepository {
    * Attempt `attempt` failed: counts it and, in the same transaction, lets `schedule` queue the next
    * attempt. Returns false (and schedules nothing) when another run already counted this attempt.
    */
-  async recordFailure(id: string, attempt: number, error: string, nextAttemptAt: Date, schedule: (sql: SqlExecutor) => Promise<void>): Promise<boolean> {
+  async recordFailure(
+    id: string,
+    attempt: number,
+    error: string,
+    nextAttemptAt: Date,
+    schedule: (sql: SqlExecutor) => Promise<void>,
+  ): Promise<boolean> {
     return this.db.transaction(async (m) => {
       const rows = (await m.query(
         `UPDATE events SET delivery_attempts = $2 + 1, last_delivery_error = $3, next_attempt_at = $4
@@ -176,7 +188,13 @@ export class EventsRepository {
 
   /** Keeps one delivery attempt in the event's attempts log. */
   async recordAttempt(eventId: string, a: DeliveryAttempt): Promise<void> {
-    await this.db.query(`INSERT INTO event_attempts (event_id, at, status, duration_ms, error) VALUES ($1, $2, $3, $4, $5)`, [eventId, a.at, a.status, a.durationMs, a.error]);
+    await this.db.query(`INSERT INTO event_attempts (event_id, at, status, duration_ms, error) VALUES ($1, $2, $3, $4, $5)`, [
+      eventId,
+      a.at,
+      a.status,
+      a.durationMs,
+      a.error,
+    ]);
   }
 
   /** The attempts of one of the tenant's events, oldest first; null when the tenant has no such event. */
@@ -189,7 +207,9 @@ export class EventsRepository {
       [tenantId, eventId],
     )) as Array<{ at: Date | null; status: number | null; duration_ms: number | null; error: string | null }>;
     if (rows.length === 0) return null;
-    return rows.filter((r) => r.at !== null).map((r) => ({ at: r.at!, status: r.status, durationMs: Number(r.duration_ms), error: r.error }));
+    return rows
+      .filter((r) => r.at !== null)
+      .map((r) => ({ at: r.at!, status: r.status, durationMs: Number(r.duration_ms), error: r.error }));
   }
 
   /**
@@ -215,11 +235,20 @@ export class EventsRepository {
    * two concurrent calls cannot both fill the same room. Answers how many were queued and how many matched
    * but did not fit.
    */
-  async redeliverSince(tenantId: string, since: Date, states: readonly DeliveryState[], max: number, maxPending: number): Promise<{ queued: number; left: number }> {
+  async redeliverSince(
+    tenantId: string,
+    since: Date,
+    states: readonly DeliveryState[],
+    max: number,
+    maxPending: number,
+  ): Promise<{ queued: number; left: number }> {
     return this.db.transaction(async (m) => {
       // Serialises bulk redeliveries of one tenant, so the room computed below is not spent twice.
       await m.query(`SELECT pg_advisory_xact_lock(hashtextextended('events-redeliver:' || $1, 0))`, [tenantId]);
-      const [{ pending }] = (await m.query(`SELECT count(*)::int AS pending FROM events WHERE tenant_id = $1 AND delivery_state = 'pending'`, [tenantId])) as Array<{ pending: number }>;
+      const [{ pending }] = (await m.query(
+        `SELECT count(*)::int AS pending FROM events WHERE tenant_id = $1 AND delivery_state = 'pending'`,
+        [tenantId],
+      )) as Array<{ pending: number }>;
       const room = Math.max(0, Math.min(max, maxPending - pending));
       const [{ matching }] = (await m.query(
         `SELECT count(*)::int AS matching FROM events WHERE tenant_id = $1 AND received_at >= $2 AND delivery_state = ANY($3::text[])`,
@@ -240,7 +269,10 @@ export class EventsRepository {
 
   /** The tenant's eventsTargetUrl was removed while the event waited. */
   async markNoTarget(id: string): Promise<void> {
-    await this.db.query(`UPDATE events SET delivery_state = 'no_target', next_attempt_at = NULL WHERE id = $1 AND delivery_state = 'pending'`, [id]);
+    await this.db.query(
+      `UPDATE events SET delivery_state = 'no_target', next_attempt_at = NULL WHERE id = $1 AND delivery_state = 'pending'`,
+      [id],
+    );
   }
 }
 
@@ -259,7 +291,9 @@ export interface SqlExecutor {
 function executorOf(m: EntityManager): SqlExecutor {
   const runner = m.queryRunner;
   if (!runner) throw new Error('a transaction manager without a query runner');
-  return { executeSql: async (text, values) => ({ rows: ((await runner.query(text, values, true)) as { records?: unknown[] }).records ?? [] }) };
+  return {
+    executeSql: async (text, values) => ({ rows: ((await runner.query(text, values, true)) as { records?: unknown[] }).records ?? [] }),
+  };
 }
 
 export function toEvent(r: Record<string, unknown>): StoredEvent {

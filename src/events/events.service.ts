@@ -54,14 +54,20 @@ export class EventsService {
   private async requireTarget(tenantId: string): Promise<void> {
     const tenant = await this.tenants.get(tenantId);
     if (!tenant.eventsTargetUrl) throw new AppError('conflict', 'The tenant has no eventsTargetUrl: there is nowhere to deliver to.');
-    if (tenant.eventsTargetDisabled) throw new AppError('conflict', 'The events target answered 410 Gone and is disabled: set eventsTargetUrl again first.');
+    if (tenant.eventsTargetDisabled)
+      throw new AppError('conflict', 'The events target answered 410 Gone and is disabled: set eventsTargetUrl again first.');
   }
 
   /** A page of the tenant's events in the order they were recorded; `next` continues after the last one. */
-  async list(tenantId: string, after: string | undefined, limit: string | undefined): Promise<{ events: StoredEvent[]; next: string | null }> {
+  async list(
+    tenantId: string,
+    after: string | undefined,
+    limit: string | undefined,
+  ): Promise<{ events: StoredEvent[]; next: string | null }> {
     const afterSeq = after === undefined ? 0 : decodeCursor(after);
     const size = limit === undefined ? DEFAULT_PAGE : Number(limit);
-    if (!Number.isInteger(size) || size < 1 || size > MAX_PAGE) throw new AppError('validation_failed', `limit must be an integer between 1 and ${MAX_PAGE}.`);
+    if (!Number.isInteger(size) || size < 1 || size > MAX_PAGE)
+      throw new AppError('validation_failed', `limit must be an integer between 1 and ${MAX_PAGE}.`);
     await this.tenants.get(tenantId);
     const events = await this.events.listAfter(tenantId, afterSeq, size);
     const last = events.at(-1);
@@ -76,7 +82,8 @@ export function encodeCursor(seq: number): string {
 export function decodeCursor(cursor: string): number {
   const text = /^[A-Za-z0-9_-]{1,40}$/.test(cursor) ? Buffer.from(cursor, 'base64url').toString('utf8') : '';
   const match = /^s(\d{1,15})$/.exec(text);
-  if (!match || encodeCursor(Number(match[1])) !== cursor) throw new AppError('validation_failed', 'after is not a cursor this service gave out.');
+  if (!match || encodeCursor(Number(match[1])) !== cursor)
+    throw new AppError('validation_failed', 'after is not a cursor this service gave out.');
   return Number(match[1]);
 }
 

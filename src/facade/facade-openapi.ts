@@ -30,7 +30,7 @@ function error(codes: string): Record<string, unknown> {
 
 function tokenText(route: FacadeRoute): string {
   if (route.token === 'by-path') {
-    return 'Calls the upstream path given after /proxy with the admin connection\'s token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream.';
+    return "Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream.";
   }
   const upstream = route.upstream === 'userinfo' ? '/userinfo (method: CWS_<ENV>_USERINFO_METHOD)' : `${route.method} ${route.path}`;
   return `Calls the upstream \`${upstream}\` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design \`admin\` uses its admin connection; any other design answers 400 \`user_id_required\`.`;
@@ -38,12 +38,24 @@ function tokenText(route: FacadeRoute): string {
 
 function operation(route: FacadeRoute, method: string): Operation {
   const params: Array<Record<string, unknown>> = [
-    { name: 'tenantId', in: 'path', required: true, description: 'The tenant (a tenant key may call only its own).', schema: { type: 'string' } },
+    {
+      name: 'tenantId',
+      in: 'path',
+      required: true,
+      description: 'The tenant (a tenant key may call only its own).',
+      schema: { type: 'string' },
+    },
   ];
   for (const [, name] of route.path.matchAll(/\{(\w+)\}/g)) {
     params.push(
       name === 'path'
-        ? { name, in: 'path', required: true, description: 'The upstream path (a plain relative path; see the operation).', schema: { type: 'string' } }
+        ? {
+            name,
+            in: 'path',
+            required: true,
+            description: 'The upstream path (a plain relative path; see the operation).',
+            schema: { type: 'string' },
+          }
         : { name, in: 'path', required: true, schema: { type: 'string' } },
     );
   }
@@ -62,13 +74,21 @@ function operation(route: FacadeRoute, method: string): Operation {
     security: [{ bearer: [] }],
     parameters: params,
     responses: {
-      [String(route.answer.status)]: { description: `${route.answer.description} From the upstream, passed through with \`x-upstream-status\`.` },
-      '400': error(route.token === 'by-path' ? '`user_id_required`, `invalid_path`, `validation_failed`' : '`user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter)'),
+      [String(route.answer.status)]: {
+        description: `${route.answer.description} From the upstream, passed through with \`x-upstream-status\`.`,
+      },
+      '400': error(
+        route.token === 'by-path'
+          ? '`user_id_required`, `invalid_path`, `validation_failed`'
+          : '`user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter)',
+      ),
       '401': error('`unauthorized` (no or bad API key)'),
       '404': error('`tenant_not_found`'),
       '409': error('`user_not_connected`, `admin_not_connected`, `reauth_required`'),
       '422': error('`environment_not_configured`'),
-      '429': error('`too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After)'),
+      '429': error(
+        '`too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After)',
+      ),
       '502': error('`upstream_unavailable` (the upstream could not be reached)'),
       '504': error('`upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS)'),
     },
@@ -100,6 +120,8 @@ export function facadePaths(): Record<string, Record<string, Operation>> {
 export function withFacadePaths(document: OpenAPIObject): OpenAPIObject {
   const paths = { ...document.paths };
   for (const [path, item] of Object.entries(facadePaths())) paths[path] = { ...paths[path], ...item };
-  const tags = document.tags?.some((t) => t.name === 'facade') ? document.tags : [...(document.tags ?? []), { name: 'facade', description: 'Upstream calls with the right token (API.md section 7).' }];
+  const tags = document.tags?.some((t) => t.name === 'facade')
+    ? document.tags
+    : [...(document.tags ?? []), { name: 'facade', description: 'Upstream calls with the right token (API.md section 7).' }];
   return { ...document, paths, tags };
 }

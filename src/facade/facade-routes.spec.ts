@@ -26,7 +26,11 @@ describe('the facade route table', () => {
       path: '/workflows/wf%201/approvals',
       query: '?a=b',
     });
-    expect(matchRoute('DELETE', '/v1/tenants/acme/proxy/webhooks/h1/?x').match).toMatchObject({ rest: 'webhooks/h1/', path: '/proxy/webhooks/h1/', query: '?x' });
+    expect(matchRoute('DELETE', '/v1/tenants/acme/proxy/webhooks/h1/?x').match).toMatchObject({
+      rest: 'webhooks/h1/',
+      path: '/proxy/webhooks/h1/',
+      query: '?x',
+    });
   });
 
   it('matches as Express did: letter case of literals, one trailing slash, HEAD with GET', () => {

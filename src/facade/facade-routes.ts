@@ -50,7 +50,10 @@ export const FACADE_ROUTES: readonly FacadeRoute[] = [
     upstream: 'same',
     streamed: [],
     summary: 'List the workflows the user may see',
-    answer: { status: 200, description: 'The workflows (query string passed through untouched); each carries versionNumber, lastModified and Author.' },
+    answer: {
+      status: 200,
+      description: 'The workflows (query string passed through untouched); each carries versionNumber, lastModified and Author.',
+    },
     log: 'errors',
   },
   {
@@ -187,7 +190,10 @@ export function matchRoute(method: string, url: string): { match: RouteMatch | n
     if (found === null) continue;
     const { route } = compiled;
     if (route.method === 'ANY' || route.method === method || (method === 'HEAD' && route.method === 'GET')) {
-      return { match: { route, tenantId, params: found.params, rest: found.rest, path, query: q < 0 ? '' : url.slice(q) }, pathMatched: true };
+      return {
+        match: { route, tenantId, params: found.params, rest: found.rest, path, query: q < 0 ? '' : url.slice(q) },
+        pathMatched: true,
+      };
     }
     pathMatched = true;
   }

@@ -40,6 +40,12 @@ describe('headers across the facade', () => {
       },
       401,
     );
-    expect(out).toEqual({ 'content-type': 'application/json', 'content-length': '2', 'www-authenticate': 'Bearer realm="cws"', etag: '"1"', 'x-upstream-status': '401' });
+    expect(out).toEqual({
+      'content-type': 'application/json',
+      'content-length': '2',
+      'www-authenticate': 'Bearer realm="cws"',
+      etag: '"1"',
+      'x-upstream-status': '401',
+    });
   });
 });

@@ -53,7 +53,10 @@ export class FacadeDoor {
       const release = this.limits.acquire(tenant.value, match.route.streamed.length > 0 && hasBody(req));
       if (release === null) {
         res.setHeader('retry-after', String(RETRY_AFTER_SECONDS));
-        throw new AppError('too_many_requests', 'This tenant has too many calls or uploads in flight; retry after the time in Retry-After.');
+        throw new AppError(
+          'too_many_requests',
+          'This tenant has too many calls or uploads in flight; retry after the time in Retry-After.',
+        );
       }
       res.once('close', release);
       await this.facade.forward(req, res, tenant.value, call);
@@ -67,7 +70,8 @@ export class FacadeDoor {
     }
     if (res.statusCode >= 400 && match.route.log === 'errors') {
       const level = accessLogLevel(res.statusCode);
-      if (level !== 'info') logger[level]({ req, res, route: match.route.id, responseTime: Math.round(performance.now() - started) }, 'request completed');
+      if (level !== 'info')
+        logger[level]({ req, res, route: match.route.id, responseTime: Math.round(performance.now() - started) }, 'request completed');
     }
   }
 }
@@ -163,7 +167,11 @@ export class FrontDoor {
 function answerError(req: IncomingMessage, res: ServerResponse, e: unknown, requestId: string): void {
   const { status, body, headers: extra } = errorBody(e, requestId);
   const json = JSON.stringify(body);
-  const headers: Record<string, string | number> = { ...extra, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(json) };
+  const headers: Record<string, string | number> = {
+    ...extra,
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(json),
+  };
   // Refused before its body was read: the rest of that body would be taken for the next request on the connection.
   if (hasBody(req) && !req.complete) headers.connection = 'close';
   res.writeHead(status, headers).end(json);

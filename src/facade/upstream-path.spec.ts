@@ -66,7 +66,13 @@ describe('the canonical upstream path', () => {
     expect(proxied('%77ebhooks/h1')).toEqual({ route: 'admin', path: '/%77ebhooks/h1' });
     expect(proxied('webhooksx')).toEqual({ route: 'user', path: '/webhooksx' });
     expect(proxied('workflows?step=Create&x=%2F..%2F')).toEqual({ route: 'user', path: '/workflows?step=Create&x=%2F..%2F' });
-    for (const rest of ['webhooks/x\\..\\..\\workflows', 'webhooks/..%2F..%2Fworkflows', 'x/..%2F..%2Fwebhooks', '..%2Fwebhooks', 'webhooks/%2e%2e/workflows']) {
+    for (const rest of [
+      'webhooks/x\\..\\..\\workflows',
+      'webhooks/..%2F..%2Fworkflows',
+      'x/..%2F..%2Fwebhooks',
+      '..%2Fwebhooks',
+      'webhooks/%2e%2e/workflows',
+    ]) {
       expect([rest, proxied(rest)]).toEqual([rest, 'invalid_path']);
     }
     expect(proxied('x%00')).toBe('invalid_path');

@@ -10,8 +10,7 @@
 
 export type PathVerdict =
   /** `segments`: the decoded segments of the canonical form (a trailing slash adds no segment). */
-  | { ok: true; segments: string[] }
-  | { ok: false; reason: 'nul' | 'not_plain' | 'outside_base' };
+  { ok: true; segments: string[] } | { ok: false; reason: 'nul' | 'not_plain' | 'outside_base' };
 
 /** A C0 control character or DEL (NUL included). */
 function hasControl(s: string): boolean {
@@ -65,7 +64,16 @@ function slowCheck(raw: string): PathVerdict {
 
 /** A decoded segment that needs no interpretation: no second layer of encoding, no control character, no separator. */
 function plainSegment(segment: string): boolean {
-  return segment !== '' && segment !== '.' && segment !== '..' && !segment.includes('%') && !segment.includes('\\') && !segment.includes('/') && !segment.includes('#') && !hasControl(segment);
+  return (
+    segment !== '' &&
+    segment !== '.' &&
+    segment !== '..' &&
+    !segment.includes('%') &&
+    !segment.includes('\\') &&
+    !segment.includes('/') &&
+    !segment.includes('#') &&
+    !hasControl(segment)
+  );
 }
 
 /** RFC 3986 5.2.4 on segments; null when `..` would climb above the base. Empty segments are dropped from the result. */
@@ -96,7 +104,8 @@ function decodeOrNull(s: string): string | null {
  * (`validation_failed`); a value that is not one plain segment could move the upstream path (`invalid_path`).
  */
 export function checkParam(raw: string): { ok: true; value: string } | { ok: false; reason: 'nul' | 'not_plain' } {
-  if (!raw.includes('%') && !raw.includes('\\') && !hasControl(raw) && raw !== '.' && raw !== '..' && raw !== '') return { ok: true, value: raw };
+  if (!raw.includes('%') && !raw.includes('\\') && !hasControl(raw) && raw !== '.' && raw !== '..' && raw !== '')
+    return { ok: true, value: raw };
   const value = decodeOrNull(raw);
   if (value !== null && hasNul(value)) return { ok: false, reason: 'nul' };
   if (hasNul(raw)) return { ok: false, reason: 'nul' };

@@ -54,7 +54,9 @@ export class HealthService implements OnModuleInit, OnModuleDestroy {
         async () => {
           const session = this.indicators.check('vault');
           const failing = this.vault.failingKeyIds();
-          return failing.length === 0 ? session.up() : session.down({ message: 'stored secrets do not open with VAULT_KEYS', keyIds: failing });
+          return failing.length === 0
+            ? session.up()
+            : session.down({ message: 'stored secrets do not open with VAULT_KEYS', keyIds: failing });
         },
       ]);
     } catch (e) {
@@ -69,7 +71,10 @@ export class HealthService implements OnModuleInit, OnModuleDestroy {
       await Promise.race([
         this.repo.ping(),
         new Promise((_, reject) => {
-          timer = setTimeout(() => reject(Object.assign(new Error('timeout exceeded when trying to connect'), { code: 'ETIMEDOUT', syscall: 'connect' })), PING_TIMEOUT_MS);
+          timer = setTimeout(
+            () => reject(Object.assign(new Error('timeout exceeded when trying to connect'), { code: 'ETIMEDOUT', syscall: 'connect' })),
+            PING_TIMEOUT_MS,
+          );
         }),
       ]);
     } finally {

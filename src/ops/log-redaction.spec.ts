@@ -20,7 +20,12 @@ describe('redactUrl', () => {
 
 describe('redactSecrets', () => {
   it('logs URL-valued fields through redactUrl', () => {
-    expect(redactSecrets({ res: { headers: { location: 'http://up/oauth/authorize?state=s&client_id=c' } }, req: { headers: { referer: 'http://me/connect/tok' } } })).toEqual({
+    expect(
+      redactSecrets({
+        res: { headers: { location: 'http://up/oauth/authorize?state=s&client_id=c' } },
+        req: { headers: { referer: 'http://me/connect/tok' } },
+      }),
+    ).toEqual({
       res: { headers: { location: 'http://up/oauth/authorize?state=%5Bredacted%5D&client_id=c' } },
       req: { headers: { referer: 'http://me/connect/[redacted]' } },
     });

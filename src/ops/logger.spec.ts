@@ -6,7 +6,16 @@ import { loggerParams, logStream } from './logger.js';
 
 const host = { uid: 1000, cwd: process.cwd(), systemStateDir: '/nonexistent', stdoutIsTty: false };
 const configWith = (env: Record<string, string>) =>
-  loadConfig({ VAULT_KEYS: `k1:${Buffer.alloc(32, 1).toString('base64')}`, OPERATOR_API_KEY: 'o'.repeat(40), SANDBOX: 'off', DATABASE_URL: 'postgres://x@127.0.0.1/db', ...env }, host);
+  loadConfig(
+    {
+      VAULT_KEYS: `k1:${Buffer.alloc(32, 1).toString('base64')}`,
+      OPERATOR_API_KEY: 'o'.repeat(40),
+      SANDBOX: 'off',
+      DATABASE_URL: 'postgres://x@127.0.0.1/db',
+      ...env,
+    },
+    host,
+  );
 
 /** A pino logger built from the same options the app's pino-http gets, writing into an array. */
 function capture(env: Record<string, string>) {
@@ -14,7 +23,10 @@ function capture(env: Record<string, string>) {
   const destination: DestinationStream = { write: (line: string) => void lines.push(line) };
   const params = loggerParams(configWith(env), destination);
   const [options] = params.pinoHttp as [LoggerOptions, DestinationStream];
-  return { logger: pino(options, destination), lines: () => lines.map((l) => JSON.parse(l) as { level: number; msg: string; context?: string }) };
+  return {
+    logger: pino(options, destination),
+    lines: () => lines.map((l) => JSON.parse(l) as { level: number; msg: string; context?: string }),
+  };
 }
 
 describe('logger', () => {
@@ -32,7 +44,9 @@ describe('logger', () => {
 
     const debug = capture({ LOG_LEVEL: 'debug' });
     debug.logger.info({ context: 'RoutesResolver' }, 'TenantsController {/v1/tenants}');
-    expect(debug.lines()).toEqual([expect.objectContaining({ level: 20, context: 'RoutesResolver', msg: 'TenantsController {/v1/tenants}' })]);
+    expect(debug.lines()).toEqual([
+      expect.objectContaining({ level: 20, context: 'RoutesResolver', msg: 'TenantsController {/v1/tenants}' }),
+    ]);
   });
 
   it('writes JSON unless LOG_FORMAT=pretty, and then one readable line per entry', async () => {

@@ -44,7 +44,10 @@ export function logStream(config: AppConfig, out: number | NodeJS.WritableStream
 
 /** The service's own lines before and after the Nest app (embedded database, migrations, shutdown). */
 export function startupLogger(config: AppConfig): Logger {
-  return pino({ level: config.logLevel as LevelWithSilent, base: { instance: config.instanceId }, hooks }, logStream(config) ?? pino.destination(1));
+  return pino(
+    { level: config.logLevel as LevelWithSilent, base: { instance: config.instanceId }, hooks },
+    logStream(config) ?? pino.destination(1),
+  );
 }
 
 /**
@@ -80,7 +83,10 @@ export function loggerParams(config: AppConfig, destination?: DestinationStream)
         url: redactUrl(req.url),
         headers: redactSecrets(req.headers),
       }),
-      res: (res: { statusCode?: number; headers?: Record<string, unknown> }) => ({ statusCode: res.statusCode, headers: redactSecrets(res.headers) }),
+      res: (res: { statusCode?: number; headers?: Record<string, unknown> }) => ({
+        statusCode: res.statusCode,
+        headers: redactSecrets(res.headers),
+      }),
     },
     formatters: {
       log: (object: Record<string, unknown>) => redactSecrets(object) as Record<string, unknown>,
@@ -90,8 +96,10 @@ export function loggerParams(config: AppConfig, destination?: DestinationStream)
     base: { instance: config.instanceId },
     // Readable lines say what happened in the message itself; JSON keeps it in req and res.
     ...(readable && {
-      customSuccessMessage: (req: IncomingMessage, res: ServerResponse, ms: number) => `${req.method} ${redactUrl(req.url)} ${res.statusCode} ${Math.round(ms)} ms`,
-      customErrorMessage: (req: IncomingMessage, res: ServerResponse, err: Error) => `${req.method} ${redactUrl(req.url)} ${res.statusCode} ${err.message}`,
+      customSuccessMessage: (req: IncomingMessage, res: ServerResponse, ms: number) =>
+        `${req.method} ${redactUrl(req.url)} ${res.statusCode} ${Math.round(ms)} ms`,
+      customErrorMessage: (req: IncomingMessage, res: ServerResponse, err: Error) =>
+        `${req.method} ${redactUrl(req.url)} ${res.statusCode} ${err.message}`,
     }),
   };
   // The facade's routes never reach Express (and so pino-http): the front door serves them and logs them

@@ -2,7 +2,17 @@ import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, expect, it } from '@jest/globals';
 import { trace } from '@opentelemetry/api';
-import { annotate, connectionAttributes, contextOf, currentTraceparent, inSpan, startClientSpan, traceRenewal, traceRequest, tracingOn } from './tracing.js';
+import {
+  annotate,
+  connectionAttributes,
+  contextOf,
+  currentTraceparent,
+  inSpan,
+  startClientSpan,
+  traceRenewal,
+  traceRequest,
+  tracingOn,
+} from './tracing.js';
 
 describe('tracing while off (no OTEL_EXPORTER_OTLP_ENDPOINT)', () => {
   it('starts nothing and makes no span objects', async () => {
@@ -18,7 +28,10 @@ describe('tracing while off (no OTEL_EXPORTER_OTLP_ENDPOINT)', () => {
   });
 
   it('serves a request directly, adding no listener to it', () => {
-    const req = Object.assign(new EventEmitter(), { headers: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' }, url: '/x' }) as unknown as IncomingMessage;
+    const req = Object.assign(new EventEmitter(), {
+      headers: { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' },
+      url: '/x',
+    }) as unknown as IncomingMessage;
     const res = new EventEmitter() as unknown as ServerResponse;
     let served = 0;
     traceRequest(req, res, 'req-1', () => served++);

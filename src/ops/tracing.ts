@@ -65,7 +65,10 @@ export function tracingOn(): boolean {
  */
 export function startTracing(config: TracingConfig): void {
   if (running) return;
-  const exporter = config.protocol === 'http/json' ? new OtlpJsonExporter({ url: config.endpoint, headers: config.headers }) : new OtlpProtobufExporter({ url: config.endpoint, headers: config.headers });
+  const exporter =
+    config.protocol === 'http/json'
+      ? new OtlpJsonExporter({ url: config.endpoint, headers: config.headers })
+      : new OtlpProtobufExporter({ url: config.endpoint, headers: config.headers });
   const provider = new NodeTracerProvider({
     resource: resourceFromAttributes({ 'service.name': config.serviceName }),
     sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(config.sampleRatio) }),
@@ -188,7 +191,12 @@ export function annotate(attributes: Attributes): void {
 /** The attributes of a call made with a connection's token; null when tracing is off (nothing allocated). */
 export function connectionAttributes(tenantId: string, connectionId: string, environment: string, admin: boolean): Attributes | null {
   if (tracer === null) return null;
-  return { [ATTR.tenant]: tenantId, [ATTR.connection]: connectionId, [ATTR.environment]: environment, [ATTR.tokenKind]: admin ? 'admin' : 'user' };
+  return {
+    [ATTR.tenant]: tenantId,
+    [ATTR.connection]: connectionId,
+    [ATTR.environment]: environment,
+    [ATTR.tokenKind]: admin ? 'admin' : 'user',
+  };
 }
 
 /**
@@ -197,7 +205,11 @@ export function connectionAttributes(tenantId: string, connectionId: string, env
  */
 export function startClientSpan(name: string, method: string, url: string, attributes: Attributes | null, parent?: Context): Span | null {
   if (tracer === null) return null;
-  const span = tracer.startSpan(name, { kind: SpanKind.CLIENT, attributes: { 'http.request.method': method, 'url.full': pathOf(url) } }, parent ?? context.active());
+  const span = tracer.startSpan(
+    name,
+    { kind: SpanKind.CLIENT, attributes: { 'http.request.method': method, 'url.full': pathOf(url) } },
+    parent ?? context.active(),
+  );
   if (attributes !== null) span.setAttributes(attributes);
   return span;
 }
@@ -225,7 +237,12 @@ export function endClientSpan(span: Span | null, status: number | null, error?: 
 }
 
 /** Runs `work` inside an internal span (a renewal): a root of its own unless an operation is in progress. */
-export function inSpan<T>(name: string, attributes: Attributes, work: () => Promise<T>, errorOf: (e: unknown) => string = errorName): Promise<T> {
+export function inSpan<T>(
+  name: string,
+  attributes: Attributes,
+  work: () => Promise<T>,
+  errorOf: (e: unknown) => string = errorName,
+): Promise<T> {
   if (tracer === null) return work();
   const span = tracer.startSpan(name, { kind: SpanKind.INTERNAL, attributes });
   return context.with(trace.setSpan(context.active(), span), work).then(
@@ -243,7 +260,12 @@ export function inSpan<T>(name: string, attributes: Attributes, work: () => Prom
 }
 
 /** A renewal that holds its connection's lease: its span parents the token call and the database calls. */
-export function traceRenewal<T>(connection: { id: string; tenantId: string }, environment: string | null, mode: string, work: () => Promise<T>): Promise<T> {
+export function traceRenewal<T>(
+  connection: { id: string; tenantId: string },
+  environment: string | null,
+  mode: string,
+  work: () => Promise<T>,
+): Promise<T> {
   if (tracer === null) return work();
   const attributes: Attributes = { [ATTR.tenant]: connection.tenantId, [ATTR.connection]: connection.id, 'cws.renewal.mode': mode };
   if (environment !== null) attributes[ATTR.environment] = environment;

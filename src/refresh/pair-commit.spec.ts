@@ -38,7 +38,9 @@ describe('PairCommit (the new pair saved before anyone uses it)', () => {
     const t = setup(null);
     const lane = fakeLane(true);
     const outcome = await t.commit.commit(row(), pair, now(), now(), lane);
-    expect(lane.saved).toEqual([expect.objectContaining({ id: 'c-1', version: 3, accessTokenEnc: 'sealed-at-new', refreshTokenEnc: 'sealed-rt-new' })]);
+    expect(lane.saved).toEqual([
+      expect.objectContaining({ id: 'c-1', version: 3, accessTokenEnc: 'sealed-at-new', refreshTokenEnc: 'sealed-rt-new' }),
+    ]);
     expect(outcome.accessToken).toBe('at-new');
     expect(outcome.connection).toMatchObject({ version: 4, accessTokenEnc: 'sealed-at-new', refreshFailures: 0 });
     expect(t.poolSaved).toEqual([]);
@@ -70,6 +72,8 @@ describe('PairCommit (the new pair saved before anyone uses it)', () => {
 
   it('answers connection_not_found when the row was deleted, reauth_required when it is no longer active', async () => {
     expect(await codeOf(setup(null).commit.commit(row(), pair, now(), now(), fakeLane(false)))).toBe('connection_not_found');
-    expect(await codeOf(setup({ accessTokenEnc: 'x', status: 'reauth_required' }).commit.commit(row(), pair, now(), now(), fakeLane(false)))).toBe('reauth_required');
+    expect(
+      await codeOf(setup({ accessTokenEnc: 'x', status: 'reauth_required' }).commit.commit(row(), pair, now(), now(), fakeLane(false))),
+    ).toBe('reauth_required');
   });
 });

@@ -31,7 +31,12 @@ export class PairCommit {
 
   async commit(row: RenewalRow, tokens: TokenSet, takenAt: number, started: number, lane: CommitLane): Promise<Outcome> {
     const me = this.config.instanceId;
-    const item: RenewedItem = { id: row.id, tenantId: row.tenantId, version: row.version, ...this.tokens.fields(row.id, tokens, this.clock.now()) };
+    const item: RenewedItem = {
+      id: row.id,
+      tenantId: row.tenantId,
+      version: row.version,
+      ...this.tokens.fields(row.id, tokens, this.clock.now()),
+    };
     const saveUntil = takenAt + this.config.refresh.leaseMs - 500;
     for (let attempt = 0; ; attempt++) {
       try {
@@ -57,7 +62,10 @@ export class PairCommit {
         }
         // A reconnect or a delete replaced the row while we renewed: its tokens are newer than ours.
         this.metrics.record('lost_race', secondsSince(started));
-        this.logger.warn({ connectionId: row.id, tenantId: row.tenantId }, 'the connection changed during its renewal; the renewed pair was discarded');
+        this.logger.warn(
+          { connectionId: row.id, tenantId: row.tenantId },
+          'the connection changed during its renewal; the renewed pair was discarded',
+        );
         if (!current) throw connectionNotFound();
         if (current.status !== 'active') throw reauthRequired();
         return { connection: current, accessToken: null };
@@ -74,7 +82,10 @@ export class PairCommit {
           );
           throw new AppError('service_unavailable', 'The renewed connection could not be saved.');
         }
-        this.logger.error({ connectionId: row.id, tenantId: row.tenantId, attempt: attempt + 1, error: e instanceof Error ? e.name : 'unknown', code }, 'saving a renewed token pair failed; retrying');
+        this.logger.error(
+          { connectionId: row.id, tenantId: row.tenantId, attempt: attempt + 1, error: e instanceof Error ? e.name : 'unknown', code },
+          'saving a renewed token pair failed; retrying',
+        );
         await sleep(delay);
       }
     }

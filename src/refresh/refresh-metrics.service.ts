@@ -14,7 +14,12 @@ export class RefreshMetrics {
 
   constructor(metrics: MetricsService, repo: ConnectionsRepository) {
     const registers = [metrics.registry];
-    this.total = new Counter({ name: 'cws_refresh_total', help: 'Renewal attempts that held the lease, by outcome.', labelNames: ['outcome'], registers });
+    this.total = new Counter({
+      name: 'cws_refresh_total',
+      help: 'Renewal attempts that held the lease, by outcome.',
+      labelNames: ['outcome'],
+      registers,
+    });
     for (const outcome of ['success', 'failure', 'reauth_required', 'lost_race'] as const) this.total.inc({ outcome }, 0);
     this.duration = new Histogram({
       name: 'cws_refresh_duration_seconds',

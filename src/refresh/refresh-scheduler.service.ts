@@ -47,7 +47,11 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
       if (this.running || this.stopping) return;
       this.runOnce().catch((e: unknown) => {
         if (isDatabaseUnavailable(e)) databaseOutage.report(e, 'background');
-        else this.logger.error({ error: e instanceof Error ? e.name : 'unknown', code: (e as { code?: unknown }).code }, 'refresh scheduler tick failed');
+        else
+          this.logger.error(
+            { error: e instanceof Error ? e.name : 'unknown', code: (e as { code?: unknown }).code },
+            'refresh scheduler tick failed',
+          );
       });
     }, this.config.refresh.intervalMs);
     this.schedulers.addInterval(INTERVAL_NAME, timer);

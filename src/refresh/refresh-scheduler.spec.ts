@@ -21,7 +21,16 @@ function harness(rows: number, concurrency: number) {
       const batch = ids.slice(next, next + limit);
       next += batch.length;
       return batch.map((id) => ({
-        connection: { id, tenantId: 't', status: 'active', version: 1, accessTokenEnc: 'a', refreshTokenEnc: 'r', accessTokenExpiresAt: null, refreshFailures: 0 },
+        connection: {
+          id,
+          tenantId: 't',
+          status: 'active',
+          version: 1,
+          accessTokenEnc: 'a',
+          refreshTokenEnc: 'r',
+          accessTokenExpiresAt: null,
+          refreshFailures: 0,
+        },
         environment: 'sandbox',
       }));
     },
@@ -55,7 +64,13 @@ function harness(rows: number, concurrency: number) {
     refresh: { batchSize: 7, concurrency, leaseMs: 60_000 },
     upstream: { tokenTimeoutMs: 15_000, connectTimeoutMs: 5_000 },
   } as unknown as AppConfig;
-  const scheduler = new RefreshScheduler(config, repo as unknown as ConnectionsRepository, renewal as unknown as RenewalService, {} as RefreshMetrics, {} as SchedulerRegistry);
+  const scheduler = new RefreshScheduler(
+    config,
+    repo as unknown as ConnectionsRepository,
+    renewal as unknown as RenewalService,
+    {} as RefreshMetrics,
+    {} as SchedulerRegistry,
+  );
   return { scheduler, state };
 }
 

@@ -14,8 +14,21 @@ export class RefreshController {
   @Post('connections/:connectionId/refresh')
   @HttpCode(200)
   @ApiOkResponse({ type: ConnectionResponseDto, description: 'The connection after a renewal of its tokens.' })
-  @ApiRoute('refreshConnection', "Renew a connection's tokens now", '`409 reauth_required`: the upstream refused the refresh token; the user must connect again.')
-  @ApiErrors('unauthorized', 'tenant_not_found', 'connection_not_found', 'reauth_required', 'environment_not_configured', 'upstream_unavailable', 'service_unavailable', 'upstream_timeout')
+  @ApiRoute(
+    'refreshConnection',
+    "Renew a connection's tokens now",
+    '`409 reauth_required`: the upstream refused the refresh token; the user must connect again.',
+  )
+  @ApiErrors(
+    'unauthorized',
+    'tenant_not_found',
+    'connection_not_found',
+    'reauth_required',
+    'environment_not_configured',
+    'upstream_unavailable',
+    'service_unavailable',
+    'upstream_timeout',
+  )
   async refresh(@Param('tenantId') tenantId: string, @Param('connectionId', connectionIdPipe) id: string): Promise<ConnectionResponseDto> {
     return ConnectionResponseDto.from(await this.renewal.forceRenew(tenantId, id));
   }

@@ -47,9 +47,21 @@ function setup(answer: 'pair' | Error, opts: { marked?: boolean; current?: Parti
       return { accessToken: 'at-new' };
     },
   } as unknown as TokenCall;
-  const pairCommit = { commit: async (r: RenewalRow) => ({ connection: { ...r, version: r.version + 1 }, accessToken: 'at-new' }) } as unknown as PairCommit;
+  const pairCommit = {
+    commit: async (r: RenewalRow) => ({ connection: { ...r, version: r.version + 1 }, accessToken: 'at-new' }),
+  } as unknown as PairCommit;
   const metrics = fakeMetrics();
-  const attempt = new RenewalAttempt(fakeConfig, repo, connections, tokens, new Environments({ sandbox }), tokenCall, pairCommit, metrics, systemClock);
+  const attempt = new RenewalAttempt(
+    fakeConfig,
+    repo,
+    connections,
+    tokens,
+    new Environments({ sandbox }),
+    tokenCall,
+    pairCommit,
+    metrics,
+    systemClock,
+  );
   const run = (leased: LeasedConnection = { connection: row(), environment: 'sandbox' }, need: Need = () => true) =>
     attempt.run(leased, need, 'scheduled', performance.now(), fakeLane());
   // History is written after the fact; let it land.

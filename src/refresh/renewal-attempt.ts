@@ -14,7 +14,16 @@ import { VaultError } from '../vault/token-vault.service.js';
 import { PairCommit } from './pair-commit.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
 import { retryAt } from './renewal-timing.js';
-import { connectionNotFound, GrantRejected, type Mode, type Need, type Outcome, REAUTH_REASON, reauthRequired, secondsSince } from './renewal-types.js';
+import {
+  connectionNotFound,
+  GrantRejected,
+  type Mode,
+  type Need,
+  type Outcome,
+  REAUTH_REASON,
+  reauthRequired,
+  secondsSince,
+} from './renewal-types.js';
 import { TokenCall } from './token-call.js';
 
 /**
@@ -40,7 +49,9 @@ export class RenewalAttempt {
 
   /** The lease is ours from `takenAt` (a local time no later than the database's); the new pair is committed on `lane`. */
   run(leased: LeasedConnection, need: Need, mode: Mode, takenAt: number, lane: CommitLane): Promise<Outcome> {
-    return this.recorded(leased.connection.id, () => traceRenewal(leased.connection, leased.environment, mode, () => this.renew(leased, need, mode, takenAt, lane)));
+    return this.recorded(leased.connection.id, () =>
+      traceRenewal(leased.connection, leased.environment, mode, () => this.renew(leased, need, mode, takenAt, lane)),
+    );
   }
 
   private async renew(leased: LeasedConnection, need: Need, mode: Mode, takenAt: number, lane: CommitLane): Promise<Outcome> {
@@ -57,7 +68,12 @@ export class RenewalAttempt {
       }
       const env = this.environments.find(leased.environment);
       if (!env || !row.refreshTokenEnc) {
-        await this.repo.recordFailure(row.id, me, row.version, retryAt(this.clock.now(), row.refreshFailures, row.accessTokenExpiresAt, null));
+        await this.repo.recordFailure(
+          row.id,
+          me,
+          row.version,
+          retryAt(this.clock.now(), row.refreshFailures, row.accessTokenExpiresAt, null),
+        );
         this.metrics.record('failure', secondsSince(started));
         throw this.environments.notConfigured(leased.environment);
       }
@@ -69,9 +85,14 @@ export class RenewalAttempt {
         // The stored refresh token does not open with VAULT_KEYS: nothing was sent. Retrying every tick
         // cannot help until the operator fixes the key ring, so it backs off like any failure (capped at
         // 5 minutes); readiness reports the key id meanwhile (ops/health.service.ts).
-        await this.repo.recordFailure(row.id, me, row.version, retryAt(this.clock.now(), row.refreshFailures, null, null)).catch(() => undefined);
+        await this.repo
+          .recordFailure(row.id, me, row.version, retryAt(this.clock.now(), row.refreshFailures, null, null))
+          .catch(() => undefined);
         this.metrics.record('failure', secondsSince(started));
-        this.logger.error({ connectionId: row.id, tenantId: row.tenantId, kid: e.kid, failures: row.refreshFailures + 1 }, 'renewal failed: the stored refresh token does not open with VAULT_KEYS; will retry with backoff');
+        this.logger.error(
+          { connectionId: row.id, tenantId: row.tenantId, kid: e.kid, failures: row.refreshFailures + 1 },
+          'renewal failed: the stored refresh token does not open with VAULT_KEYS; will retry with backoff',
+        );
         throw e;
       }
       if (!(e instanceof AppError)) {
@@ -79,7 +100,10 @@ export class RenewalAttempt {
         // lease can go back. (After a successful token call we never get here.)
         await this.repo.releaseLease(row.id, me).catch(() => undefined);
         this.metrics.record('failure', secondsSince(started));
-        this.logger.error({ connectionId: row.id, tenantId: row.tenantId, error: e instanceof Error ? e.name : 'unknown' }, 'renewal failed before the token call');
+        this.logger.error(
+          { connectionId: row.id, tenantId: row.tenantId, error: e instanceof Error ? e.name : 'unknown' },
+          'renewal failed before the token call',
+        );
       }
       throw e;
     }
@@ -95,7 +119,10 @@ export class RenewalAttempt {
     const marked = await this.connections.markReauthRequired(row.id, me, row.version, REAUTH_REASON);
     if (marked) {
       this.metrics.record('reauth_required', secondsSince(started));
-      this.logger.warn({ connectionId: row.id, tenantId: row.tenantId, reason: REAUTH_REASON }, 'the upstream refused the refresh token: the connection needs its user to reconnect');
+      this.logger.warn(
+        { connectionId: row.id, tenantId: row.tenantId, reason: REAUTH_REASON },
+        'the upstream refused the refresh token: the connection needs its user to reconnect',
+      );
       throw reauthRequired();
     }
     this.metrics.record('lost_race', secondsSince(started));
@@ -116,7 +143,10 @@ export class RenewalAttempt {
     const keep = (outcome: 'renewed' | 'failed' | 'reauth_required', error: string | null) => {
       const record = { at: this.clock.now(), outcome, error, durationMs: Math.round(performance.now() - started) };
       this.repo.recordRenewal(connectionId, record).catch((e: unknown) => {
-        this.logger.warn({ connectionId, error: e instanceof Error ? e.name : 'unknown' }, 'could not keep a renewal in the connection history');
+        this.logger.warn(
+          { connectionId, error: e instanceof Error ? e.name : 'unknown' },
+          'could not keep a renewal in the connection history',
+        );
       });
     };
     return renew().then(

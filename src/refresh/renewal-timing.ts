@@ -18,7 +18,13 @@ export function backoffDelayMs(failures: number, random: () => number = Math.ran
  * works, the retry is pulled in to at most half of its remaining life, so several attempts fit before it
  * expires; Retry-After is a floor the upstream asked for, honoured always.
  */
-export function retryAt(now: Date, failures: number, expiresAt: Date | null, retryAfterSeconds: number | null, random: () => number = Math.random): Date {
+export function retryAt(
+  now: Date,
+  failures: number,
+  expiresAt: Date | null,
+  retryAfterSeconds: number | null,
+  random: () => number = Math.random,
+): Date {
   let delay = backoffDelayMs(failures, random);
   const remaining = expiresAt ? expiresAt.getTime() - now.getTime() : 0;
   if (remaining > 0) delay = Math.min(delay, Math.max(RETRY_FLOOR_MS, Math.floor(remaining / 2)));

@@ -16,7 +16,10 @@ function connection(overrides: Partial<ConnectionEntity> = {}): ConnectionEntity
 }
 
 /** `attempt` stands for a renewal under the lease; the repository hands out the lease once unless told otherwise. */
-function setup(attempt: (leased: LeasedConnection, need: Need) => Promise<{ connection: RenewalRow; accessToken: string | null }>, current?: ConnectionEntity) {
+function setup(
+  attempt: (leased: LeasedConnection, need: Need) => Promise<{ connection: RenewalRow; accessToken: string | null }>,
+  current?: ConnectionEntity,
+) {
   const leases: string[] = [];
   const lanes: CommitLane[] = [];
   const repo = {
@@ -45,7 +48,15 @@ function setup(attempt: (leased: LeasedConnection, need: Need) => Promise<{ conn
 
 const renewed = async (leased: LeasedConnection) => {
   await new Promise((r) => setTimeout(r, 5));
-  return { connection: { ...leased.connection, version: leased.connection.version + 1, accessTokenEnc: 'sealed-new', accessTokenExpiresAt: later() }, accessToken: 'at-new' };
+  return {
+    connection: {
+      ...leased.connection,
+      version: leased.connection.version + 1,
+      accessTokenEnc: 'sealed-new',
+      accessTokenExpiresAt: later(),
+    },
+    accessToken: 'at-new',
+  };
 };
 
 describe('RenewalService (who renews, and who waits for it)', () => {
@@ -81,7 +92,10 @@ describe('RenewalService (who renews, and who waits for it)', () => {
 
   it('after a 401 renews only when the row has not moved past the refused version', async () => {
     const t = setup(renewed);
-    await expect(t.service.renewAfterRejection(connection({ version: 5 }), 4)).resolves.toMatchObject({ version: 5, accessToken: 'opened(sealed-old-at)' });
+    await expect(t.service.renewAfterRejection(connection({ version: 5 }), 4)).resolves.toMatchObject({
+      version: 5,
+      accessToken: 'opened(sealed-old-at)',
+    });
     expect(t.attempts()).toBe(0);
     await expect(t.service.renewAfterRejection(connection({ version: 3 }), 3)).resolves.toMatchObject({ accessToken: 'at-new' });
     expect(t.attempts()).toBe(1);

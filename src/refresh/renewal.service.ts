@@ -65,7 +65,8 @@ export class RenewalService implements OnModuleDestroy {
   async accessTokenFor(connection: ConnectionEntity): Promise<UsableToken> {
     if (connection.status !== 'active') throw reauthRequired();
     const margin = this.config.refresh.onDemandMarginMs;
-    if (connection.accessTokenEnc && !needsRenewal(connection.accessTokenExpiresAt, this.clock.now(), margin)) return this.usable(connection, null);
+    if (connection.accessTokenEnc && !needsRenewal(connection.accessTokenExpiresAt, this.clock.now(), margin))
+      return this.usable(connection, null);
     const need: Need = (row, now) => needsRenewal(row.accessTokenExpiresAt, now, margin);
     try {
       return this.usable(...(await this.ensure(connection.id, need, 'on_demand')));
@@ -73,7 +74,8 @@ export class RenewalService implements OnModuleDestroy {
       // The upstream is in trouble, but a token that has not expired yet still serves this call.
       if (!(e instanceof AppError) || !isUpstreamTrouble(e)) throw e;
       const current = await this.repo.findById(connection.id);
-      if (current?.status === 'active' && current.accessTokenExpiresAt && current.accessTokenExpiresAt > this.clock.now()) return this.usable(current, null);
+      if (current?.status === 'active' && current.accessTokenExpiresAt && current.accessTokenExpiresAt > this.clock.now())
+        return this.usable(current, null);
       throw e;
     }
   }
@@ -81,7 +83,11 @@ export class RenewalService implements OnModuleDestroy {
   /** After the upstream answered 401 to `rejectedVersion`'s token: renew unless the row already moved past that version; returns the current token. */
   async renewAfterRejection(connection: ConnectionEntity, rejectedVersion: number): Promise<UsableToken> {
     if (connection.status !== 'active') throw reauthRequired();
-    if (connection.version > rejectedVersion && connection.accessTokenEnc && !needsRenewal(connection.accessTokenExpiresAt, this.clock.now(), 0)) {
+    if (
+      connection.version > rejectedVersion &&
+      connection.accessTokenEnc &&
+      !needsRenewal(connection.accessTokenExpiresAt, this.clock.now(), 0)
+    ) {
       return this.usable(connection, null);
     }
     return this.usable(...(await this.ensure(connection.id, (row) => row.version <= rejectedVersion, 'rejected')));
@@ -150,7 +156,8 @@ export class RenewalService implements OnModuleDestroy {
       if (!current) throw connectionNotFound();
       if (current.status !== 'active') throw reauthRequired();
       if (!need(current, this.clock.now())) return { connection: current, accessToken: null };
-      if (performance.now() > giveUpAt) throw new AppError('service_unavailable', 'The renewal of this connection by another instance did not finish in time.');
+      if (performance.now() > giveUpAt)
+        throw new AppError('service_unavailable', 'The renewal of this connection by another instance did not finish in time.');
       await sleep(POLL_MIN_MS + Math.random() * POLL_JITTER_MS);
     }
   }
@@ -167,5 +174,7 @@ export class RenewalService implements OnModuleDestroy {
 }
 
 function isUpstreamTrouble(e: AppError): boolean {
-  return e.code === 'upstream_unavailable' || e.code === 'upstream_timeout' || e.code === 'upstream_error' || e.code === 'service_unavailable';
+  return (
+    e.code === 'upstream_unavailable' || e.code === 'upstream_timeout' || e.code === 'upstream_error' || e.code === 'service_unavailable'
+  );
 }

@@ -50,10 +50,21 @@ export class TokenCall {
           continue;
         }
         const failures = row.refreshFailures + 1;
-        await this.repo.recordFailure(row.id, me, row.version, retryAt(this.clock.now(), row.refreshFailures, row.accessTokenExpiresAt, retryAfter));
+        await this.repo.recordFailure(
+          row.id,
+          me,
+          row.version,
+          retryAt(this.clock.now(), row.refreshFailures, row.accessTokenExpiresAt, retryAfter),
+        );
         this.metrics.record('failure', secondsSince(started));
-        this.logger.warn({ connectionId: row.id, tenantId: row.tenantId, failure: describeFailure(e), failures, kind }, 'renewal failed; will retry with backoff');
-        throw upstreamFailure(e, 'The upstream token endpoint') ?? new AppError('upstream_error', `The upstream token endpoint refused the renewal (${describeFailure(e)}).`);
+        this.logger.warn(
+          { connectionId: row.id, tenantId: row.tenantId, failure: describeFailure(e), failures, kind },
+          'renewal failed; will retry with backoff',
+        );
+        throw (
+          upstreamFailure(e, 'The upstream token endpoint') ??
+          new AppError('upstream_error', `The upstream token endpoint refused the renewal (${describeFailure(e)}).`)
+        );
       }
     }
   }

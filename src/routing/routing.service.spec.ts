@@ -15,10 +15,25 @@ import { RouteCache } from './route-cache.js';
 import { Environments } from '../config/environments.js';
 import { RoutingService } from './routing.service.js';
 
-const env = { name: 'sandbox', apiUrl: 'http://up', authUrl: 'http://up', clientId: 'c', clientSecret: 's', scopes: [], tokenAuth: 'body', userinfoMethod: 'GET' } as const;
+const env = {
+  name: 'sandbox',
+  apiUrl: 'http://up',
+  authUrl: 'http://up',
+  clientId: 'c',
+  clientSecret: 's',
+  scopes: [],
+  tokenAuth: 'body',
+  userinfoMethod: 'GET',
+} as const;
 const config = { environments: { sandbox: env }, refresh: { onDemandMarginMs: 60_000 } } as unknown as AppConfig;
 
-function connection(id: string, kind: 'admin' | 'user', userId: string | null, status: 'active' | 'reauth_required' = 'active', isAdmin = kind === 'admin'): ConnectionEntity {
+function connection(
+  id: string,
+  kind: 'admin' | 'user',
+  userId: string | null,
+  status: 'active' | 'reauth_required' = 'active',
+  isAdmin = kind === 'admin',
+): ConnectionEntity {
   return { id, tenantId: 't', kind, userId, status, isAdmin, accessTokenEnc: 'sealed', version: 1 } as ConnectionEntity;
 }
 
@@ -35,7 +50,11 @@ function setup(design: Design, rows: ConnectionEntity[], upstreamStatuses: numbe
       findUser: async (_t: string, userId: string) => rows.find((r) => r.kind === 'user' && r.userId === userId) ?? null,
     } as unknown as ConnectionsRepository,
     {
-      accessTokenFor: async (c: ConnectionEntity) => ({ accessToken: `token-of-${c.id}`, version: 1, expiresAt: new Date(Date.now() + 3_600_000) }),
+      accessTokenFor: async (c: ConnectionEntity) => ({
+        accessToken: `token-of-${c.id}`,
+        version: 1,
+        expiresAt: new Date(Date.now() + 3_600_000),
+      }),
       renewAfterRejection: async (c: ConnectionEntity, version: number) => {
         renewals.push({ id: c.id, version });
         return { accessToken: `renewed-${c.id}`, version: 2, expiresAt: new Date(Date.now() + 3_600_000) };
@@ -44,7 +63,11 @@ function setup(design: Design, rows: ConnectionEntity[], upstreamStatuses: numbe
     {
       resource: async (_e: unknown, req: ResourceRequest) => {
         sent.push({ token: req.accessToken, path: req.path });
-        return { status: upstreamStatuses.shift() ?? 200, headers: {}, body: Object.assign(Readable.from([]), { dump: async () => undefined }) };
+        return {
+          status: upstreamStatuses.shift() ?? 200,
+          headers: {},
+          body: Object.assign(Readable.from([]), { dump: async () => undefined }),
+        };
       },
     } as unknown as UpstreamClient,
     new RouteCache(feed),
@@ -60,14 +83,20 @@ const codeOf = (p: Promise<unknown>) =>
   );
 
 describe('RoutingService: which token serves a call (API.md 7, invariant 6)', () => {
-  const rows = [connection('adm', 'admin', null), connection('ali', 'user', 'u-alice'), connection('car', 'user', 'u-carol', 'reauth_required')];
+  const rows = [
+    connection('adm', 'admin', null),
+    connection('ali', 'user', 'u-alice'),
+    connection('car', 'user', 'u-carol', 'reauth_required'),
+  ];
 
   it('user routes: the named user, never the admin silently', async () => {
     const { service, sent } = setup('admin+users', rows);
     await service.call('t', 'user', 'u-alice', { method: 'GET', path: '/workflows', headers: {} });
     expect(sent.map((s) => s.token)).toEqual(['token-of-ali']);
     expect(await codeOf(service.call('t', 'user', undefined, { method: 'GET', path: '/workflows', headers: {} }))).toBe('user_id_required');
-    expect(await codeOf(service.call('t', 'user', 'u-nobody', { method: 'GET', path: '/workflows', headers: {} }))).toBe('user_not_connected');
+    expect(await codeOf(service.call('t', 'user', 'u-nobody', { method: 'GET', path: '/workflows', headers: {} }))).toBe(
+      'user_not_connected',
+    );
     expect(await codeOf(service.call('t', 'user', 'u-carol', { method: 'GET', path: '/workflows', headers: {} }))).toBe('reauth_required');
     expect(sent).toHaveLength(1);
   });
@@ -83,7 +112,9 @@ describe('RoutingService: which token serves a call (API.md 7, invariant 6)', ()
   it('an admin connection whose admin check failed never serves an admin route, but still serves design admin user routes', async () => {
     const notAdmin = [connection('adm', 'admin', null, 'active', false), ...rows.slice(1)];
     const { service, sent } = setup('admin', notAdmin);
-    expect(await codeOf(service.call('t', 'admin', undefined, { method: 'GET', path: '/webhooks', headers: {} }))).toBe('admin_not_connected');
+    expect(await codeOf(service.call('t', 'admin', undefined, { method: 'GET', path: '/webhooks', headers: {} }))).toBe(
+      'admin_not_connected',
+    );
     expect(sent).toHaveLength(0);
     expect((await service.resolve('t', 'user', undefined)).connection.id).toBe('adm');
   });
@@ -96,7 +127,12 @@ describe('RoutingService: which token serves a call (API.md 7, invariant 6)', ()
 
   it('an upstream 401 renews once and retries once, only when the body can be sent again', async () => {
     const replay = setup('admin+users', rows, [401, 200]);
-    const res = await replay.service.call('t', 'user', 'u-alice', { method: 'POST', path: '/workflows', headers: {}, body: '{"name":"x"}' });
+    const res = await replay.service.call('t', 'user', 'u-alice', {
+      method: 'POST',
+      path: '/workflows',
+      headers: {},
+      body: '{"name":"x"}',
+    });
     expect(res.status).toBe(200);
     expect(replay.renewals).toEqual([{ id: 'ali', version: 1 }]);
     expect(replay.sent.map((s) => s.token)).toEqual(['token-of-ali', 'renewed-ali']);
@@ -108,7 +144,9 @@ describe('RoutingService: which token serves a call (API.md 7, invariant 6)', ()
     const streamed = setup('admin+users', rows, [401]);
     const body = Readable.from([Buffer.from('x')]);
     body.read();
-    expect((await streamed.service.call('t', 'user', 'u-alice', { method: 'POST', path: '/workflows', headers: {}, body })).status).toBe(401);
+    expect((await streamed.service.call('t', 'user', 'u-alice', { method: 'POST', path: '/workflows', headers: {}, body })).status).toBe(
+      401,
+    );
     expect(streamed.renewals).toHaveLength(0);
   });
 });

@@ -50,7 +50,11 @@ export class RoutingService {
   }
 
   /** Picks the connection for a call (API.md 7 rules); throws the contract's routing errors. */
-  async resolve(tenantId: string, route: RouteKind, userId: string | undefined): Promise<{ connection: ConnectionEntity; env: CwsEnvironment }> {
+  async resolve(
+    tenantId: string,
+    route: RouteKind,
+    userId: string | undefined,
+  ): Promise<{ connection: ConnectionEntity; env: CwsEnvironment }> {
     const { connection, env } = await this.pick(tenantId, route, userId);
     return { connection, env };
   }
@@ -69,7 +73,11 @@ export class RoutingService {
 
     await first.body.dump().catch(() => undefined);
     const renewed = await this.renewal.renewAfterRejection(connection, token.version);
-    this.cache.renewedHere(connection.id, { accessToken: renewed.accessToken, version: renewed.version, expiresAt: renewed.expiresAt.getTime() });
+    this.cache.renewedHere(connection.id, {
+      accessToken: renewed.accessToken,
+      version: renewed.version,
+      expiresAt: renewed.expiresAt.getTime(),
+    });
     return withConnection(await this.send(env, req, renewed.accessToken, trace), connection.id);
   }
 
@@ -80,7 +88,11 @@ export class RoutingService {
     let kind: 'admin' | 'user';
     if (route === 'admin') {
       // X-User-Id is ignored on admin routes: a user token never serves one.
-      if (tenant.design === 'users') throw new AppError('admin_not_connected', 'This tenant uses per-user connections only (design "users"): admin-only endpoints are not available.');
+      if (tenant.design === 'users')
+        throw new AppError(
+          'admin_not_connected',
+          'This tenant uses per-user connections only (design "users"): admin-only endpoints are not available.',
+        );
       kind = 'admin';
     } else if (userId !== undefined) {
       kind = 'user';
@@ -99,10 +111,15 @@ export class RoutingService {
     if (route === 'admin' && !connection.isAdmin) {
       // Admin-only endpoints (webhooks) are refused to non-admin tokens upstream (spec section 1, rule 5):
       // a connection whose admin check failed never carries its token there.
-      throw new AppError('admin_not_connected', 'The admin connection belongs to a user without company administrator permission: connect an administrator (a connect session of kind "admin").');
+      throw new AppError(
+        'admin_not_connected',
+        'The admin connection belongs to a user without company administrator permission: connect an administrator (a connect session of kind "admin").',
+      );
     }
     if (connection.status === 'reauth_required' || connection.accessTokenEnc === null) {
-      throw new AppError('reauth_required', 'This connection needs the user to authorize again (a new connect session).', { connectionId: connection.id });
+      throw new AppError('reauth_required', 'This connection needs the user to authorize again (a new connect session).', {
+        connectionId: connection.id,
+      });
     }
     return { connection, env };
   }
@@ -137,7 +154,12 @@ export class RoutingService {
     return token;
   }
 
-  private async send(env: CwsEnvironment, req: RoutedRequest, accessToken: string, trace: ResourceRequest['trace']): Promise<ResourceResponse> {
+  private async send(
+    env: CwsEnvironment,
+    req: RoutedRequest,
+    accessToken: string,
+    trace: ResourceRequest['trace'],
+  ): Promise<ResourceResponse> {
     try {
       return await this.upstream.resource(env, { ...req, accessToken, trace });
     } catch (e) {

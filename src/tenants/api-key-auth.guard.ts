@@ -24,7 +24,10 @@ export class ApiKeyAuthGuard implements CanActivate {
     const req = ctx.switchToHttp().getRequest<AuthenticatedRequest>();
     const tenantId = typeof req.params?.tenantId === 'string' ? req.params.tenantId : undefined;
     const principal = this.consoleSessions.presentedBy(req)
-      ? await this.keys.admit(await this.consoleSessions.authorize(req, this.reflector.getAllAndOverride<boolean>(SHOWS_SECRET, targets) === true), tenantId)
+      ? await this.keys.admit(
+          await this.consoleSessions.authorize(req, this.reflector.getAllAndOverride<boolean>(SHOWS_SECRET, targets) === true),
+          tenantId,
+        )
       : await this.keys.authorize(req.headers.authorization, tenantId);
     req.principal = principal;
     if (principal.kind === 'tenant' && this.reflector.getAllAndOverride<boolean>(OPERATOR_ONLY, targets)) {

@@ -53,7 +53,8 @@ export class ApiKeysService {
   async admit(principal: Principal, tenantId: string | undefined): Promise<Principal> {
     if (tenantId === undefined) return principal;
     // A tenant key exists only while its tenant does (the delete cascades); the operator may name any id.
-    const known = principal.kind === 'tenant' ? tenantId === principal.tenantId : TENANT_ID.test(tenantId) && (await this.tenants.exists(tenantId));
+    const known =
+      principal.kind === 'tenant' ? tenantId === principal.tenantId : TENANT_ID.test(tenantId) && (await this.tenants.exists(tenantId));
     if (!known) throw new AppError('tenant_not_found', 'No such tenant.');
     return principal;
   }

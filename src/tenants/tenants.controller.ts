@@ -5,7 +5,14 @@ import { uuidParam } from '../common/params.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { OperatorOnly, ShowsSecret } from './auth.decorators.js';
 import { ApiKeyResponseDto, CreateApiKeyDto, CreatedApiKeyResponseDto } from './dto/api-key.dto.js';
-import { CreatedTenantResponseDto, CreateTenantDto, EventsSecretResponseDto, RotateEventsSecretDto, TenantResponseDto, UpdateTenantDto } from './dto/tenant.dto.js';
+import {
+  CreatedTenantResponseDto,
+  CreateTenantDto,
+  EventsSecretResponseDto,
+  RotateEventsSecretDto,
+  TenantResponseDto,
+  UpdateTenantDto,
+} from './dto/tenant.dto.js';
 import { TenantsService } from './tenants.service.js';
 
 export const keyIdPipe = uuidParam('api_key_not_found', 'No such API key.');
@@ -22,7 +29,7 @@ export class TenantsController {
   @Post()
   @OperatorOnly()
   @ShowsSecret()
-  @ApiRoute('createTenant', 'Create a tenant', 'The answer carries the tenant\'s `eventsSecret`, shown only here.')
+  @ApiRoute('createTenant', 'Create a tenant', "The answer carries the tenant's `eventsSecret`, shown only here.")
   @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_exists', 'environment_not_configured')
   @ApiCreatedResponse({ type: CreatedTenantResponseDto })
   async create(@Body() dto: CreateTenantDto): Promise<CreatedTenantResponseDto> {
@@ -69,7 +76,11 @@ export class TenantsController {
   @Post(':tenantId/events-secret')
   @OperatorOnly()
   @ShowsSecret()
-  @ApiRoute('rotateEventsSecret', 'Rotate the events secret, optionally with an overlap during which both secrets sign', 'The new secret is in this answer only.')
+  @ApiRoute(
+    'rotateEventsSecret',
+    'Rotate the events secret, optionally with an overlap during which both secrets sign',
+    'The new secret is in this answer only.',
+  )
   @ApiBody({ type: RotateEventsSecretDto, required: false })
   @ApiCreatedResponse({ type: EventsSecretResponseDto })
   @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_not_found')

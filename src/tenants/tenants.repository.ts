@@ -21,21 +21,25 @@ export class TenantsRepository {
 
   /** Inserts; returns false when the id is taken. */
   async insert(tenant: TenantEntity): Promise<boolean> {
-    const result = await this.repo
-      .createQueryBuilder()
-      .insert()
-      .into(TenantEntity)
-      .values(tenant)
-      .orIgnore()
-      .returning(['id'])
-      .execute();
+    const result = await this.repo.createQueryBuilder().insert().into(TenantEntity).values(tenant).orIgnore().returning(['id']).execute();
     return result.raw.length === 1;
   }
 
   async update(
     id: string,
     changes: Partial<
-      Pick<TenantEntity, 'name' | 'design' | 'allowedReturnUrls' | 'eventsTargetUrl' | 'eventsSecretEnc' | 'eventsSecretPrevEnc' | 'eventsSecretPrevUntil' | 'eventTypes' | 'eventsTargetDisabled'>
+      Pick<
+        TenantEntity,
+        | 'name'
+        | 'design'
+        | 'allowedReturnUrls'
+        | 'eventsTargetUrl'
+        | 'eventsSecretEnc'
+        | 'eventsSecretPrevEnc'
+        | 'eventsSecretPrevUntil'
+        | 'eventTypes'
+        | 'eventsTargetDisabled'
+      >
     >,
   ): Promise<TenantEntity | null> {
     await this.repo.update({ id }, changes);

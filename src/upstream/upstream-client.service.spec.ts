@@ -13,7 +13,13 @@ let server: Server;
 let client: UpstreamClient;
 let env: CwsEnvironment;
 
-const upstream: AppConfig['upstream'] = { connectTimeoutMs: 1000, headersTimeoutMs: 1000, bodyTimeoutMs: 1000, tokenTimeoutMs: 300, retries: 0 };
+const upstream: AppConfig['upstream'] = {
+  connectTimeoutMs: 1000,
+  headersTimeoutMs: 1000,
+  bodyTimeoutMs: 1000,
+  tokenTimeoutMs: 300,
+  retries: 0,
+};
 
 beforeAll(async () => {
   server = createServer((req, res) => {
@@ -23,7 +29,16 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  env = { name: 'sandbox', authUrl: base, apiUrl: base, clientId: 'client-1', clientSecret: 'not-a-real-secret', scopes: [], tokenAuth: 'body', userinfoMethod: 'GET' };
+  env = {
+    name: 'sandbox',
+    authUrl: base,
+    apiUrl: base,
+    clientId: 'client-1',
+    clientSecret: 'not-a-real-secret',
+    scopes: [],
+    tokenAuth: 'body',
+    userinfoMethod: 'GET',
+  };
   client = new UpstreamClient({ upstream, refresh: { concurrency: 2 } } as AppConfig);
 });
 
@@ -57,7 +72,13 @@ describe('UpstreamClient token calls', () => {
     handler = (req, body, res) => {
       seen = { method: req.method, url: req.url, type: req.headers['content-type'], body: JSON.parse(body) };
       res.writeHead(200, { 'content-type': 'application/json' });
-      const text = JSON.stringify({ access_token: 'at-new', refresh_token: 'rt-new', expiresIn: 21600, token_type: 'Bearer', pad: 'x'.repeat(40_000) });
+      const text = JSON.stringify({
+        access_token: 'at-new',
+        refresh_token: 'rt-new',
+        expiresIn: 21600,
+        token_type: 'Bearer',
+        pad: 'x'.repeat(40_000),
+      });
       res.write(text.slice(0, 10));
       setTimeout(() => res.end(text.slice(10)), 20);
     };

@@ -65,7 +65,13 @@ export class UpstreamClient implements OnModuleDestroy {
   }
 
   async userinfo(env: CwsEnvironment, accessToken: string): Promise<UpstreamUser> {
-    const res = await this.resource(env, { method: env.userinfoMethod, path: '/userinfo', headers: { accept: 'application/json' }, accessToken, retry: env.userinfoMethod === 'GET' });
+    const res = await this.resource(env, {
+      method: env.userinfoMethod,
+      path: '/userinfo',
+      headers: { accept: 'application/json' },
+      accessToken,
+      retry: env.userinfoMethod === 'GET',
+    });
     const text = await res.body.text();
     if (res.status !== 200) throw new UpstreamStatusError(res.status, '/userinfo');
     return parseUser(text);
@@ -90,7 +96,9 @@ export class UpstreamClient implements OnModuleDestroy {
     const retries = req.retry ? this.config.upstream.retries : 0;
     const headers: Record<string, string | string[]> = { ...req.headers, authorization: `Bearer ${req.accessToken}` };
     // Ends when the answer's body does: the span covers the whole exchange, streamed or not.
-    const span = tracingOn() ? startClientSpan(`${req.method} upstream`, req.method, base.origin + base.prefix + req.path, req.trace ?? null) : null;
+    const span = tracingOn()
+      ? startClientSpan(`${req.method} upstream`, req.method, base.origin + base.prefix + req.path, req.trace ?? null)
+      : null;
     if (span !== null) {
       span.setAttribute('cws.environment', env.name);
       injectTraceContext(span, headers);
@@ -131,7 +139,8 @@ export class UpstreamClient implements OnModuleDestroy {
   private async token(env: CwsEnvironment, body: Record<string, string>, withScope: boolean, agent: Agent): Promise<TokenSet> {
     const url = tokenUrlOf(env.authUrl);
     const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
-    if (env.tokenAuth === 'header') headers.authorization = `Basic ${Buffer.from(`${env.clientId}:${env.clientSecret}`).toString('base64')}`;
+    if (env.tokenAuth === 'header')
+      headers.authorization = `Basic ${Buffer.from(`${env.clientId}:${env.clientSecret}`).toString('base64')}`;
     const span = tracingOn() ? startClientSpan('POST oauth token', 'POST', url.origin + url.pathname, null) : null;
     if (span !== null) {
       span.setAttributes({ 'cws.environment': env.name, 'cws.grant_type': body.grant_type });
@@ -280,7 +289,10 @@ function mapError(e: unknown): Error {
     return new UpstreamTimeoutError('the upstream did not answer in time');
   }
   if (e instanceof Error && e.name === 'AbortError') return e;
-  return new UpstreamUnavailableError(`the upstream could not be reached: ${e instanceof Error ? (e as NodeJS.ErrnoException).code ?? e.name : 'unknown error'}`, e);
+  return new UpstreamUnavailableError(
+    `the upstream could not be reached: ${e instanceof Error ? ((e as NodeJS.ErrnoException).code ?? e.name) : 'unknown error'}`,
+    e,
+  );
 }
 
 const tokenUrls = new Map<string, { origin: string; pathname: string }>();

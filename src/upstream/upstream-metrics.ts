@@ -16,11 +16,19 @@ export class UpstreamMetrics {
 
   constructor(metrics: MetricsService) {
     const registers = [metrics.registry];
-    const total = new Counter({ name: 'cws_upstream_requests_total', help: 'Resource calls to the upstream, by status class (error: no answer).', labelNames: ['outcome'], registers });
-    this.byOutcome = Object.fromEntries(UPSTREAM_OUTCOMES.map((o) => [o, total.labels({ outcome: o })])) as Record<UpstreamOutcome, { inc(): void }>;
+    const total = new Counter({
+      name: 'cws_upstream_requests_total',
+      help: 'Resource calls to the upstream, by status class (error: no answer).',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.byOutcome = Object.fromEntries(UPSTREAM_OUTCOMES.map((o) => [o, total.labels({ outcome: o })])) as Record<
+      UpstreamOutcome,
+      { inc(): void }
+    >;
     this.duration = new Histogram({
       name: 'cws_upstream_request_duration_seconds',
-      help: 'Time of one resource call, from sending it to the upstream answer\'s headers (retries included).',
+      help: "Time of one resource call, from sending it to the upstream answer's headers (retries included).",
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     });

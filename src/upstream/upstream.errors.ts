@@ -2,7 +2,10 @@ import { AppError } from '../common/app-error.js';
 
 /** Failures talking to the upstream, told apart by what the caller should do about them. */
 export class UpstreamUnavailableError extends Error {
-  constructor(message: string, override readonly cause?: unknown) {
+  constructor(
+    message: string,
+    override readonly cause?: unknown,
+  ) {
     super(message);
     this.name = 'UpstreamUnavailableError';
   }
@@ -59,7 +62,9 @@ export class UpstreamStatusError extends Error {
 export function upstreamFailure(e: unknown, what = 'The upstream service'): AppError | null {
   if (e instanceof UpstreamTimeoutError) return new AppError('upstream_timeout', `${what} did not answer in time.`);
   if (e instanceof UpstreamUnavailableError) return new AppError('upstream_unavailable', `${what} could not be reached.`);
-  if (e instanceof TokenEndpointError && e.isTransient) return new AppError('upstream_unavailable', `${what} is unavailable (${e.status}).`);
-  if (e instanceof TokenEndpointError || e instanceof UpstreamStatusError) return new AppError('upstream_error', `${what} refused the call (${e.status}).`);
+  if (e instanceof TokenEndpointError && e.isTransient)
+    return new AppError('upstream_unavailable', `${what} is unavailable (${e.status}).`);
+  if (e instanceof TokenEndpointError || e instanceof UpstreamStatusError)
+    return new AppError('upstream_error', `${what} refused the call (${e.status}).`);
   return null;
 }

@@ -92,8 +92,18 @@ describe('TokenVault', () => {
     for (const index of [2, 3, 4]) {
       expect(() => v.open(withPart(sealed, index, flipFirstByte), ref)).toThrow(VaultError);
     }
-    expect(() => v.open(withPart(sealed, 4, (t) => t.slice(0, 10)), ref)).toThrow(/malformed/);
-    expect(() => v.open(withPart(sealed, 3, (c) => c + 'AA'), ref)).toThrow(VaultError);
+    expect(() =>
+      v.open(
+        withPart(sealed, 4, (t) => t.slice(0, 10)),
+        ref,
+      ),
+    ).toThrow(/malformed/);
+    expect(() =>
+      v.open(
+        withPart(sealed, 3, (c) => c + 'AA'),
+        ref,
+      ),
+    ).toThrow(VaultError);
   });
 
   it('rejects values that are not sealed text', () => {
@@ -125,7 +135,14 @@ describe('TokenVault', () => {
     expect(e).toBeInstanceOf(VaultError);
     expect(e.message).toContain('"old"');
     expect(e.message).toContain('connections.access_token_enc');
-    for (const leak of [secret, sealed, ...sealed.split('.').slice(2), oldKey.key.toString('base64'), newKey.key.toString('base64'), ref.id]) {
+    for (const leak of [
+      secret,
+      sealed,
+      ...sealed.split('.').slice(2),
+      oldKey.key.toString('base64'),
+      newKey.key.toString('base64'),
+      ref.id,
+    ]) {
       expect(e.message).not.toContain(leak);
     }
     expect(e).toMatchObject({ table: 'connections', column: 'access_token_enc', kid: 'old' });

@@ -141,7 +141,12 @@ export class TokenVault {
   private key(kid: string, ref: SealedRef): KeyObject {
     const key = this.keys.get(kid);
     if (!key) {
-      throw new VaultError(`the sealed value in ${ref.table}.${ref.column} is under key "${kid}", which is not in VAULT_KEYS`, ref.table, ref.column, kid);
+      throw new VaultError(
+        `the sealed value in ${ref.table}.${ref.column} is under key "${kid}", which is not in VAULT_KEYS`,
+        ref.table,
+        ref.column,
+        kid,
+      );
     }
     return key;
   }
@@ -150,7 +155,11 @@ export class TokenVault {
 function aad(ref: SealedRef): Buffer {
   // NUL separates the fields, so no field may hold one: otherwise two different refs could encode alike.
   if ([ref.table, ref.id, ref.column].some((f) => f.length === 0 || f.includes('\0'))) {
-    throw new VaultError(`invalid owner reference for ${ref.table.replace(/\0/g, '')}.${ref.column.replace(/\0/g, '')}`, ref.table, ref.column);
+    throw new VaultError(
+      `invalid owner reference for ${ref.table.replace(/\0/g, '')}.${ref.column.replace(/\0/g, '')}`,
+      ref.table,
+      ref.column,
+    );
   }
   return Buffer.from(`${AAD_PREFIX}\0${ref.table}\0${ref.id}\0${ref.column}`, 'utf8');
 }

@@ -11,7 +11,10 @@ const oldVault = new TokenVault({ vaultKeys: [oldKey] });
 const ring = new TokenVault({ vaultKeys: [newKey, oldKey] });
 
 /** The repository's contract over in-memory tables; the SQL itself is covered by test/vault.e2e-spec.ts. */
-class MemoryVaultRepository implements Pick<VaultRepository, 'existingColumns' | 'countNotUnderKey' | 'findNotUnderKey' | 'replaceIfUnchanged'> {
+class MemoryVaultRepository implements Pick<
+  VaultRepository,
+  'existingColumns' | 'countNotUnderKey' | 'findNotUnderKey' | 'replaceIfUnchanged'
+> {
   readonly tables = new Map<string, Map<string, Record<string, string | null>>>();
   /** Called just before a compare-and-swap, to play a concurrent writer. */
   beforeSwap: (col: SealedColumn, id: string) => void = () => undefined;
@@ -37,11 +40,13 @@ class MemoryVaultRepository implements Pick<VaultRepository, 'existingColumns' |
     return updated;
   }
   private pendingOf(col: SealedColumn, kid: string): SealedValue[] {
-    return [...(this.tables.get(col.table)?.entries() ?? [])]
-      // A column a row does not set is NULL, as in SQL.
-      .filter(([, row]) => row[col.column] != null && !row[col.column]?.startsWith(`v1.${kid}.`))
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([id, row]) => ({ id, value: row[col.column] as string }));
+    return (
+      [...(this.tables.get(col.table)?.entries() ?? [])]
+        // A column a row does not set is NULL, as in SQL.
+        .filter(([, row]) => row[col.column] != null && !row[col.column]?.startsWith(`v1.${kid}.`))
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([id, row]) => ({ id, value: row[col.column] as string }))
+    );
   }
 }
 

@@ -40,7 +40,9 @@ export class VaultRepository {
   }
 
   async listKeyChecks(): Promise<KeyCheck[]> {
-    const rows = await this.db.query<Array<{ kid: string; check_enc: string | null }>>(`SELECT kid, check_enc FROM vault_key_checks ORDER BY kid`);
+    const rows = await this.db.query<Array<{ kid: string; check_enc: string | null }>>(
+      `SELECT kid, check_enc FROM vault_key_checks ORDER BY kid`,
+    );
     return rows.map((r) => ({ kid: r.kid, checkEnc: r.check_enc }));
   }
 
@@ -72,10 +74,9 @@ export class VaultRepository {
   }
 
   async countNotUnderKey(col: SealedColumn, kid: string): Promise<number> {
-    const rows = await this.db.query<Array<{ n: number }>>(
-      `SELECT count(*)::int AS n FROM ${ident(col.table)} WHERE ${notUnderKey(col)}`,
-      [keyPrefixPattern(kid)],
-    );
+    const rows = await this.db.query<Array<{ n: number }>>(`SELECT count(*)::int AS n FROM ${ident(col.table)} WHERE ${notUnderKey(col)}`, [
+      keyPrefixPattern(kid),
+    ]);
     return rows[0].n;
   }
 

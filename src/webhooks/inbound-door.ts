@@ -47,7 +47,13 @@ export function matchInbound(method: string, url: string): InboundTarget | null 
 export class InboundDoor {
   constructor(private readonly inbound: InboundService) {}
 
-  async serve(req: IncomingMessage, res: ServerResponse, target: InboundTarget, requestId: string, answerError: (e: unknown) => void): Promise<void> {
+  async serve(
+    req: IncomingMessage,
+    res: ServerResponse,
+    target: InboundTarget,
+    requestId: string,
+    answerError: (e: unknown) => void,
+  ): Promise<void> {
     const started = performance.now();
     try {
       const problem = urlProblem(req.url ?? '');
@@ -58,11 +64,16 @@ export class InboundDoor {
       const body = text === undefined ? undefined : parseJsonBody(text);
       // A blank body parses as {}: its text is no JSON value to store as is.
       const stored = text !== undefined && NOT_BLANK.test(text) ? text : undefined;
-      const { id } = await this.inbound.accept(decodeURIComponent(target.tenantId), decodeURIComponent(target.receiverId), req.headers.authorization, {
-        contentType,
-        body,
-        json: stored,
-      });
+      const { id } = await this.inbound.accept(
+        decodeURIComponent(target.tenantId),
+        decodeURIComponent(target.receiverId),
+        req.headers.authorization,
+        {
+          contentType,
+          body,
+          json: stored,
+        },
+      );
       const json = `{"id":"${id}"}`;
       res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': json.length }).end(json);
     } catch (e) {
@@ -71,7 +82,8 @@ export class InboundDoor {
       answerError(e);
       // As the facade's routes: no access line for a success (one per delivery cost more than the delivery's own work), one for an error.
       const level = accessLogLevel(status);
-      if (level !== 'info') logger[level]({ req, res, route: 'receiveDelivery', responseTime: Math.round(performance.now() - started) }, 'request completed');
+      if (level !== 'info')
+        logger[level]({ req, res, route: 'receiveDelivery', responseTime: Math.round(performance.now() - started) }, 'request completed');
     }
   }
 }
@@ -94,7 +106,8 @@ function readText(req: IncomingMessage, contentType: string | undefined): Promis
   }
   if (Number(req.headers['content-length'] ?? 0) > INBOUND_BODY_LIMIT) return Promise.reject(tooLarge());
   const stream = decoded(req);
-  if (stream === null) return Promise.reject(new AppError('unsupported_media_type', 'The content-encoding is not supported (gzip, deflate, br or none).'));
+  if (stream === null)
+    return Promise.reject(new AppError('unsupported_media_type', 'The content-encoding is not supported (gzip, deflate, br or none).'));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -109,8 +122,11 @@ function readText(req: IncomingMessage, contentType: string | undefined): Promis
       chunks.push(chunk);
     });
     stream.once('end', () => resolve((chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)).toString('utf8')));
-    stream.once('error', () => reject(new AppError('validation_failed', 'The request body could not be read (aborted, or not validly compressed).')));
-    if (stream !== req) req.once('aborted', () => reject(new AppError('validation_failed', 'The request body could not be read (aborted).')));
+    stream.once('error', () =>
+      reject(new AppError('validation_failed', 'The request body could not be read (aborted, or not validly compressed).')),
+    );
+    if (stream !== req)
+      req.once('aborted', () => reject(new AppError('validation_failed', 'The request body could not be read (aborted).')));
   });
 }
 

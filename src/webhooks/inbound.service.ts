@@ -64,8 +64,10 @@ export class InboundService {
     const expected = await this.expectedDigest(tenantId, receiverId);
     const given = sha256(authorization ?? '');
     const match = timingSafeEqual(given, expected ?? NO_RECEIVER);
-    if (!match || !expected || authorization === undefined) throw new AppError('unauthorized', "The webhook's Authorization is missing or wrong.");
-    if (!isJsonType(delivery.contentType)) throw new AppError('unsupported_media_type', 'A delivery is a JSON body: content-type: application/json.');
+    if (!match || !expected || authorization === undefined)
+      throw new AppError('unauthorized', "The webhook's Authorization is missing or wrong.");
+    if (!isJsonType(delivery.contentType))
+      throw new AppError('unsupported_media_type', 'A delivery is a JSON body: content-type: application/json.');
     const body = delivery.body;
     if (body === undefined) throw new AppError('validation_failed', 'A delivery is a JSON body (content-type: application/json).');
     // Time-ordered (UUIDv7): consecutive deliveries land on the same right-hand leaf of the primary key index
@@ -73,11 +75,23 @@ export class InboundService {
     const id = timeOrderedUuid();
     // The group commit runs in whichever request started it: each delivery's own trace is taken here.
     const traceparent = currentTraceparent();
-    const stored = await this.inserts.save({ id, tenantId, source: 'upstream', type: eventTypeOf(body), payload: body, payloadJson: delivery.json, receiverId, traceparent }).catch((e: unknown) => {
-      // The group commit isolates a member the database refuses; a data exception is this delivery's own fault.
-      if (sqlStateOf(e)?.startsWith('22')) throw new AppError('validation_failed', 'The delivery holds a value PostgreSQL cannot store as JSON.');
-      throw e;
-    });
+    const stored = await this.inserts
+      .save({
+        id,
+        tenantId,
+        source: 'upstream',
+        type: eventTypeOf(body),
+        payload: body,
+        payloadJson: delivery.json,
+        receiverId,
+        traceparent,
+      })
+      .catch((e: unknown) => {
+        // The group commit isolates a member the database refuses; a data exception is this delivery's own fault.
+        if (sqlStateOf(e)?.startsWith('22'))
+          throw new AppError('validation_failed', 'The delivery holds a value PostgreSQL cannot store as JSON.');
+        throw e;
+      });
     // Not stored: the tenant (and with it the receiver) was deleted since the digest was cached.
     if (!stored) throw new AppError('unauthorized', "The webhook's Authorization is missing or wrong.");
     return { id };
@@ -97,7 +111,6 @@ export class InboundService {
     return digest;
   }
 }
-
 
 /** Whether a Content-Type is `application/json` (any parameters, any letter case). */
 export function isJsonType(contentType: string | undefined): boolean {

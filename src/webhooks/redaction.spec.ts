@@ -18,6 +18,11 @@ describe('redactAuthorization', () => {
   });
 
   it('removes a known secret wherever it is echoed', () => {
-    expect(redactAuthorization({ note: 'got sekret-123 here', n: 1, ok: true, none: null }, ['sekret-123'])).toEqual({ note: `got ${REDACTED} here`, n: 1, ok: true, none: null });
+    expect(redactAuthorization({ note: 'got sekret-123 here', n: 1, ok: true, none: null }, ['sekret-123'])).toEqual({
+      note: `got ${REDACTED} here`,
+      n: 1,
+      ok: true,
+      none: null,
+    });
   });
 });

@@ -18,11 +18,19 @@ export class WebhookReceiversRepository {
   constructor(@InjectDataSource() private readonly db: DataSource) {}
 
   async insert(r: WebhookReceiver): Promise<void> {
-    await this.db.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, $2, $3, $4)`, [r.id, r.tenantId, r.authMethod, r.secretEnc]);
+    await this.db.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, $2, $3, $4)`, [
+      r.id,
+      r.tenantId,
+      r.authMethod,
+      r.secretEnc,
+    ]);
   }
 
   async getById(tenantId: string, id: string): Promise<WebhookReceiver | null> {
-    const rows = (await this.db.query(`SELECT id, tenant_id, auth_method, secret_enc FROM webhook_receivers WHERE tenant_id = $1 AND id = $2`, [tenantId, id])) as Array<{
+    const rows = (await this.db.query(
+      `SELECT id, tenant_id, auth_method, secret_enc FROM webhook_receivers WHERE tenant_id = $1 AND id = $2`,
+      [tenantId, id],
+    )) as Array<{
       id: string;
       tenant_id: string;
       auth_method: ReceiverAuth;

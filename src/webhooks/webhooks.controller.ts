@@ -12,16 +12,41 @@ export class WebhooksController {
   constructor(private readonly webhooks: WebhooksService) {}
 
   @Post()
-  @ApiRoute('createWebhook', 'Provision an upstream webhook', 'Without `targetURL`, it delivers to this service (`/inbound/...`) with a generated secret. Sent with the admin connection.')
-  @ApiErrors('validation_failed', 'unauthorized', 'tenant_not_found', 'admin_not_connected', 'reauth_required', 'environment_not_configured', 'upstream_unavailable', 'upstream_timeout')
+  @ApiRoute(
+    'createWebhook',
+    'Provision an upstream webhook',
+    'Without `targetURL`, it delivers to this service (`/inbound/...`) with a generated secret. Sent with the admin connection.',
+  )
+  @ApiErrors(
+    'validation_failed',
+    'unauthorized',
+    'tenant_not_found',
+    'admin_not_connected',
+    'reauth_required',
+    'environment_not_configured',
+    'upstream_unavailable',
+    'upstream_timeout',
+  )
   @ApiOkResponse({ description: "The upstream's answer with its status (x-upstream-status), every Authorization value redacted." })
-  async create(@Param('tenantId') tenantId: string, @Body() dto: CreateWebhookDto, @Res({ passthrough: true }) res: Response): Promise<unknown> {
+  async create(
+    @Param('tenantId') tenantId: string,
+    @Body() dto: CreateWebhookDto,
+    @Res({ passthrough: true }) res: Response,
+  ): Promise<unknown> {
     return passUpstream(res, await this.webhooks.create(tenantId, dto));
   }
 
   @Get()
   @ApiRoute('listWebhooks', "List the tenant's upstream webhooks", 'Sent with the admin connection.')
-  @ApiErrors('unauthorized', 'tenant_not_found', 'admin_not_connected', 'reauth_required', 'environment_not_configured', 'upstream_unavailable', 'upstream_timeout')
+  @ApiErrors(
+    'unauthorized',
+    'tenant_not_found',
+    'admin_not_connected',
+    'reauth_required',
+    'environment_not_configured',
+    'upstream_unavailable',
+    'upstream_timeout',
+  )
   @ApiOkResponse({ description: "The upstream's list with its status (x-upstream-status), every Authorization value redacted." })
   async list(@Param('tenantId') tenantId: string, @Res({ passthrough: true }) res: Response): Promise<unknown> {
     return passUpstream(res, await this.webhooks.list(tenantId));

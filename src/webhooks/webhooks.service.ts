@@ -52,7 +52,8 @@ export class WebhooksService {
     const headers = this.checkHeaders(input.headers);
     if (input.targetURL !== undefined) {
       this.checkTargetUrl(input.targetURL);
-      if (input.auth !== undefined) throw new AppError('validation_failed', 'auth applies only without targetURL (a webhook that delivers to this service).');
+      if (input.auth !== undefined)
+        throw new AppError('validation_failed', 'auth applies only without targetURL (a webhook that delivers to this service).');
       await this.adminConnection(tenantId);
       const secrets = Object.entries(headers)
         .filter(([name]) => name.toLowerCase() === 'authorization')
@@ -73,7 +74,12 @@ export class WebhooksService {
     const targetURL = `${this.config.publicUrl}/inbound/${encodeURIComponent(tenantId)}/${id}`;
     let answer: UpstreamAnswer;
     try {
-      answer = await this.send(tenantId, 'POST', { events: input.events, targetURL, headers: { ...headers, Authorization: authorization } }, [authorization, secret]);
+      answer = await this.send(
+        tenantId,
+        'POST',
+        { events: input.events, targetURL, headers: { ...headers, Authorization: authorization } },
+        [authorization, secret],
+      );
     } catch (e) {
       await this.receivers.delete(tenantId, id);
       throw e;
@@ -113,7 +119,9 @@ export class WebhooksService {
     if (url.protocol === 'https:' || (url.protocol === 'http:' && local && !this.config.production)) return;
     throw new AppError(
       'validation_failed',
-      this.config.production ? 'targetURL must be an https URL.' : 'targetURL must be an https URL (http is allowed only for localhost and 127.0.0.1 outside production).',
+      this.config.production
+        ? 'targetURL must be an https URL.'
+        : 'targetURL must be an https URL (http is allowed only for localhost and 127.0.0.1 outside production).',
     );
   }
 
@@ -122,7 +130,8 @@ export class WebhooksService {
     for (const [name, value] of Object.entries(headers ?? {})) {
       if (!HEADER_NAME.test(name)) throw new AppError('validation_failed', `headers: "${name.slice(0, 100)}" is not a valid header name.`);
       // The value is not echoed: it may be a credential.
-      if (typeof value !== 'string' || /[\0\r\n]/.test(value) || value.length > 8192) throw new AppError('validation_failed', `headers: the value of "${name}" must be a string (one line).`);
+      if (typeof value !== 'string' || /[\0\r\n]/.test(value) || value.length > 8192)
+        throw new AppError('validation_failed', `headers: the value of "${name}" must be a string (one line).`);
       out[name] = value;
     }
     return out;

@@ -58,11 +58,18 @@ describe('a database outage', () => {
       },
       { readyTimeoutMs: 60_000 },
     );
-    const tenant = await call('POST', '/v1/tenants', operatorKey, { id: 'acme', name: 'Acme', environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] });
+    const tenant = await call('POST', '/v1/tenants', operatorKey, {
+      id: 'acme',
+      name: 'Acme',
+      environment: 'sandbox',
+      allowedReturnUrls: ['http://localhost:5173/'],
+    });
     expect(tenant.status).toBe(201);
     const key = await call('POST', '/v1/tenants/acme/api-keys', operatorKey, { name: 'outage' });
     tenantKey = ((await key.json()) as { key: string }).key;
-    await seedConnections(db, vaultKeys, [{ tenantId: 'acme', userId: 'u-alice', upstreamUserId: 'alice', tokens: sandbox.issueTokens('alice') }]);
+    await seedConnections(db, vaultKeys, [
+      { tenantId: 'acme', userId: 'u-alice', upstreamUserId: 'alice', tokens: sandbox.issueTokens('alice') },
+    ]);
     const vault = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) });
     await db.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, 'acme', 'bearer', $2)`, [
       receiverId,
@@ -80,20 +87,31 @@ describe('a database outage', () => {
   function call(method: string, path: string, key: string | null, body?: unknown, headers: Record<string, string> = {}): Promise<Response> {
     return fetch(`${app.url}${path}`, {
       method,
-      headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+      headers: {
+        ...(key ? { authorization: `Bearer ${key}` } : {}),
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        ...headers,
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   }
 
-  const deliver = (n: number) => call('POST', `/inbound/acme/${receiverId}`, null, { event: 'workflow.completed', n }, { authorization: inboundAuthorization });
+  const deliver = (n: number) =>
+    call('POST', `/inbound/acme/${receiverId}`, null, { event: 'workflow.completed', n }, { authorization: inboundAuthorization });
 
   // One of each way in: the operator API, a tenant-key API route, the facade's fast lane, the same facade
   // route through Express (a trailing slash leaves the fast lane), and the upstream's deliveries.
   const routes: Array<{ route: string; send: (n: number) => Promise<Response> }> = [
     { route: 'api (operator)', send: () => call('GET', '/v1/tenants/acme', operatorKey) },
     { route: 'api (tenant key)', send: () => call('GET', '/v1/tenants/acme/connections', tenantKey) },
-    { route: 'facade (fast lane)', send: () => call('GET', '/v1/tenants/acme/me', tenantKey, undefined, { 'x-user-id': `u-new-${randomUUID()}` }) },
-    { route: 'facade (express)', send: () => call('GET', '/v1/tenants/acme/workflows/', tenantKey, undefined, { 'x-user-id': `u-new-${randomUUID()}` }) },
+    {
+      route: 'facade (fast lane)',
+      send: () => call('GET', '/v1/tenants/acme/me', tenantKey, undefined, { 'x-user-id': `u-new-${randomUUID()}` }),
+    },
+    {
+      route: 'facade (express)',
+      send: () => call('GET', '/v1/tenants/acme/workflows/', tenantKey, undefined, { 'x-user-id': `u-new-${randomUUID()}` }),
+    },
     { route: 'inbound', send: (n) => deliver(n) },
   ];
 
@@ -157,10 +175,14 @@ describe('a database outage', () => {
       byRoute.set(a.route, counts);
     }
     ready = [...new Set(ready)];
-    console.log(`during a 12 s outage, ${answers.length} calls: ${JSON.stringify(Object.fromEntries(byRoute))}; readiness answered ${ready.join(', ')}`);
+    console.log(
+      `during a 12 s outage, ${answers.length} calls: ${JSON.stringify(Object.fromEntries(byRoute))}; readiness answered ${ready.join(', ')}`,
+    );
 
     // Every answer during the outage: a 503 in the contract's shape with Retry-After (never a 500), on every route.
-    const wrong = answers.filter((a) => !(a.status === 503 && a.code === 'service_unavailable' && a.retryAfter !== null && Number(a.retryAfter) > 0 && a.requestId));
+    const wrong = answers.filter(
+      (a) => !(a.status === 503 && a.code === 'service_unavailable' && a.retryAfter !== null && Number(a.retryAfter) > 0 && a.requestId),
+    );
     expect(wrong.slice(0, 5)).toEqual([]);
     for (const r of routes) expect(answers.filter((a) => a.route === r.route).length).toBeGreaterThan(5);
     expect(ready).toEqual([503]);
@@ -171,7 +193,13 @@ describe('a database outage', () => {
     const began = lines.filter((l) => l.includes('the database is unreachable'));
     const ended = lines.filter((l) => l.includes('the database is reachable again'));
     console.log(`log lines written during and after the outage: ${lines.length} (for ${answers.length} calls)`);
-    if (lines.length >= 12) console.log(lines.slice(0, 4).map((l) => l.slice(0, 300)).join('\n'));
+    if (lines.length >= 12)
+      console.log(
+        lines
+          .slice(0, 4)
+          .map((l) => l.slice(0, 300))
+          .join('\n'),
+      );
     expect(began).toHaveLength(1);
     expect(ended).toHaveLength(1);
     expect(log).not.toMatch(/\n\s+at /);
@@ -183,7 +211,9 @@ describe('a database outage', () => {
     const stored = await db.query<{ n: number }>(`SELECT (payload->>'n')::int AS n FROM events WHERE source = 'upstream'`);
     const storedNs = new Set(stored.rows.map((r) => r.n));
     const lost = [0, ...acceptedDeliveries, ...refusedDeliveries].filter((k) => !storedNs.has(k));
-    console.log(`inbound: ${acceptedDeliveries.length} accepted and ${refusedDeliveries.length} refused during the outage; lost after retries: ${lost.length}`);
+    console.log(
+      `inbound: ${acceptedDeliveries.length} accepted and ${refusedDeliveries.length} refused during the outage; lost after retries: ${lost.length}`,
+    );
     expect(refusedDeliveries.length).toBeGreaterThan(5);
     expect(lost).toEqual([]);
   }, 120_000);

@@ -60,7 +60,12 @@ describe('SIGKILL during a renewal storm', () => {
       body: JSON.stringify({ id: 'acme', name: 'Acme', environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] }),
     });
     expect(tenant.status).toBe(201);
-    const items = Array.from({ length: CONNECTIONS }, (_, i) => ({ tenantId: 'acme', userId: `u-${i}`, upstreamUserId: USERS[i % USERS.length], tokens: sandbox.issueTokens(USERS[i % USERS.length]) }));
+    const items = Array.from({ length: CONNECTIONS }, (_, i) => ({
+      tenantId: 'acme',
+      userId: `u-${i}`,
+      upstreamUserId: USERS[i % USERS.length],
+      tokens: sandbox.issueTokens(USERS[i % USERS.length]),
+    }));
     await seedConnections(db, vaultKeys, items);
   }, 120_000);
 
@@ -74,7 +79,9 @@ describe('SIGKILL during a renewal storm', () => {
   const waitUntilSettled = async () => {
     const deadline = Date.now() + 60_000;
     for (;;) {
-      const pending = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM connections WHERE status = 'active' AND (refresh_due_at <= now() OR lease_owner IS NOT NULL)`);
+      const pending = await db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM connections WHERE status = 'active' AND (refresh_due_at <= now() OR lease_owner IS NOT NULL)`,
+      );
       if (pending.rows[0].n === 0) return;
       if (Date.now() > deadline) throw new Error(`${pending.rows[0].n} connections still not renewed`);
       await new Promise((r) => setTimeout(r, 200));
@@ -85,7 +92,8 @@ describe('SIGKILL during a renewal storm', () => {
     const lostPerKill: number[] = [];
     const renewedBeforeKill: number[] = [];
     for (let k = 0; k < KILLS; k++) {
-      const reauthBefore = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM connections WHERE status = 'reauth_required'`)).rows[0].n;
+      const reauthBefore = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM connections WHERE status = 'reauth_required'`))
+        .rows[0].n;
       const reusesBefore = sandbox.stats().refreshReuses;
       sandbox.setFault({ mode: 'slow', delayMs: 100, paths: ['/oauth/token'] });
       const stormStart = new Date();
@@ -94,7 +102,8 @@ describe('SIGKILL during a renewal storm', () => {
       const deadline = Date.now() + 30_000;
       let renewed = 0;
       while (renewed < 20) {
-        renewed = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM connections WHERE last_refreshed_at >= $1`, [stormStart])).rows[0].n;
+        renewed = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM connections WHERE last_refreshed_at >= $1`, [stormStart]))
+          .rows[0].n;
         if (Date.now() > deadline) throw new Error('the storm did not start');
         await new Promise((r) => setTimeout(r, 20));
       }
@@ -103,7 +112,9 @@ describe('SIGKILL during a renewal storm', () => {
       sandbox.setFault(null);
       app = await spawnApp(env, { readyTimeoutMs: 60_000 });
       await waitUntilSettled();
-      const reauth = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM connections WHERE status = 'reauth_required'`)).rows[0].n - reauthBefore;
+      const reauth =
+        (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM connections WHERE status = 'reauth_required'`)).rows[0].n -
+        reauthBefore;
       const reuses = sandbox.stats().refreshReuses - reusesBefore;
       // Each cut rotation is revealed by a reuse (a loaded machine may retry a timed-out call with the same
       // spent token, so one lost connection can show more than one); that nothing else was reused is checked
@@ -111,7 +122,9 @@ describe('SIGKILL during a renewal storm', () => {
       expect(reuses).toBeGreaterThanOrEqual(reauth);
       lostPerKill.push(reauth);
     }
-    const statuses = await db.query<{ status: string; status_reason: string | null; n: number }>(`SELECT status, status_reason, count(*)::int AS n FROM connections GROUP BY 1, 2`);
+    const statuses = await db.query<{ status: string; status_reason: string | null; n: number }>(
+      `SELECT status, status_reason, count(*)::int AS n FROM connections GROUP BY 1, 2`,
+    );
     console.log(
       `SIGKILL during a storm of ${CONNECTIONS} renewals, ${KILLS} times (cap ${CAP} in flight, token answers 100 ms): ` +
         `connections lost per kill ${JSON.stringify(lostPerKill)} (renewed before each kill: ${JSON.stringify(renewedBeforeKill)}); final ${JSON.stringify(statuses.rows)}`,
@@ -126,7 +139,10 @@ describe('SIGKILL during a renewal storm', () => {
     const active = await db.query<{ id: string }>(`SELECT id FROM connections WHERE status = 'active'`);
     const refused: string[] = [];
     for (const { id } of active.rows) {
-      const res = await fetch(`${app!.url}/v1/tenants/acme/connections/${id}/refresh`, { method: 'POST', headers: { authorization: `Bearer ${operatorKey}` } });
+      const res = await fetch(`${app!.url}/v1/tenants/acme/connections/${id}/refresh`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${operatorKey}` },
+      });
       await res.arrayBuffer();
       if (res.status !== 200) refused.push(`${id}: ${res.status}`);
     }

@@ -53,7 +53,9 @@ describe('a wrong VAULT_KEYS', () => {
       body: JSON.stringify({ id: 'acme', name: 'Acme', environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] }),
     });
     expect(tenant.status).toBe(201);
-    await seedConnections(db, right, [{ tenantId: 'acme', userId: 'u-alice', upstreamUserId: 'alice', tokens: sandbox.issueTokens('alice') }]);
+    await seedConnections(db, right, [
+      { tenantId: 'acme', userId: 'u-alice', upstreamUserId: 'alice', tokens: sandbox.issueTokens('alice') },
+    ]);
     await app.stop('SIGTERM');
     app = null;
   }, 120_000);
@@ -99,7 +101,9 @@ describe('a wrong VAULT_KEYS', () => {
     ]);
     const refreshesBefore = sandbox.stats().refreshes;
 
-    const call = await fetch(`${app.url}/v1/tenants/acme/me`, { headers: { authorization: `Bearer ${operatorKey}`, 'x-user-id': 'u-alice' } });
+    const call = await fetch(`${app.url}/v1/tenants/acme/me`, {
+      headers: { authorization: `Bearer ${operatorKey}`, 'x-user-id': 'u-alice' },
+    });
     const body = (await call.json()) as { error: { code: string; message: string } };
     expect(call.status).toBe(500);
     expect(body.error.code).toBe('vault_key_mismatch');
@@ -116,7 +120,9 @@ describe('a wrong VAULT_KEYS', () => {
       [id],
     );
     const row = after.rows[0];
-    console.log(`run-time mismatch: ${row.refresh_failures} scheduler tries in 3 s (tick 200 ms), next in ${row.due_in_ms} ms, status ${row.status}, token calls ${sandbox.stats().refreshes - refreshesBefore}`);
+    console.log(
+      `run-time mismatch: ${row.refresh_failures} scheduler tries in 3 s (tick 200 ms), next in ${row.due_in_ms} ms, status ${row.status}, token calls ${sandbox.stats().refreshes - refreshesBefore}`,
+    );
     expect(row.refresh_failures).toBeGreaterThanOrEqual(1);
     expect(row.refresh_failures).toBeLessThanOrEqual(4);
     expect(row.status).toBe('active');

@@ -26,7 +26,11 @@ const BAD_VALUES: Array<{ label: string; json: string; why: RegExp }> = [
   { label: '5,000 nested objects', json: nestedObjects(5000), why: /levels deep/ },
   { label: '100,000 nested arrays', json: nestedArrays(100_000), why: /levels deep/ },
   { label: 'arrays and objects alternating, 3,000 levels', json: '[{"a":'.repeat(1500) + '0' + '}]'.repeat(1500), why: /levels deep/ },
-  { label: `one level past the limit (${JSON_MAX_DEPTH} arrays inside the body's object)`, json: nestedArrays(JSON_MAX_DEPTH), why: /levels deep/ },
+  {
+    label: `one level past the limit (${JSON_MAX_DEPTH} arrays inside the body's object)`,
+    json: nestedArrays(JSON_MAX_DEPTH),
+    why: /levels deep/,
+  },
   { label: 'deep nesting hidden after a string holding brackets', json: `["]]]]", ${nestedArrays(200)}]`, why: /levels deep/ },
 ];
 
@@ -55,8 +59,20 @@ describe('bad bytes get 400 validation_failed at the edge, on every kind of rout
       key: () => t.operatorKey,
       body: (v) => `{"id": "bad-new", "name": ${v}, "environment": "sandbox", "allowedReturnUrls": ["http://localhost:5173/"]}`,
     },
-    { label: 'PATCH /v1/tenants/{id} (operator)', method: 'PATCH', path: () => '/v1/tenants/acme', key: () => t.operatorKey, body: (v) => `{"name": ${v}}` },
-    { label: 'POST .../api-keys (operator)', method: 'POST', path: () => '/v1/tenants/acme/api-keys', key: () => t.operatorKey, body: (v) => `{"name": ${v}}` },
+    {
+      label: 'PATCH /v1/tenants/{id} (operator)',
+      method: 'PATCH',
+      path: () => '/v1/tenants/acme',
+      key: () => t.operatorKey,
+      body: (v) => `{"name": ${v}}`,
+    },
+    {
+      label: 'POST .../api-keys (operator)',
+      method: 'POST',
+      path: () => '/v1/tenants/acme/api-keys',
+      key: () => t.operatorKey,
+      body: (v) => `{"name": ${v}}`,
+    },
     {
       label: 'POST .../connect-sessions (tenant key)',
       method: 'POST',
@@ -64,8 +80,20 @@ describe('bad bytes get 400 validation_failed at the edge, on every kind of rout
       key: () => tenantKey,
       body: (v) => `{"kind": "user", "userId": ${v}, "returnUrl": "http://localhost:5173/"}`,
     },
-    { label: 'POST .../webhooks (tenant key)', method: 'POST', path: () => '/v1/tenants/acme/webhooks', key: () => tenantKey, body: (v) => `{"events": [${v}]}` },
-    { label: 'POST /inbound/{tenant}/{receiver}', method: 'POST', path: () => receiver.path, key: () => null, body: (v) => `{"event": "workflow_step_updated", "data": ${v}}` },
+    {
+      label: 'POST .../webhooks (tenant key)',
+      method: 'POST',
+      path: () => '/v1/tenants/acme/webhooks',
+      key: () => tenantKey,
+      body: (v) => `{"events": [${v}]}`,
+    },
+    {
+      label: 'POST /inbound/{tenant}/{receiver}',
+      method: 'POST',
+      path: () => receiver.path,
+      key: () => null,
+      body: (v) => `{"event": "workflow_step_updated", "data": ${v}}`,
+    },
   ];
 
   async function send(route: JsonRoute, body: string) {
@@ -124,7 +152,10 @@ describe('bad bytes get 400 validation_failed at the edge, on every kind of rout
   it('a form-encoded body with NUL is refused the same way', async () => {
     const before = await snapshot();
     for (const form of ['name=a%00b', 'name=%00', 'a%00=x', 'name=ok&name=%00']) {
-      const res = await t.request('PATCH', '/v1/tenants/acme', { body: form, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+      const res = await t.request('PATCH', '/v1/tenants/acme', {
+        body: form,
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      });
       expectError(res, 400, 'validation_failed', form);
     }
     expect(await snapshot()).toEqual(before);
@@ -137,7 +168,11 @@ describe('bad bytes get 400 validation_failed at the edge, on every kind of rout
       { label: 'a surrogate pair', json: '"\\ud83d\\ude00"', value: '😀' },
       { label: 'U+0001', json: '"\\u0001"', value: '\u0001' },
       { label: 'brackets inside strings do not count as depth', json: `"${'['.repeat(500)}"`, value: '['.repeat(500) },
-      { label: `exactly ${JSON_MAX_DEPTH} levels (the body's object and ${JSON_MAX_DEPTH - 1} arrays)`, json: nestedArrays(JSON_MAX_DEPTH - 1), value: JSON.parse(nestedArrays(JSON_MAX_DEPTH - 1)) },
+      {
+        label: `exactly ${JSON_MAX_DEPTH} levels (the body's object and ${JSON_MAX_DEPTH - 1} arrays)`,
+        json: nestedArrays(JSON_MAX_DEPTH - 1),
+        value: JSON.parse(nestedArrays(JSON_MAX_DEPTH - 1)),
+      },
     ];
     for (const g of good) {
       const res = await deliver(t, receiver, `{"event": "probe", "data": ${g.json}}`);
@@ -153,7 +188,12 @@ describe('bad bytes get 400 validation_failed at the edge, on every kind of rout
     expectError(await t.request('PATCH', '/v1/tenants/acme', { body: big }), 413, 'payload_too_large', 'JSON over 1 MiB');
     expectError(await deliver(t, receiver, big), 413, 'payload_too_large', 'inbound JSON over 1 MiB');
     const form = `name=${'x'.repeat(65 * 1024)}`;
-    expectError(await t.request('PATCH', '/v1/tenants/acme', { body: form, headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 413, 'payload_too_large', 'form over 64 KiB');
+    expectError(
+      await t.request('PATCH', '/v1/tenants/acme', { body: form, headers: { 'content-type': 'application/x-www-form-urlencoded' } }),
+      413,
+      'payload_too_large',
+      'form over 64 KiB',
+    );
     expect(await snapshot()).toEqual(before);
   });
 

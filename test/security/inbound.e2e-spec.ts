@@ -46,7 +46,11 @@ describe('inbound deliveries: media type and failure isolation in the group comm
       { label: 'application/jsonx', contentType: 'application/jsonx', body: (p) => `{"probe":"${p}"}` },
       { label: 'application/json-seq', contentType: 'application/json-seq', body: (p) => `{"probe":"${p}"}` },
       { label: 'application/xml', contentType: 'application/xml', body: (p) => `<probe>${p}</probe>` },
-      { label: 'multipart', contentType: 'multipart/form-data; boundary=b', body: (p) => `--b\r\ncontent-disposition: form-data; name="probe"\r\n\r\n${p}\r\n--b--\r\n` },
+      {
+        label: 'multipart',
+        contentType: 'multipart/form-data; boundary=b',
+        body: (p) => `--b\r\ncontent-disposition: form-data; name="probe"\r\n\r\n${p}\r\n--b--\r\n`,
+      },
       { label: 'octet-stream', contentType: 'application/octet-stream', body: (p) => `{"probe":"${p}"}` },
       { label: 'no content-type at all', contentType: null, body: (p) => `{"probe":"${p}"}` },
     ];
@@ -61,16 +65,23 @@ describe('inbound deliveries: media type and failure isolation in the group comm
     });
 
     it('a wrong Authorization is still 401 whatever the media type (no oracle on receivers)', async () => {
-      const res = await fetch(`${t.url}${acme.path}`, { method: 'POST', headers: { authorization: 'Bearer wrong', 'content-type': 'text/plain' }, body: 'x' });
+      const res = await fetch(`${t.url}${acme.path}`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer wrong', 'content-type': 'text/plain' },
+        body: 'x',
+      });
       expect(res.status).toBe(401);
     });
 
-    it.each([['application/json'], ['application/json; charset=utf-8'], ['Application/JSON'], ['application/json;charset=UTF-8']])('%s is taken', async (contentType) => {
-      const probe = randomUUID();
-      const res = await raw(acme, JSON.stringify({ event: 'workflow_step_updated', probe }), { 'content-type': contentType });
-      expect(res.status).toBe(200);
-      expect(await stored(probe)).toBe(1);
-    });
+    it.each([['application/json'], ['application/json; charset=utf-8'], ['Application/JSON'], ['application/json;charset=UTF-8']])(
+      '%s is taken',
+      async (contentType) => {
+        const probe = randomUUID();
+        const res = await raw(acme, JSON.stringify({ event: 'workflow_step_updated', probe }), { 'content-type': contentType });
+        expect(res.status).toBe(200);
+        expect(await stored(probe)).toBe(1);
+      },
+    );
   });
 
   describe('served by the front door, with the JSON body rules of the service', () => {
@@ -81,7 +92,9 @@ describe('inbound deliveries: media type and failure isolation in the group comm
         'content-encoding': 'gzip',
       });
       expect(res.status).toBe(200);
-      const row = await t.db.query<{ type: string; big: string }>(`SELECT type, payload->>'big' AS big FROM events WHERE id = $1`, [(res.body as { id: string }).id]);
+      const row = await t.db.query<{ type: string; big: string }>(`SELECT type, payload->>'big' AS big FROM events WHERE id = $1`, [
+        (res.body as { id: string }).id,
+      ]);
       // The JSON text itself is stored: the number keeps its digits (a parse and re-encode would round it).
       expect(row.rows[0]).toEqual({ type: 'workflow_step_updated', big: '12345678901234567890' });
     });
@@ -100,7 +113,11 @@ describe('inbound deliveries: media type and failure isolation in the group comm
       const probe = randomUUID();
       const upper = acme.path.replace('/inbound/', '/INBOUND/');
       for (const path of [upper, `${acme.path}/`]) {
-        const res = await fetch(`${t.url}${path}`, { method: 'POST', headers: { authorization: acme.authorization, 'content-type': 'application/json' }, body: `{"probe": "${probe}"}` });
+        const res = await fetch(`${t.url}${path}`, {
+          method: 'POST',
+          headers: { authorization: acme.authorization, 'content-type': 'application/json' },
+          body: `{"probe": "${probe}"}`,
+        });
         expect([path, res.status]).toEqual([path, 200]);
       }
       expect(await stored(probe)).toBe(2);
@@ -110,9 +127,17 @@ describe('inbound deliveries: media type and failure isolation in the group comm
     });
 
     it("an empty body is 400 (not stored as {}); a caller's x-request-id is kept in the error", async () => {
-      const res = await fetch(`${t.url}${acme.path}`, { method: 'POST', headers: { authorization: acme.authorization, 'content-type': 'application/json', 'x-request-id': 'probe-req-1' } });
+      const res = await fetch(`${t.url}${acme.path}`, {
+        method: 'POST',
+        headers: { authorization: acme.authorization, 'content-type': 'application/json', 'x-request-id': 'probe-req-1' },
+      });
       const body = (await res.json()) as ErrorBody;
-      expect([res.status, body.error.code, body.error.requestId, res.headers.get('x-request-id')]).toEqual([400, 'validation_failed', 'probe-req-1', 'probe-req-1']);
+      expect([res.status, body.error.code, body.error.requestId, res.headers.get('x-request-id')]).toEqual([
+        400,
+        'validation_failed',
+        'probe-req-1',
+        'probe-req-1',
+      ]);
     });
   });
 
@@ -124,14 +149,21 @@ describe('inbound deliveries: media type and failure isolation in the group comm
         const r = i % 2 === 0 ? acme : beta;
         const isBad = i % 12 === 5;
         const data = isBad ? bad[(i - 5) / 12] : JSON.stringify({ n: i });
-        return deliver(t, r, `{"event": "workflow_step_updated", "probe": "${probe}", "n": ${i}, "data": ${data}}`).then((res) => ({ i, isBad, res }));
+        return deliver(t, r, `{"event": "workflow_step_updated", "probe": "${probe}", "n": ${i}, "data": ${data}}`).then((res) => ({
+          i,
+          isBad,
+          res,
+        }));
       });
       const answers = await Promise.all(sends);
       for (const { i, isBad, res } of answers) {
         if (isBad) expectError(res, 400, 'validation_failed', `delivery ${i}`);
         else expect([i, res.status, typeof res.body.id]).toEqual([i, 200, 'string']);
       }
-      const rows = await t.db.query<{ id: string; n: string; tenant_id: string }>(`SELECT id, tenant_id, payload->>'n' AS n FROM events WHERE payload->>'probe' = $1`, [probe]);
+      const rows = await t.db.query<{ id: string; n: string; tenant_id: string }>(
+        `SELECT id, tenant_id, payload->>'n' AS n FROM events WHERE payload->>'probe' = $1`,
+        [probe],
+      );
       const good = answers.filter((a) => !a.isBad);
       expect(rows.rows.map((r) => Number(r.n)).sort((a, b) => a - b)).toEqual(good.map((a) => a.i));
       expect(new Set(rows.rows.map((r) => r.id))).toEqual(new Set(good.map((a) => a.res.body.id)));
@@ -160,7 +192,10 @@ describe('inbound deliveries: media type and failure isolation in the group comm
       });
       try {
         const accept = (r: Receiver, tenantId: string, payload: Record<string, unknown>) =>
-          inbound.accept(tenantId, r.path.split('/').at(-1)!, r.authorization, { contentType: 'application/json', body: { probe, ...payload } });
+          inbound.accept(tenantId, r.path.split('/').at(-1)!, r.authorization, {
+            contentType: 'application/json',
+            body: { probe, ...payload },
+          });
         // The edge refuses these bytes; here they bypass it, as any value the database alone refuses would.
         const calls = [
           accept(acme, 'acme', { kind: 'first' }),
@@ -181,7 +216,12 @@ describe('inbound deliveries: media type and failure isolation in the group comm
         });
         // The bad ones really shared a statement with good ones, and that statement failed.
         expect(statements.some((s) => s.failed && s.size > 2 && s.probes.includes('nul') && s.probes.includes('good'))).toBe(true);
-        expect(statements.filter((s) => s.failed && s.size === 1).map((s) => s.probes[0]).sort()).toEqual(['nul', 'surrogate']);
+        expect(
+          statements
+            .filter((s) => s.failed && s.size === 1)
+            .map((s) => s.probes[0])
+            .sort(),
+        ).toEqual(['nul', 'surrogate']);
         expect(await stored(probe)).toBe(26);
         expect(await count(t, `SELECT 1 FROM events WHERE payload->>'probe' = $1 AND tenant_id = 'beta'`, [probe])).toBe(24);
       } finally {

@@ -31,7 +31,14 @@ describe('per-tenant bounds on the facade', () => {
     const { hostname, port } = new URL(t.url);
     return new Promise((resolve, reject) => {
       const req = httpRequest(
-        { hostname, port, path, method, agent: false, headers: { authorization: `Bearer ${t.operatorKey}`, 'x-user-id': 'u-alice', ...headers } },
+        {
+          hostname,
+          port,
+          path,
+          method,
+          agent: false,
+          headers: { authorization: `Bearer ${t.operatorKey}`, 'x-user-id': 'u-alice', ...headers },
+        },
         (res) => {
           const chunks: Buffer[] = [];
           res.on('data', (c: Buffer) => chunks.push(c));
@@ -52,7 +59,12 @@ describe('per-tenant bounds on the facade', () => {
       path: `/v1/tenants/${tenant}/workflows`,
       method: 'POST',
       agent: false,
-      headers: { authorization: `Bearer ${t.operatorKey}`, 'x-user-id': 'u-alice', 'content-type': 'application/json', 'content-length': '100000' },
+      headers: {
+        authorization: `Bearer ${t.operatorKey}`,
+        'x-user-id': 'u-alice',
+        'content-type': 'application/json',
+        'content-length': '100000',
+      },
     });
     req.on('error', () => undefined);
     req.write('{"name":"');
@@ -101,19 +113,29 @@ describe('per-tenant bounds on the facade', () => {
     await upstream?.close();
   });
 
-  it('refuses an upload past FACADE_TENANT_MAX_UPLOADS; the tenant\'s reads and the other tenant go on', async () => {
+  it("refuses an upload past FACADE_TENANT_MAX_UPLOADS; the tenant's reads and the other tenant go on", async () => {
     const started = upstream.calls.length;
     for (let i = 0; i < MAX_UPLOADS; i++) stalledUpload('noisy');
-    await until('the uploads reach the upstream', () => holding('noisy').uploads === MAX_UPLOADS && upstream.calls.length === started + MAX_UPLOADS);
+    await until(
+      'the uploads reach the upstream',
+      () => holding('noisy').uploads === MAX_UPLOADS && upstream.calls.length === started + MAX_UPLOADS,
+    );
 
     const before = upstream.calls.length;
-    expectRefused(await call('POST', '/v1/tenants/noisy/workflows', { 'content-type': 'application/json' }, '{"name":"x","approvers":["bob"]}'));
+    expectRefused(
+      await call('POST', '/v1/tenants/noisy/workflows', { 'content-type': 'application/json' }, '{"name":"x","approvers":["bob"]}'),
+    );
     expectRefused(await call('PUT', '/v1/tenants/noisy/proxy/workflows/x', { 'content-type': 'application/octet-stream' }, 'bytes'));
     expect(upstream.calls.slice(before)).toEqual([]);
 
     expect((await call('GET', '/v1/tenants/noisy/workflows')).status).toBe(200);
     expect((await call('GET', '/v1/tenants/calm/workflows')).status).toBe(200);
-    const launched = await call('POST', '/v1/tenants/calm/workflows', { 'content-type': 'application/json' }, '{"name":"calm","approvers":["bob"]}');
+    const launched = await call(
+      'POST',
+      '/v1/tenants/calm/workflows',
+      { 'content-type': 'application/json' },
+      '{"name":"calm","approvers":["bob"]}',
+    );
     expect(launched.status).toBe(201);
   });
 
@@ -121,7 +143,10 @@ describe('per-tenant bounds on the facade', () => {
     const started = upstream.calls.length;
     stalledUpload('noisy');
     const held = [1, 2, 3].map((n) => heldCall('noisy', n));
-    await until('the calls are held', () => holding('noisy').calls === MAX_CALLS && upstream.holding === 3 && upstream.calls.length === started + 4);
+    await until(
+      'the calls are held',
+      () => holding('noisy').calls === MAX_CALLS && upstream.holding === 3 && upstream.calls.length === started + 4,
+    );
 
     const before = upstream.calls.length;
     for (const [method, path] of [
@@ -162,7 +187,13 @@ describe('per-tenant bounds on the facade', () => {
 
   it('frees a call whose caller went away while the upstream held it', async () => {
     const { hostname, port } = new URL(t.url);
-    const gone = httpRequest({ hostname, port, path: '/v1/tenants/noisy/workflows/hold-9', agent: false, headers: { authorization: `Bearer ${t.operatorKey}`, 'x-user-id': 'u-alice' } });
+    const gone = httpRequest({
+      hostname,
+      port,
+      path: '/v1/tenants/noisy/workflows/hold-9',
+      agent: false,
+      headers: { authorization: `Bearer ${t.operatorKey}`, 'x-user-id': 'u-alice' },
+    });
     gone.on('error', () => undefined);
     gone.end();
     await until('held', () => holding('noisy').calls === 1 && upstream.holding === 1);

@@ -25,7 +25,9 @@ describe('connect-link tokens and OAuth states never reach a log line', () => {
   });
 
   async function connectLink(userId: string): Promise<{ url: string; token: string }> {
-    const res = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', { body: { kind: 'user', userId, returnUrl: 'http://localhost:5173/done' } });
+    const res = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', {
+      body: { kind: 'user', userId, returnUrl: 'http://localhost:5173/done' },
+    });
     expect(res.status).toBe(201);
     return { url: res.body.connectUrl, token: res.body.connectUrl.split('/connect/')[1] };
   }
@@ -52,13 +54,16 @@ describe('connect-link tokens and OAuth states never reach a log line', () => {
     { label: 'a browser asking for HTML', path: (tok) => `/connect/${tok}`, headers: { accept: 'text/html' } },
   ];
 
-  it.each(forms.map((f) => [f.label, f] as const))('%s: the access line shows /connect/[redacted], the token appears nowhere', async (_label, form) => {
-    const { token } = await connectLink(`u-log-${form.label.replace(/\W/g, '')}`);
-    const res = await fetch(`${t.url}${form.path(token)}`, { redirect: 'manual', headers: form.headers });
-    const line = await accessLine(res.headers.get('x-request-id'));
-    expect(line.req?.url).toMatch(/\/connect(\/|%2F)+\[redacted\]/i);
-    expect(t.logs.join('\n')).not.toContain(token);
-  });
+  it.each(forms.map((f) => [f.label, f] as const))(
+    '%s: the access line shows /connect/[redacted], the token appears nowhere',
+    async (_label, form) => {
+      const { token } = await connectLink(`u-log-${form.label.replace(/\W/g, '')}`);
+      const res = await fetch(`${t.url}${form.path(token)}`, { redirect: 'manual', headers: form.headers });
+      const line = await accessLine(res.headers.get('x-request-id'));
+      expect(line.req?.url).toMatch(/\/connect(\/|%2F)+\[redacted\]/i);
+      expect(t.logs.join('\n')).not.toContain(token);
+    },
+  );
 
   it('a page requested from a connect page (its Referer) and the redirect to the authorize page (its state) are redacted too', async () => {
     const { url, token } = await connectLink('u-log-referer');

@@ -31,7 +31,9 @@ describe('the OAuth state is bound to the browser that started the flow', () => 
 
   /** A browser opens a fresh connect link of `userId` and approves as the sandbox user `as`; it stops before the callback. */
   async function startFlow(userId: string, as: string): Promise<Flow> {
-    const session = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', { body: { kind: 'user', userId, returnUrl: 'http://localhost:5173/done' } });
+    const session = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', {
+      body: { kind: 'user', userId, returnUrl: 'http://localhost:5173/done' },
+    });
     expect(session.status).toBe(201);
     const callback = await authorizeAtSandbox(session.body.connectUrl, as, 'approve');
     const url = new URL(callback.url);
@@ -41,10 +43,17 @@ describe('the OAuth state is bound to the browser that started the flow', () => 
   const callbackUrl = (params: Record<string, string>) => `${t.url}/oauth/callback?${new URLSearchParams(params).toString()}`;
   const tokenCalls = () => t.sandbox!.records().filter((r) => r.path === '/oauth/token').length;
   const completedAt = async (state: string) =>
-    (await t.db.query<{ completed_at: Date | null }>('SELECT completed_at FROM connect_sessions WHERE state_hash = $1', [createHash('sha256').update(state).digest()])).rows[0]
-      ?.completed_at;
+    (
+      await t.db.query<{ completed_at: Date | null }>('SELECT completed_at FROM connect_sessions WHERE state_hash = $1', [
+        createHash('sha256').update(state).digest(),
+      ])
+    ).rows[0]?.completed_at;
   const connectionOf = async (userId: string) =>
-    (await t.db.query<{ upstream_user_id: string }>(`SELECT upstream_user_id FROM connections WHERE tenant_id = 'acme' AND user_id = $1`, [userId])).rows[0]?.upstream_user_id ?? null;
+    (
+      await t.db.query<{ upstream_user_id: string }>(`SELECT upstream_user_id FROM connections WHERE tenant_id = 'acme' AND user_id = $1`, [
+        userId,
+      ])
+    ).rows[0]?.upstream_user_id ?? null;
 
   async function expectRefused(res: Response, label: string): Promise<void> {
     const text = await res.text();
@@ -67,37 +76,79 @@ describe('the OAuth state is bound to the browser that started the flow', () => 
   const crossOvers: Array<{ label: string; attempt: (victim: Flow, attacker: Flow) => Promise<Response> }> = [
     { label: "the victim's whole callback URL, from the attacker's browser", attempt: (v, a) => openCallback(v, { cookie: a.cookie }) },
     { label: "the victim's whole callback URL, from a browser without cookies", attempt: (v) => openCallback(v, { cookie: '' }) },
-    { label: "the attacker's code with the victim's state, from the attacker's browser", attempt: (v, a) => openCallback({ url: callbackUrl({ code: a.code, state: v.state }), cookie: a.cookie }) },
-    { label: "the attacker's code with the victim's state, no cookies", attempt: (v, a) => openCallback({ url: callbackUrl({ code: a.code, state: v.state }), cookie: '' }) },
-    { label: "the attacker's own callback, pushed into the victim's browser (login CSRF)", attempt: (v, a) => openCallback(a, { cookie: v.cookie }) },
-    { label: "the attacker's state with the victim's code, in the victim's browser", attempt: (v, a) => openCallback({ url: callbackUrl({ code: v.code, state: a.state }), cookie: v.cookie }) },
-    { label: "the victim's state with the attacker's binding value under the victim's cookie name", attempt: (v, a) => openCallback(v, { cookie: `${cookieName(v.state)}=${a.cookie.split('=')[1]}` }) },
-    { label: "the victim's state with a forged binding value", attempt: (v) => openCallback(v, { cookie: `${cookieName(v.state)}=${randomBytes(32).toString('base64url')}` }) },
+    {
+      label: "the attacker's code with the victim's state, from the attacker's browser",
+      attempt: (v, a) => openCallback({ url: callbackUrl({ code: a.code, state: v.state }), cookie: a.cookie }),
+    },
+    {
+      label: "the attacker's code with the victim's state, no cookies",
+      attempt: (v, a) => openCallback({ url: callbackUrl({ code: a.code, state: v.state }), cookie: '' }),
+    },
+    {
+      label: "the attacker's own callback, pushed into the victim's browser (login CSRF)",
+      attempt: (v, a) => openCallback(a, { cookie: v.cookie }),
+    },
+    {
+      label: "the attacker's state with the victim's code, in the victim's browser",
+      attempt: (v, a) => openCallback({ url: callbackUrl({ code: v.code, state: a.state }), cookie: v.cookie }),
+    },
+    {
+      label: "the victim's state with the attacker's binding value under the victim's cookie name",
+      attempt: (v, a) => openCallback(v, { cookie: `${cookieName(v.state)}=${a.cookie.split('=')[1]}` }),
+    },
+    {
+      label: "the victim's state with a forged binding value",
+      attempt: (v) => openCallback(v, { cookie: `${cookieName(v.state)}=${randomBytes(32).toString('base64url')}` }),
+    },
     { label: "the victim's state with an empty binding value", attempt: (v) => openCallback(v, { cookie: `${cookieName(v.state)}=` }) },
-    { label: "both browsers' cookies but the victim's state and the attacker's code", attempt: (v, a) => openCallback({ url: callbackUrl({ code: a.code, state: v.state }), cookie: a.cookie }, { cookie: `${a.cookie}; x=${v.cookie.split('=')[1]}` }) },
-    { label: 'an error callback cancelling the victim’s flow, from the attacker', attempt: (v, a) => openCallback({ url: callbackUrl({ error: 'access_denied', state: v.state }), cookie: a.cookie }) },
-    { label: 'an error callback for the victim’s state, no cookies', attempt: (v) => openCallback({ url: callbackUrl({ error: 'access_denied', state: v.state }), cookie: '' }) },
-    { label: 'a callback with neither code nor error for the victim’s state, from the attacker', attempt: (v, a) => openCallback({ url: callbackUrl({ state: v.state }), cookie: a.cookie }) },
-    { label: "the victim's callback from the attacker's browser, asking for HTML", attempt: (v, a) => openCallback(v, { cookie: a.cookie, headers: { accept: 'text/html' } }) },
+    {
+      label: "both browsers' cookies but the victim's state and the attacker's code",
+      attempt: (v, a) =>
+        openCallback(
+          { url: callbackUrl({ code: a.code, state: v.state }), cookie: a.cookie },
+          { cookie: `${a.cookie}; x=${v.cookie.split('=')[1]}` },
+        ),
+    },
+    {
+      label: 'an error callback cancelling the victim’s flow, from the attacker',
+      attempt: (v, a) => openCallback({ url: callbackUrl({ error: 'access_denied', state: v.state }), cookie: a.cookie }),
+    },
+    {
+      label: 'an error callback for the victim’s state, no cookies',
+      attempt: (v) => openCallback({ url: callbackUrl({ error: 'access_denied', state: v.state }), cookie: '' }),
+    },
+    {
+      label: 'a callback with neither code nor error for the victim’s state, from the attacker',
+      attempt: (v, a) => openCallback({ url: callbackUrl({ state: v.state }), cookie: a.cookie }),
+    },
+    {
+      label: "the victim's callback from the attacker's browser, asking for HTML",
+      attempt: (v, a) => openCallback(v, { cookie: a.cookie, headers: { accept: 'text/html' } }),
+    },
   ];
 
-  it.each(crossOvers.map((c, i) => [c.label, c, i] as const))('%s: refused, nothing consumed, both flows still complete', async (label, c, i) => {
-    const victim = await startFlow(`u-victim-${i}`, 'alice');
-    const attacker = await startFlow(`u-attacker-${i}`, 'bob');
-    const tokenCallsBefore = tokenCalls();
+  it.each(crossOvers.map((c, i) => [c.label, c, i] as const))(
+    '%s: refused, nothing consumed, both flows still complete',
+    async (label, c, i) => {
+      const victim = await startFlow(`u-victim-${i}`, 'alice');
+      const attacker = await startFlow(`u-attacker-${i}`, 'bob');
+      const tokenCallsBefore = tokenCalls();
 
-    await expectRefused(await c.attempt(victim, attacker), label);
+      await expectRefused(await c.attempt(victim, attacker), label);
 
-    expect(tokenCalls()).toBe(tokenCallsBefore); // no code was exchanged (or burned) at the upstream
-    expect(await completedAt(victim.state)).toBeNull();
-    expect(await completedAt(attacker.state)).toBeNull();
-    expect(await connectionOf(victim.userId)).toBeNull();
-    await expectCompletes(victim, 'alice');
-    await expectCompletes(attacker, 'bob');
-  });
+      expect(tokenCalls()).toBe(tokenCallsBefore); // no code was exchanged (or burned) at the upstream
+      expect(await completedAt(victim.state)).toBeNull();
+      expect(await completedAt(attacker.state)).toBeNull();
+      expect(await connectionOf(victim.userId)).toBeNull();
+      await expectCompletes(victim, 'alice');
+      await expectCompletes(attacker, 'bob');
+    },
+  );
 
   it('the cookie: HttpOnly, SameSite=Lax, scoped to the callback, as long-lived as the state, 256 random bits, only its hash stored', async () => {
-    const session = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', { body: { kind: 'user', userId: 'u-cookie', returnUrl: 'http://localhost:5173/done' } });
+    const session = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', {
+      body: { kind: 'user', userId: 'u-cookie', returnUrl: 'http://localhost:5173/done' },
+    });
     const opened = await fetch(session.body.connectUrl, { redirect: 'manual' });
     expect(opened.status).toBe(302);
     const state = new URL(opened.headers.get('location')!).searchParams.get('state')!;
@@ -107,7 +158,9 @@ describe('the OAuth state is bound to the browser that started the flow', () => 
     const [name, value] = pair.split('=');
     expect(name).toBe(cookieName(state));
     expect(value).toMatch(/^[A-Za-z0-9_-]{43}$/);
-    expect(attributes.map((a) => a.toLowerCase())).toEqual(expect.arrayContaining(['httponly', 'samesite=lax', 'path=/oauth/callback', 'max-age=600']));
+    expect(attributes.map((a) => a.toLowerCase())).toEqual(
+      expect.arrayContaining(['httponly', 'samesite=lax', 'path=/oauth/callback', 'max-age=600']),
+    );
     expect(attributes.map((a) => a.toLowerCase())).not.toContain('secure'); // http PUBLIC_URL here; https gets Secure
     const row = await t.db.query<{ browser_hash: Buffer }>(`SELECT browser_hash FROM connect_sessions WHERE user_id = 'u-cookie'`);
     expect(row.rows[0].browser_hash.equals(createHash('sha256').update(value).digest())).toBe(true);
@@ -137,12 +190,17 @@ describe('the OAuth state is bound to the browser that started the flow', () => 
   });
 
   it("a refused cross-over leaves the victim's flow able to end with Deny too", async () => {
-    const session = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', { body: { kind: 'user', userId: 'u-deny', returnUrl: 'http://localhost:5173/done' } });
+    const session = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', {
+      body: { kind: 'user', userId: 'u-deny', returnUrl: 'http://localhost:5173/done' },
+    });
     const denied = await authorizeAtSandbox(session.body.connectUrl, 'alice', 'deny');
     const attacker = await startFlow('u-deny-attacker', 'bob');
     await expectRefused(await openCallback(denied, { cookie: attacker.cookie }), 'deny callback from another browser');
     const back = await openCallback(denied);
     expect(back.status).toBe(302);
-    expect(Object.fromEntries(new URL(back.headers.get('location')!).searchParams)).toMatchObject({ status: 'error', error: 'access_denied' });
+    expect(Object.fromEntries(new URL(back.headers.get('location')!).searchParams)).toMatchObject({
+      status: 'error',
+      error: 'access_denied',
+    });
   });
 });

@@ -208,7 +208,11 @@ describe('the proxied path: one canonical form for the base check and the token'
     await fetch(`${probe.url}${API_BASE}/x/..%2F..%2Foauth/token`, { headers: { authorization: `Bearer ${bob}` } });
     await fetch(`${probe.url}${API_BASE}/workflows`, { headers: { authorization: `Bearer ${bob}` } });
     await fetch(`${probe.url}${API_BASE}/webhooks`, { headers: { authorization: `Bearer ${bob}` } });
-    expect(probe.violations).toEqual([expect.stringContaining('leaves'), expect.stringContaining("bob's token, not alice's"), expect.stringContaining("under /webhooks with bob's token")]);
+    expect(probe.violations).toEqual([
+      expect.stringContaining('leaves'),
+      expect.stringContaining("bob's token, not alice's"),
+      expect.stringContaining("under /webhooks with bob's token"),
+    ]);
     await probe.close();
   });
 });

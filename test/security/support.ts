@@ -18,12 +18,23 @@ export interface Receiver {
 export async function newReceiver(t: TestApp, tenantId: string): Promise<Receiver> {
   const id = randomUUID();
   const authorization = `Bearer ${randomBytes(32).toString('base64url')}`;
-  await t.app.get(WebhookReceiversRepository).insert({ id, tenantId, authMethod: 'bearer', secretEnc: t.app.get(TokenVault).seal(authorization, receiverRef(id)) });
+  await t.app
+    .get(WebhookReceiversRepository)
+    .insert({ id, tenantId, authMethod: 'bearer', secretEnc: t.app.get(TokenVault).seal(authorization, receiverRef(id)) });
   return { path: `/inbound/${tenantId}/${id}`, authorization };
 }
 
-export async function deliver(t: TestApp, r: Receiver, body: string, headers: Record<string, string> = {}): Promise<HttpAnswer<ErrorBody & { id: string }>> {
-  return t.request('POST', r.path, { key: null, body, headers: { 'content-type': 'application/json', authorization: r.authorization, ...headers } });
+export async function deliver(
+  t: TestApp,
+  r: Receiver,
+  body: string,
+  headers: Record<string, string> = {},
+): Promise<HttpAnswer<ErrorBody & { id: string }>> {
+  return t.request('POST', r.path, {
+    key: null,
+    body,
+    headers: { 'content-type': 'application/json', authorization: r.authorization, ...headers },
+  });
 }
 
 /** The contract's error shape with this status and code, and the request id that the header carries. */

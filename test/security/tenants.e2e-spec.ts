@@ -10,7 +10,22 @@ import { expectError, newTenantKey, type ErrorBody } from './support.js';
  */
 
 /** Ids that name no tenant: never created, deleted, or not even a possible id (percent-encoded as sent). */
-const UNKNOWN_IDS = ['nowhere', 'ghost-co', 'doomed', 'ACME', 'Acme', 'acme-', '-acme', 'a'.repeat(64), 'acme%20', '%C3%A9cole', 'acme%2F', 'acme.', '0', 'acme%2500'];
+const UNKNOWN_IDS = [
+  'nowhere',
+  'ghost-co',
+  'doomed',
+  'ACME',
+  'Acme',
+  'acme-',
+  '-acme',
+  'a'.repeat(64),
+  'acme%20',
+  '%C3%A9cole',
+  'acme%2F',
+  'acme.',
+  '0',
+  'acme%2500',
+];
 
 const PARAMETER_VALUES: Record<string, string> = {
   connectionId: '00000000-0000-4000-8000-000000000000',
@@ -47,7 +62,9 @@ describe('an unknown tenant is 404 tenant_not_found on every tenant-scoped route
       if (!path.startsWith('/v1/') || !path.includes('{tenantId}')) continue;
       for (const method of Object.keys(item)) {
         if (!['get', 'post', 'put', 'patch', 'delete'].includes(method)) continue;
-        const template = path.replace(/\{(\w+)\}/g, (whole: string, name: string) => (name === 'tenantId' ? whole : (PARAMETER_VALUES[name] ?? 'x')));
+        const template = path.replace(/\{(\w+)\}/g, (whole: string, name: string) =>
+          name === 'tenantId' ? whole : (PARAMETER_VALUES[name] ?? 'x'),
+        );
         routes.push({ method: method.toUpperCase(), template });
       }
     }
@@ -83,7 +100,13 @@ describe('an unknown tenant is 404 tenant_not_found on every tenant-scoped route
 
   it('the operator key', async () => {
     for (const route of routes) {
-      for (const id of UNKNOWN_IDS) expectError(await send(route, id, t.operatorKey), 404, 'tenant_not_found', `${route.method} ${route.template} as operator, tenant ${id}`);
+      for (const id of UNKNOWN_IDS)
+        expectError(
+          await send(route, id, t.operatorKey),
+          404,
+          'tenant_not_found',
+          `${route.method} ${route.template} as operator, tenant ${id}`,
+        );
     }
   });
 

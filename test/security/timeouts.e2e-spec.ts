@@ -60,17 +60,37 @@ describe('server timeouts', () => {
 
   const slowSenders: Array<[string, (c: Conn) => void, RegExp | null]> = [
     // Slowloris: a header line now and then, never the blank line that ends them.
-    ['slow headers (operator route)', (c) => (c.socket.write('GET /v1/tenants HTTP/1.1\r\nhost: x\r\n'), drip(c, 'x-a: b\r\n', 100)), /^HTTP\/1\.1 408 /],
-    ['slow headers (facade route)', (c) => (c.socket.write(`GET /v1/tenants/acme/workflows HTTP/1.1\r\nhost: x\r\n${auth(t)}`), drip(c, 'x-a: b\r\n', 100)), /^HTTP\/1\.1 408 /],
+    [
+      'slow headers (operator route)',
+      (c) => (c.socket.write('GET /v1/tenants HTTP/1.1\r\nhost: x\r\n'), drip(c, 'x-a: b\r\n', 100)),
+      /^HTTP\/1\.1 408 /,
+    ],
+    [
+      'slow headers (facade route)',
+      (c) => (c.socket.write(`GET /v1/tenants/acme/workflows HTTP/1.1\r\nhost: x\r\n${auth(t)}`), drip(c, 'x-a: b\r\n', 100)),
+      /^HTTP\/1\.1 408 /,
+    ],
     ['a request target byte by byte', (c) => (c.socket.write('GET /v1/tenants/acme/wor'), drip(c, 'k', 100)), /^HTTP\/1\.1 408 /],
     ['headers begun, then silence', (c) => c.socket.write('GET /v1/tenants HTTP/1.1\r\nhost: x\r\n'), /^HTTP\/1\.1 408 /],
     ['a connection that never sends', () => undefined, null],
     // A body that stalls: no traffic either way for HTTP_IDLE_TIMEOUT_MS.
-    ['a stalled upload', (c) => c.socket.write(`POST /v1/tenants/acme/workflows HTTP/1.1\r\nhost: x\r\n${auth(t)}content-type: application/json\r\ncontent-length: 100000\r\n\r\n{"name":`), null],
+    [
+      'a stalled upload',
+      (c) =>
+        c.socket.write(
+          `POST /v1/tenants/acme/workflows HTTP/1.1\r\nhost: x\r\n${auth(t)}content-type: application/json\r\ncontent-length: 100000\r\n\r\n{"name":`,
+        ),
+      null,
+    ],
     // A body that drips, never idle: the whole request must still arrive within HTTP_REQUEST_TIMEOUT_MS.
     [
       'a dripping upload',
-      (c) => (c.socket.write(`POST /v1/tenants/acme/proxy/workflows HTTP/1.1\r\nhost: x\r\n${auth(t)}content-type: application/json\r\ncontent-length: 100000\r\n\r\n`), drip(c, ' ', 200)),
+      (c) => (
+        c.socket.write(
+          `POST /v1/tenants/acme/proxy/workflows HTTP/1.1\r\nhost: x\r\n${auth(t)}content-type: application/json\r\ncontent-length: 100000\r\n\r\n`,
+        ),
+        drip(c, ' ', 200)
+      ),
       null,
     ],
   ];
@@ -119,12 +139,19 @@ describe('server timeouts', () => {
           path: '/v1/tenants/acme/workflows',
           method: 'POST',
           agent: false,
-          headers: { authorization: `Bearer ${t.operatorKey}`, 'x-user-id': 'u-alice', 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+          headers: {
+            authorization: `Bearer ${t.operatorKey}`,
+            'x-user-id': 'u-alice',
+            'content-type': 'application/json',
+            'content-length': String(Buffer.byteLength(body)),
+          },
         },
         (res) => {
           const afterLastByte = sentAll;
           res.resume();
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, upstream: res.headers['x-upstream-status'] as string | undefined, afterLastByte }));
+          res.on('end', () =>
+            resolve({ status: res.statusCode ?? 0, upstream: res.headers['x-upstream-status'] as string | undefined, afterLastByte }),
+          );
         },
       );
       req.on('error', reject);

@@ -10,7 +10,9 @@ import { ROOT } from './spawn-app.js';
  * can reach depends on it); the other dependencies are symbolic links to this checkout's.
  */
 export function makeClone(dir: string): void {
-  const files = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8' }).split('\0').filter(Boolean);
+  const files = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8' })
+    .split('\0')
+    .filter(Boolean);
   for (const file of files) {
     if (!existsSync(join(ROOT, file))) continue;
     mkdirSync(dirname(join(dir, file)), { recursive: true });

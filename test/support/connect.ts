@@ -34,7 +34,12 @@ export interface BrowserCallback {
 export async function connectViaHttp(t: TestApp, tenantId: string, o: ConnectOptions): Promise<ConnectOutcome> {
   const kind = o.kind ?? 'user';
   const session = await t.request<{ connectUrl: string }>('POST', `/v1/tenants/${tenantId}/connect-sessions`, {
-    body: { kind, ...(kind === 'user' ? { userId: o.userId ?? o.as } : {}), returnUrl: o.returnUrl ?? 'http://localhost:5173/done', ...(o.scopes ? { scopes: o.scopes } : {}) },
+    body: {
+      kind,
+      ...(kind === 'user' ? { userId: o.userId ?? o.as } : {}),
+      returnUrl: o.returnUrl ?? 'http://localhost:5173/done',
+      ...(o.scopes ? { scopes: o.scopes } : {}),
+    },
   });
   if (session.status !== 201) throw new Error(`connect session answered ${session.status}: ${session.text}`);
   const callback = await authorizeAtSandbox(session.body.connectUrl, o.as, o.decision ?? 'approve');
@@ -79,7 +84,10 @@ export async function authorizeAtSandbox(connectUrl: string, as: string, decisio
 }
 
 /** The browser arriving at the callback: the callback URL with its cookies (or another browser's, or none). */
-export function openCallback(callback: BrowserCallback, init: { cookie?: string; headers?: Record<string, string> } = {}): Promise<Response> {
+export function openCallback(
+  callback: BrowserCallback,
+  init: { cookie?: string; headers?: Record<string, string> } = {},
+): Promise<Response> {
   const cookie = init.cookie ?? callback.cookie;
   return fetch(callback.url, { redirect: 'manual', headers: { ...(cookie ? { cookie } : {}), ...init.headers } });
 }
@@ -93,6 +101,8 @@ export function cookiesOf(res: Response): string {
 }
 
 export async function newTenant(t: TestApp, id: string, over: Record<string, unknown> = {}): Promise<void> {
-  const res = await t.request('POST', '/v1/tenants', { body: { id, name: id, environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'], ...over } });
+  const res = await t.request('POST', '/v1/tenants', {
+    body: { id, name: id, environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'], ...over },
+  });
   if (res.status !== 201) throw new Error(`tenant creation answered ${res.status}: ${res.text}`);
 }

@@ -8,7 +8,9 @@ export async function teardownDatabase(): Promise<void> {
     const admin = new pg.Client({ connectionString: withDatabase(serverUrl, 'postgres') });
     await admin.connect();
     try {
-      const rows = await admin.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname LIKE $1`, [`cws_test_${process.env.TEST_RUN_ID}_%`]);
+      const rows = await admin.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE datname LIKE $1`, [
+        `cws_test_${process.env.TEST_RUN_ID}_%`,
+      ]);
       for (const { datname } of rows.rows) await admin.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
     } finally {
       await admin.end();

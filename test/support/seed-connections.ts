@@ -38,7 +38,12 @@ export interface SeededConnection {
  * Inserts connection rows directly (no browser), sealed with the real TokenVault under the same VAULT_KEYS
  * as the app that will read them. Multi-row INSERTs, so thousands take a moment, not minutes.
  */
-export async function seedConnections(db: pg.Pool | pg.Client, vaultKeys: string, items: SeedConnection[], refreshAt = 0.8): Promise<SeededConnection[]> {
+export async function seedConnections(
+  db: pg.Pool | pg.Client,
+  vaultKeys: string,
+  items: SeedConnection[],
+  refreshAt = 0.8,
+): Promise<SeededConnection[]> {
   const vault = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) });
   const out: SeededConnection[] = [];
   const chunk = 500;
@@ -51,7 +56,9 @@ export async function seedConnections(db: pg.Pool | pg.Client, vaultKeys: string
       const expiresAt = new Date(issuedAt.getTime() + item.tokens.expiresIn * 1000);
       const sealed = sealTokens(vault, id, { accessToken: item.tokens.access_token, refreshToken: item.tokens.refresh_token });
       const p = values.length;
-      tuples.push(`($${p + 1}, $${p + 2}, 'user', $${p + 3}, $${p + 4}, $${p + 5}, 'active', $${p + 6}::jsonb, $${p + 7}, $${p + 8}, $${p + 9}, $${p + 10}, $${p + 11}, $${p + 11})`);
+      tuples.push(
+        `($${p + 1}, $${p + 2}, 'user', $${p + 3}, $${p + 4}, $${p + 5}, 'active', $${p + 6}::jsonb, $${p + 7}, $${p + 8}, $${p + 9}, $${p + 10}, $${p + 11}, $${p + 11})`,
+      );
       values.push(
         id,
         item.tenantId,

@@ -27,7 +27,11 @@ export interface TestApp {
   db: pg.Pool;
   operatorKey: string;
   sandbox: SandboxServer | null;
-  request<T = unknown>(method: string, path: string, init?: { key?: string | null; body?: unknown; headers?: Record<string, string> }): Promise<HttpAnswer<T>>;
+  request<T = unknown>(
+    method: string,
+    path: string,
+    init?: { key?: string | null; body?: unknown; headers?: Record<string, string> },
+  ): Promise<HttpAnswer<T>>;
   close(): Promise<void>;
 }
 
@@ -64,7 +68,13 @@ export function startSecondInstance(first: TestApp, env: Record<string, string> 
   return startTestApp({
     databaseUrl: first.databaseUrl,
     sandbox: false,
-    env: { VAULT_KEYS: vaultKeys, OPERATOR_API_KEY: first.operatorKey, PORT: '0', ...(first.sandbox ? sandboxEnv(first.sandbox) : {}), ...env },
+    env: {
+      VAULT_KEYS: vaultKeys,
+      OPERATOR_API_KEY: first.operatorKey,
+      PORT: '0',
+      ...(first.sandbox ? sandboxEnv(first.sandbox) : {}),
+      ...env,
+    },
   });
 }
 

@@ -21,13 +21,24 @@ async function showConnection(connectionId) {
     ['token expires', connection.accessTokenExpiresAt],
     ['GET /me as them', me ? `${me.id} · ${me.email}` : '—'],
   ];
-  $('connection').replaceChildren(...rows.flatMap(([k, v]) => [Object.assign(document.createElement('dt'), { textContent: k }), Object.assign(document.createElement('dd'), { textContent: v ?? '—' })]));
+  $('connection').replaceChildren(
+    ...rows.flatMap(([k, v]) => [
+      Object.assign(document.createElement('dt'), { textContent: k }),
+      Object.assign(document.createElement('dd'), { textContent: v ?? '—' }),
+    ]),
+  );
 }
 
 async function showEvents() {
   const { events } = await (await fetch('/api/events')).json();
   if (!events.length) return;
-  $('events').replaceChildren(...events.map((e) => Object.assign(document.createElement('li'), { textContent: `${e.type}  ${e.data.connectionId ?? ''}  (${e.source}, ${e.timestamp})` })));
+  $('events').replaceChildren(
+    ...events.map((e) =>
+      Object.assign(document.createElement('li'), {
+        textContent: `${e.type}  ${e.data.connectionId ?? ''}  (${e.source}, ${e.timestamp})`,
+      }),
+    ),
+  );
 }
 
 async function connected(connectionId) {
@@ -39,7 +50,11 @@ button.addEventListener('click', async () => {
   button.disabled = true;
   status('Waiting for the consent page…', true);
   try {
-    const res = await fetch('/api/connect-sessions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userId: $('user-id').value }) });
+    const res = await fetch('/api/connect-sessions', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ userId: $('user-id').value }),
+    });
     const { connectUrl } = await res.json();
     const { connectionId } = await open(connectUrl);
     await connected(connectionId);

@@ -43,7 +43,12 @@ export interface EventItem {
   receivedAt: string;
   type: string;
   source: string;
-  delivery: { state: 'pending' | 'delivered' | 'dead' | 'no_target' | 'filtered'; attempts: number; lastError: string | null; deliveredAt: string | null };
+  delivery: {
+    state: 'pending' | 'delivered' | 'dead' | 'no_target' | 'filtered';
+    attempts: number;
+    lastError: string | null;
+    deliveredAt: string | null;
+  };
 }
 
 export interface EventPage {
@@ -89,7 +94,13 @@ async function call<T>(method: string, path: string, body?: unknown): Promise<T>
   const headers: Record<string, string> = { accept: 'application/json' };
   if (csrfToken) headers['x-csrf-token'] = csrfToken;
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(BASE + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin', cache: 'no-store' });
+  const res = await fetch(BASE + path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    credentials: 'same-origin',
+    cache: 'no-store',
+  });
   if (res.status === 204) return undefined as T;
   const json: unknown = await res.json().catch(() => null);
   if (!res.ok) {
@@ -131,13 +142,16 @@ export const api = {
   figures: () => call<Figures>('GET', '/console/api/figures'),
   tenants: () => call<Tenant[]>('GET', '/v1/tenants'),
   tenant: (t: string) => call<Tenant>('GET', `/v1/tenants/${enc(t)}`),
-  connections: (t: string, filter: Record<string, string | undefined>) => call<ConnectionPage>('GET', `/v1/tenants/${enc(t)}/connections${query(filter)}`),
+  connections: (t: string, filter: Record<string, string | undefined>) =>
+    call<ConnectionPage>('GET', `/v1/tenants/${enc(t)}/connections${query(filter)}`),
   connection: (t: string, id: string) => call<Connection>('GET', `/v1/tenants/${enc(t)}/connections/${enc(id)}`),
   renewals: (t: string, id: string) => call<{ renewals: Renewal[] }>('GET', `/v1/tenants/${enc(t)}/connections/${enc(id)}/renewals`),
   renew: (t: string, id: string) => call<Connection>('POST', `/v1/tenants/${enc(t)}/connections/${enc(id)}/refresh`),
   deleteConnection: (t: string, id: string) => call<void>('DELETE', `/v1/tenants/${enc(t)}/connections/${enc(id)}`),
-  events: (t: string, after: string | undefined, limit = 50) => call<EventPage>('GET', `/v1/tenants/${enc(t)}/events${query({ after, limit: String(limit) })}`),
+  events: (t: string, after: string | undefined, limit = 50) =>
+    call<EventPage>('GET', `/v1/tenants/${enc(t)}/events${query({ after, limit: String(limit) })}`),
   attempts: (t: string, id: string) => call<{ attempts: Attempt[] }>('GET', `/v1/tenants/${enc(t)}/events/${enc(id)}/attempts`),
   redeliver: (t: string, id: string) => call<{ id: string }>('POST', `/v1/tenants/${enc(t)}/events/${enc(id)}/redeliver`),
-  redeliverSince: (t: string, since: string, state: 'dead' | 'delivered' | 'any') => call<{ queued: number }>('POST', `/v1/tenants/${enc(t)}/events/redeliver`, { since, state }),
+  redeliverSince: (t: string, since: string, state: 'dead' | 'delivered' | 'any') =>
+    call<{ queued: number }>('POST', `/v1/tenants/${enc(t)}/events/redeliver`, { since, state }),
 };

@@ -11,9 +11,12 @@ import { href, useRoute, type Route } from './router';
 function View({ route }: { route: Route }) {
   const [first, tenantId, section, id] = route.path;
   if (!first) return <Overview />;
-  if (first === 'tenants' && tenantId && section === 'connections' && id) return <Connection key={`${tenantId}/${id}`} tenantId={tenantId} connectionId={id} />;
-  if (first === 'tenants' && tenantId && section === 'connections') return <Connections key={`${tenantId}?${route.params.toString()}`} tenantId={tenantId} params={route.params} />;
-  if (first === 'tenants' && tenantId && section === 'events') return <Events key={`${tenantId}?${route.params.toString()}`} tenantId={tenantId} params={route.params} />;
+  if (first === 'tenants' && tenantId && section === 'connections' && id)
+    return <Connection key={`${tenantId}/${id}`} tenantId={tenantId} connectionId={id} />;
+  if (first === 'tenants' && tenantId && section === 'connections')
+    return <Connections key={`${tenantId}?${route.params.toString()}`} tenantId={tenantId} params={route.params} />;
+  if (first === 'tenants' && tenantId && section === 'events')
+    return <Events key={`${tenantId}?${route.params.toString()}`} tenantId={tenantId} params={route.params} />;
   return (
     <>
       <Heading>Not found</Heading>
@@ -49,7 +52,14 @@ export function App() {
   const [, tenantId] = route.path;
   return (
     <>
-      <a className="skip" href="#main" onClick={(e) => { e.preventDefault(); document.querySelector<HTMLElement>('main h1')?.focus(); }}>
+      <a
+        className="skip"
+        href="#main"
+        onClick={(e) => {
+          e.preventDefault();
+          document.querySelector<HTMLElement>('main h1')?.focus();
+        }}
+      >
         Skip to content
       </a>
       <header className="top">

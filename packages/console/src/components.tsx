@@ -45,7 +45,14 @@ export function StatusNote({ message }: { message: string | null }) {
 }
 
 /** A modal question before anything that cannot be undone; Cancel has the focus. */
-export function ConfirmDialog(props: { open: boolean; title: string; children: ReactNode; confirm: string; onConfirm: () => void; onCancel: () => void }) {
+export function ConfirmDialog(props: {
+  open: boolean;
+  title: string;
+  children: ReactNode;
+  confirm: string;
+  onConfirm: () => void;
+  onCancel: () => void;
+}) {
   const ref = useRef<HTMLDialogElement>(null);
   useEffect(() => {
     const dialog = ref.current;

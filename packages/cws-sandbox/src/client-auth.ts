@@ -20,9 +20,11 @@ export class ClientAuthenticator {
   authenticate(authorization: string | undefined, body: Record<string, unknown>): ClientAuthResult {
     const inBody = body.client_id !== undefined || body.client_secret !== undefined;
     if (authorization !== undefined) {
-      if (inBody) return { ok: false, via: null, description: 'Client credentials were sent both in the Authorization header and in the body' };
+      if (inBody)
+        return { ok: false, via: null, description: 'Client credentials were sent both in the Authorization header and in the body' };
       const credentials = parseBasic(authorization);
-      if (!credentials) return { ok: false, via: 'basic-header', description: 'The Authorization header is not Basic base64(client_id:client_secret)' };
+      if (!credentials)
+        return { ok: false, via: 'basic-header', description: 'The Authorization header is not Basic base64(client_id:client_secret)' };
       return this.check(credentials.id, credentials.secret, 'basic-header');
     }
     if (!inBody) return { ok: false, via: null, description: 'Client credentials are missing' };

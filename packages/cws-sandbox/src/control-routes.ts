@@ -12,7 +12,8 @@ const WORKFLOW_CONTROL = /^\/_sandbox\/workflows\/([^/]+)\/(step|attributes)$/;
  */
 export async function handleControl(call: SandboxCall, rt: SandboxRuntime, controls: SandboxControls): Promise<void> {
   const { req, res, path } = call;
-  if (!isLoopback(req.socket.remoteAddress)) throw new SandboxHttpError(403, 'forbidden', 'The sandbox control endpoints answer local callers only');
+  if (!isLoopback(req.socket.remoteAddress))
+    throw new SandboxHttpError(403, 'forbidden', 'The sandbox control endpoints answer local callers only');
   const route = `${req.method ?? ''} ${path}`;
   switch (route) {
     case 'GET /_sandbox/records':

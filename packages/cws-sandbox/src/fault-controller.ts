@@ -36,7 +36,11 @@ export function parseFault(value: unknown): SandboxFault | null {
   if (!isPlainObject(value)) throw badRequest('invalid_fault', 'A fault is a JSON object with a mode');
   const limits: { paths?: string[]; count?: number } = {};
   if (value.paths !== undefined) {
-    if (!Array.isArray(value.paths) || value.paths.length === 0 || !value.paths.every((p): p is string => typeof p === 'string' && p.startsWith('/'))) {
+    if (
+      !Array.isArray(value.paths) ||
+      value.paths.length === 0 ||
+      !value.paths.every((p): p is string => typeof p === 'string' && p.startsWith('/'))
+    ) {
       throw badRequest('invalid_fault', 'paths must be a non-empty array of path prefixes starting with /');
     }
     limits.paths = [...value.paths];
@@ -61,8 +65,11 @@ export function parseFault(value: unknown): SandboxFault | null {
       allowed(['status', 'retryAfterSeconds']);
       const { status, retryAfterSeconds } = value;
       if (!isWhole(status, 200) || status > 599) throw badRequest('invalid_fault', 'status must be a whole number from 200 to 599');
-      if (retryAfterSeconds !== undefined && !isWhole(retryAfterSeconds, 0)) throw badRequest('invalid_fault', 'retryAfterSeconds must be a whole number');
-      return retryAfterSeconds === undefined ? { mode: 'status', status, ...limits } : { mode: 'status', status, retryAfterSeconds, ...limits };
+      if (retryAfterSeconds !== undefined && !isWhole(retryAfterSeconds, 0))
+        throw badRequest('invalid_fault', 'retryAfterSeconds must be a whole number');
+      return retryAfterSeconds === undefined
+        ? { mode: 'status', status, ...limits }
+        : { mode: 'status', status, retryAfterSeconds, ...limits };
     }
     case 'slow': {
       allowed(['delayMs']);

@@ -22,7 +22,11 @@ export function handleAuthorizeGet(call: SandboxCall, rt: SandboxRuntime): void 
   const clientId = single(query, 'client_id');
   if (clientId === undefined || clientId !== config.clientId) {
     call.record.outcome = 'invalid_client';
-    return sendHtml(call.res, 400, renderErrorPage('Unknown client', 'client_id is missing, repeated or not a registered client application.'));
+    return sendHtml(
+      call.res,
+      400,
+      renderErrorPage('Unknown client', 'client_id is missing, repeated or not a registered client application.'),
+    );
   }
   const redirectUri = single(query, 'redirect_uri');
   if (redirectUri === undefined || !config.redirectUris.has(redirectUri)) {
@@ -38,7 +42,17 @@ export function handleAuthorizeGet(call: SandboxCall, rt: SandboxRuntime): void 
   const state = stateParams?.length === 1 ? { raw: stateParams[0].raw, value: stateParams[0].value ?? stateParams[0].raw } : null;
   const fail = (error: string, description: string) => {
     call.record.outcome = error;
-    redirect(call.res, redirectUrl(redirectUri, [['error', error], ['error_description', description]], state?.raw));
+    redirect(
+      call.res,
+      redirectUrl(
+        redirectUri,
+        [
+          ['error', error],
+          ['error_description', description],
+        ],
+        state?.raw,
+      ),
+    );
   };
 
   // RFC 6749 3.1: parameters must not be repeated.
@@ -76,7 +90,14 @@ export async function handleAuthorizePost(call: SandboxCall, rt: SandboxRuntime)
   const pending = rt.authorizations.get(form.get('request_id') ?? '');
   if (!pending) {
     call.record.outcome = 'unknown_authorization_request';
-    return sendHtml(call.res, 400, renderErrorPage('Request expired', 'This authorization request is unknown, expired or was already answered. Start again from the application.'));
+    return sendHtml(
+      call.res,
+      400,
+      renderErrorPage(
+        'Request expired',
+        'This authorization request is unknown, expired or was already answered. Start again from the application.',
+      ),
+    );
   }
   if (tampered(form, pending)) {
     call.record.outcome = 'tampered_authorization_request';
@@ -100,7 +121,12 @@ export async function handleAuthorizePost(call: SandboxCall, rt: SandboxRuntime)
   }
 
   rt.authorizations.take(pending.id);
-  const code = rt.tokens.createCode({ userId: user.id, clientId: pending.clientId, redirectUri: pending.redirectUri, scopes: pending.scopes });
+  const code = rt.tokens.createCode({
+    userId: user.id,
+    clientId: pending.clientId,
+    redirectUri: pending.redirectUri,
+    scopes: pending.scopes,
+  });
   call.record.outcome = 'code_issued';
   redirect(call.res, redirectUrl(pending.redirectUri, [['code', code]], pending.state?.raw));
 }

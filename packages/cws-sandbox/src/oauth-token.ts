@@ -97,7 +97,12 @@ export class TokenEndpoint {
     sendJson(
       call.res,
       200,
-      { access_token: tokens.accessToken, refresh_token: tokens.refreshToken, token_type: 'Bearer', expiresIn: rt.config.accessTokenTtlSeconds },
+      {
+        access_token: tokens.accessToken,
+        refresh_token: tokens.refreshToken,
+        token_type: 'Bearer',
+        expiresIn: rt.config.accessTokenTtlSeconds,
+      },
       NO_STORE,
     );
   }

@@ -30,9 +30,11 @@ export function authenticate(call: SandboxCall, rt: SandboxRuntime, scope: strin
     else stats.unknownTokenCalls++; // unknown and revoked tokens alike: a correct client sends neither
     if (check.status !== 'unknown') call.record.tokenFamily = check.familyId;
     call.record.outcome = `${check.status}_token`;
-    const description = { expired: 'The access token expired', revoked: 'The access token was revoked or replaced', unknown: 'The access token is unknown' }[
-      check.status
-    ];
+    const description = {
+      expired: 'The access token expired',
+      revoked: 'The access token was revoked or replaced',
+      unknown: 'The access token is unknown',
+    }[check.status];
     unauthorized(call, 'invalid_token', description, true);
     return null;
   }
@@ -59,6 +61,8 @@ export function authenticate(call: SandboxCall, rt: SandboxRuntime, scope: strin
 
 function unauthorized(call: SandboxCall, error: string, description: string, withError: boolean): void {
   // RFC 6750 3: a request without credentials gets the challenge without an error code.
-  const challenge = withError ? `Bearer realm="cws-sandbox", error="${error}", error_description="${description}"` : 'Bearer realm="cws-sandbox"';
+  const challenge = withError
+    ? `Bearer realm="cws-sandbox", error="${error}", error_description="${description}"`
+    : 'Bearer realm="cws-sandbox"';
   sendJson(call.res, 401, { error, error_description: description }, { 'www-authenticate': challenge });
 }

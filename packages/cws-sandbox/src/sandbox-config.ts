@@ -3,13 +3,15 @@ import { randomToken } from './random-tokens.js';
 import { DEFAULT_SCOPES, defaultUsers } from './seed.js';
 import type { SandboxConfig, SandboxOptions } from './types.js';
 
-
 // The spec only says scopes have a dotted shape (5.1); this is the sandbox's reading of it.
 const DOTTED_SCOPE = /^[A-Za-z][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+$/;
 
 /** Defaults a host of the sandbox may need to know before starting it (the client id it registers, its scopes, the token life). */
 export const SANDBOX_DEFAULTS: Readonly<{ clientId: string; accessTokenTtlSeconds: number; scopes: readonly string[] }> = Object.freeze({
-  clientId: 'cws-connect-sandbox', accessTokenTtlSeconds: 21600, scopes: DEFAULT_SCOPES });
+  clientId: 'cws-connect-sandbox',
+  accessTokenTtlSeconds: 21600,
+  scopes: DEFAULT_SCOPES,
+});
 
 export class SandboxConfigError extends Error {
   constructor(option: string, problem: string) {
@@ -37,13 +39,15 @@ export function resolveSandboxConfig(options: SandboxOptions): SandboxConfig {
       throw new SandboxConfigError('redirectUris', `holds ${JSON.stringify(uri)}, which is not an absolute URI`);
     }
     // RFC 6749 3.1.2: the redirection endpoint URI must not include a fragment.
-    if (parsed.hash || uri.includes('#')) throw new SandboxConfigError('redirectUris', `holds ${JSON.stringify(uri)}, which has a fragment`);
+    if (parsed.hash || uri.includes('#'))
+      throw new SandboxConfigError('redirectUris', `holds ${JSON.stringify(uri)}, which has a fragment`);
   }
 
   const scopes = [...(options.scopes ?? DEFAULT_SCOPES)];
   if (scopes.length === 0) throw new SandboxConfigError('scopes', 'must list at least one scope');
   for (const scope of scopes) {
-    if (!DOTTED_SCOPE.test(scope)) throw new SandboxConfigError('scopes', `holds ${JSON.stringify(scope)}, which is not a dotted scope name`);
+    if (!DOTTED_SCOPE.test(scope))
+      throw new SandboxConfigError('scopes', `holds ${JSON.stringify(scope)}, which is not a dotted scope name`);
   }
   if (new Set(scopes).size !== scopes.length) throw new SandboxConfigError('scopes', 'holds a duplicate');
 
@@ -63,7 +67,12 @@ export function resolveSandboxConfig(options: SandboxOptions): SandboxConfig {
     redirectUris: new Set(options.redirectUris),
     scopes: Object.freeze(scopes),
     scopeSet: new Set(scopes),
-    accessTokenTtlSeconds: wholeNumber('accessTokenTtlSeconds', options.accessTokenTtlSeconds ?? SANDBOX_DEFAULTS.accessTokenTtlSeconds, 1, 10 * 365 * 86400),
+    accessTokenTtlSeconds: wholeNumber(
+      'accessTokenTtlSeconds',
+      options.accessTokenTtlSeconds ?? SANDBOX_DEFAULTS.accessTokenTtlSeconds,
+      1,
+      10 * 365 * 86400,
+    ),
     codeTtlSeconds: wholeNumber('codeTtlSeconds', options.codeTtlSeconds ?? 60, 1, 86400),
     users: Object.freeze(users),
     recordLimit: wholeNumber('recordLimit', options.recordLimit ?? 10000, 0, 10_000_000),

@@ -20,7 +20,12 @@ export class SandboxControls {
     const { config, users, tokens } = this.rt;
     if (typeof userId !== 'string' || !users.has(userId)) throw badRequest('unknown_user', `No user ${String(userId)}`);
     const granted = scopes ?? [...config.scopes];
-    if (!Array.isArray(granted) || granted.length === 0 || new Set(granted).size !== granted.length || !granted.every((s) => config.scopeSet.has(s))) {
+    if (
+      !Array.isArray(granted) ||
+      granted.length === 0 ||
+      new Set(granted).size !== granted.length ||
+      !granted.every((s) => config.scopeSet.has(s))
+    ) {
       throw badRequest('invalid_scope', 'scopes must be a non-empty, duplicate-free subset of the registered scopes');
     }
     const issued = tokens.issue(userId, granted);

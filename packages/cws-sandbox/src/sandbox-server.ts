@@ -22,7 +22,6 @@ import { WebhookStore } from './webhook-store.js';
 import { handleApprove, handleCreateWorkflow, handleGetWorkflow, handleListWorkflows, handleUploadSigned } from './workflow-routes.js';
 import { WorkflowStore } from './workflow-store.js';
 
-
 /** An emulator of the upstream Contract Workflow Service on plain node:http. See README.md beside this file. */
 export class SandboxServer {
   readonly url: string;
@@ -95,7 +94,10 @@ export class SandboxServer {
     return this.rt.users.seeds();
   }
 
-  issueTokens(userId: string, scopes?: string[]): { access_token: string; refresh_token: string; expiresIn: number; scope: string[]; family: string } {
+  issueTokens(
+    userId: string,
+    scopes?: string[],
+  ): { access_token: string; refresh_token: string; expiresIn: number; scope: string[]; family: string } {
     return this.controls.issueTokens(userId, scopes);
   }
 
@@ -258,7 +260,8 @@ export class SandboxServer {
       return;
     }
     record.outcome ??= 'internal_error';
-    if (!res.headersSent && !res.destroyed) sendJson(res, 500, { error: 'internal_error', error_description: 'The sandbox failed to answer' });
+    if (!res.headersSent && !res.destroyed)
+      sendJson(res, 500, { error: 'internal_error', error_description: 'The sandbox failed to answer' });
     else res.destroy();
   }
 }

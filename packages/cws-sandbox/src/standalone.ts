@@ -12,7 +12,10 @@ function options(env: NodeJS.ProcessEnv): SandboxOptions {
   const list = (name: string, separator: RegExp): string[] | undefined => {
     const raw = env[name];
     if (raw === undefined || raw.trim() === '') return undefined;
-    return raw.split(separator).map((s) => s.trim()).filter(Boolean);
+    return raw
+      .split(separator)
+      .map((s) => s.trim())
+      .filter(Boolean);
   };
   return {
     port: int('SANDBOX_PORT') ?? 4010,
@@ -34,7 +37,12 @@ async function main(): Promise<void> {
   console.log(`  client id:     ${sandbox.clientId}`);
   console.log(`  client secret: ${sandbox.clientSecret}`);
   console.log(`  scopes:        ${sandbox.scopes.join(' ')}`);
-  console.log(`  users:         ${sandbox.users().map((u) => u.id + (u.isAdmin ? ' (admin)' : '')).join(', ')}`);
+  console.log(
+    `  users:         ${sandbox
+      .users()
+      .map((u) => u.id + (u.isAdmin ? ' (admin)' : ''))
+      .join(', ')}`,
+  );
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

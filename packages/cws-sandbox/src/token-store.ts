@@ -45,7 +45,13 @@ export interface GrantTokens {
 
 export type GrantResult =
   | { readonly ok: true; readonly tokens: GrantTokens }
-  | { readonly ok: false; readonly error: 'invalid_grant' | 'invalid_scope'; readonly outcome: string; readonly description: string; readonly familyId?: string };
+  | {
+      readonly ok: false;
+      readonly error: 'invalid_grant' | 'invalid_scope';
+      readonly outcome: string;
+      readonly description: string;
+      readonly familyId?: string;
+    };
 
 export type AccessCheck =
   | { readonly status: 'ok'; readonly userId: string; readonly familyId: string; readonly scopes: readonly string[] }
@@ -101,7 +107,12 @@ export class TokenStore {
     if (entry.used) {
       // RFC 6749 4.1.2: a code used twice revokes the tokens issued from it.
       if (entry.family) this.revokeFamily(entry.family);
-      return fail('invalid_grant', 'code_reuse', 'The authorization code was already used; the tokens issued from it are revoked', entry.family?.id);
+      return fail(
+        'invalid_grant',
+        'code_reuse',
+        'The authorization code was already used; the tokens issued from it are revoked',
+        entry.family?.id,
+      );
     }
     if (this.clock() >= entry.expiresAt) return fail('invalid_grant', 'code_expired', 'The authorization code expired');
     if (entry.clientId !== clientId) return fail('invalid_grant', 'client_mismatch', 'The authorization code was issued to another client');
@@ -128,7 +139,12 @@ export class TokenStore {
     if (requestedScopes) {
       for (const scope of requestedScopes) {
         if (!this.registeredScopes.has(scope) || !family.grantedScopes.includes(scope)) {
-          return fail('invalid_scope', 'invalid_scope', `Scope ${scope} is not within the registered and previously granted scopes`, family.id);
+          return fail(
+            'invalid_scope',
+            'invalid_scope',
+            `Scope ${scope} is not within the registered and previously granted scopes`,
+            family.id,
+          );
         }
       }
       scopes = requestedScopes;
@@ -166,7 +182,8 @@ export class TokenStore {
       return 1;
     }
     let count = 0;
-    const userSets = filter.userId !== undefined ? [this.familiesByUser.get(filter.userId) ?? new Set<Family>()] : this.familiesByUser.values();
+    const userSets =
+      filter.userId !== undefined ? [this.familiesByUser.get(filter.userId) ?? new Set<Family>()] : this.familiesByUser.values();
     for (const families of userSets) {
       for (const family of families) {
         if (live(family.current)) {

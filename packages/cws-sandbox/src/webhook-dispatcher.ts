@@ -4,7 +4,6 @@ import { RingBuffer } from './ring-buffer.js';
 import type { Webhook, WebhookStore } from './webhook-store.js';
 import type { WorkflowEvent } from './workflow-store.js';
 
-
 const ATTEMPT_TIMEOUT_MS = 5000;
 const FIRST_BACKOFF_MS = 200;
 const DELIVERY_LOG_CAPACITY = 1000;

@@ -21,7 +21,8 @@ export function handleListWorkflows(call: SandboxCall, rt: SandboxRuntime): void
   if (call.rawQuery !== '') {
     const value = new URLSearchParams(call.rawQuery).get('step');
     if (value !== null) {
-      if (!WORKFLOW_STEPS.includes(value as WorkflowStep)) throw badRequest('invalid_step', `step must be one of ${WORKFLOW_STEPS.join(', ')}`);
+      if (!WORKFLOW_STEPS.includes(value as WorkflowStep))
+        throw badRequest('invalid_step', `step must be one of ${WORKFLOW_STEPS.join(', ')}`);
       step = value as WorkflowStep;
     }
   }
@@ -94,7 +95,12 @@ export async function handleUploadSigned(call: SandboxCall, rt: SandboxRuntime, 
   if (call.mediaType !== 'multipart/form-data') {
     throw new SandboxHttpError(415, 'unsupported_media_type', 'A signed document is uploaded as multipart/form-data');
   }
-  const notInSign = () => new SandboxHttpError(409, 'workflow_not_in_sign_step', `The workflow is in the ${workflow.step} step; signed documents are accepted only in Sign`);
+  const notInSign = () =>
+    new SandboxHttpError(
+      409,
+      'workflow_not_in_sign_step',
+      `The workflow is in the ${workflow.step} step; signed documents are accepted only in Sign`,
+    );
   if (workflow.step !== 'Sign') throw notInSign();
   const documents = signedDocuments(await readMultipart(call.req));
   // The step may have moved while the upload streamed in.

@@ -50,9 +50,14 @@ export interface NewWorkflow {
 
 export type WorkflowEvent =
   | { readonly kind: 'workflow_step_updated'; readonly workflow: Workflow; readonly transition: WorkflowStep }
-  | { readonly kind: 'workflow_attribute_updated'; readonly workflow: Workflow; readonly attribute: { readonly name: string; readonly value: unknown } };
+  | {
+      readonly kind: 'workflow_attribute_updated';
+      readonly workflow: Workflow;
+      readonly attribute: { readonly name: string; readonly value: unknown };
+    };
 
-export type ApprovalResult = { readonly ok: true; readonly workflow: Workflow } | { readonly ok: false; readonly reason: 'not_found' | 'no_pending_approval' };
+export type ApprovalResult =
+  { readonly ok: true; readonly workflow: Workflow } | { readonly ok: false; readonly reason: 'not_found' | 'no_pending_approval' };
 
 const CONTROL_AUTHOR: WorkflowAuthor = Object.freeze({ type: 'system', name: 'sandbox control' });
 

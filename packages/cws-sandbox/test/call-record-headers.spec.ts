@@ -11,7 +11,10 @@ describe('the call record names the request headers received (what a proxy forwa
 
   it('records header names in lower case, never their values', async () => {
     const tokens = sandbox.issueTokens('alice');
-    const res = await call(sandbox.url, 'GET', '/workflows', { token: tokens.access_token, headers: { 'X-Custom-Thing': 'secret-value', Cookie: 'a=b' } });
+    const res = await call(sandbox.url, 'GET', '/workflows', {
+      token: tokens.access_token,
+      headers: { 'X-Custom-Thing': 'secret-value', Cookie: 'a=b' },
+    });
     expect(res.status).toBe(200);
     const record = sandbox.records().at(-1)!;
     expect(record.headerNames).toEqual(expect.arrayContaining(['x-custom-thing', 'cookie', 'authorization', 'host']));

@@ -4,17 +4,22 @@ import { call, tokenRequest } from './helpers.js';
 
 describe('/_sandbox/ control over HTTP', () => {
   let sandbox: SandboxServer;
-  const control = <T = unknown>(method: string, path: string, json?: unknown) => call<T>(sandbox.url, method, `/_sandbox/${path}`, json === undefined ? {} : { json });
+  const control = <T = unknown>(method: string, path: string, json?: unknown) =>
+    call<T>(sandbox.url, method, `/_sandbox/${path}`, json === undefined ? {} : { json });
   beforeAll(async () => {
     sandbox = await SandboxServer.start({ redirectUris: ['http://127.0.0.1:9/cb'] });
   });
   afterAll(() => sandbox.close());
 
   it('issues tokens, expires and revokes them', async () => {
-    const issued = await control<{ access_token: string; refresh_token: string; scope: string[]; expiresIn: number; family: string }>('POST', 'tokens', {
-      userId: 'bob',
-      scopes: ['workflows.read'],
-    });
+    const issued = await control<{ access_token: string; refresh_token: string; scope: string[]; expiresIn: number; family: string }>(
+      'POST',
+      'tokens',
+      {
+        userId: 'bob',
+        scopes: ['workflows.read'],
+      },
+    );
     expect(issued.status).toBe(200);
     expect(issued.body).toMatchObject({ scope: ['workflows.read'], expiresIn: 21600, family: expect.stringMatching(/^fam_/) });
     const list = () => call(sandbox.url, 'GET', '/workflows', { token: issued.body.access_token });
@@ -39,11 +44,17 @@ describe('/_sandbox/ control over HTTP', () => {
   it('moves workflows and sets attributes, bumping the version', async () => {
     const token = sandbox.issueTokens('alice').access_token;
     const wf = await call<{ id: string }>(sandbox.url, 'POST', '/workflows', { token, json: { name: 'Controlled' } });
-    const moved = await control<{ step: string; versionNumber: number; Author: { type: string } }>('POST', `workflows/${wf.body.id}/step`, { step: 'Sign' });
+    const moved = await control<{ step: string; versionNumber: number; Author: { type: string } }>('POST', `workflows/${wf.body.id}/step`, {
+      step: 'Sign',
+    });
     expect(moved.body).toMatchObject({ step: 'Sign', versionNumber: 2, Author: { type: 'system' } });
     const same = await control<{ versionNumber: number }>('POST', `workflows/${wf.body.id}/step`, { step: 'Sign' });
     expect(same.body.versionNumber).toBe(2);
-    const attr = await control<{ attributes: Record<string, unknown>; versionNumber: number }>('POST', `workflows/${wf.body.id}/attributes`, { name: '__proto__', value: null });
+    const attr = await control<{ attributes: Record<string, unknown>; versionNumber: number }>(
+      'POST',
+      `workflows/${wf.body.id}/attributes`,
+      { name: '__proto__', value: null },
+    );
     expect(attr.body.versionNumber).toBe(3);
     expect(Object.keys(attr.body.attributes)).toEqual(['__proto__']);
     expect((await control('POST', `workflows/${wf.body.id}/step`, { step: 'Done' })).status).toBe(400);

@@ -13,7 +13,13 @@ describe('fault injection', () => {
   afterEach(() => sandbox.setFault(null));
 
   const list = () => call(sandbox.url, 'GET', '/workflows', { token });
-  const refresh = () => tokenRequest(sandbox, { grant_type: 'refresh_token', refresh_token: 'x', client_id: sandbox.clientId, client_secret: sandbox.clientSecret });
+  const refresh = () =>
+    tokenRequest(sandbox, {
+      grant_type: 'refresh_token',
+      refresh_token: 'x',
+      client_id: sandbox.clientId,
+      client_secret: sandbox.clientSecret,
+    });
 
   it('status: answers the status with Retry-After, on the given paths, for the next `count` requests', async () => {
     sandbox.setFault({ mode: 'status', status: 429, retryAfterSeconds: 7, paths: ['/oauth/token'], count: 2 });
@@ -23,7 +29,12 @@ describe('fault injection', () => {
     expect((await list()).status).toBe(200);
     expect((await refresh()).status).toBe(429);
     expect((await refresh()).status).toBe(400); // fault used up: the real answer (unknown refresh token)
-    expect(sandbox.records().map((r) => r.outcome).slice(-4)).toEqual(['fault_status', 'ok', 'fault_status', 'unknown_refresh_token']);
+    expect(
+      sandbox
+        .records()
+        .map((r) => r.outcome)
+        .slice(-4),
+    ).toEqual(['fault_status', 'ok', 'fault_status', 'unknown_refresh_token']);
   });
 
   it('status without limits applies to every path until cleared', async () => {
@@ -67,7 +78,16 @@ describe('fault injection', () => {
   });
 
   it('refuses malformed faults', async () => {
-    for (const json of [{}, { mode: 'boom' }, { mode: 'status' }, { mode: 'status', status: 99 }, { mode: 'slow', delayMs: -1 }, { mode: 'down', count: 0 }, { mode: 'down', paths: ['workflows'] }, { mode: 'down', delayMs: 5 }]) {
+    for (const json of [
+      {},
+      { mode: 'boom' },
+      { mode: 'status' },
+      { mode: 'status', status: 99 },
+      { mode: 'slow', delayMs: -1 },
+      { mode: 'down', count: 0 },
+      { mode: 'down', paths: ['workflows'] },
+      { mode: 'down', delayMs: 5 },
+    ]) {
       const answer = await call(sandbox.url, 'POST', '/_sandbox/fault', { json });
       expect([JSON.stringify(json), answer.status]).toEqual([JSON.stringify(json), 400]);
     }

@@ -58,12 +58,22 @@ export interface AuthorizeParams {
 }
 
 export function authorizePath(sandbox: SandboxServer, p: AuthorizeParams): string {
-  const q = new URLSearchParams({ response_type: 'code', client_id: p.clientId ?? sandbox.clientId, redirect_uri: p.redirectUri, scope: p.scope });
+  const q = new URLSearchParams({
+    response_type: 'code',
+    client_id: p.clientId ?? sandbox.clientId,
+    redirect_uri: p.redirectUri,
+    scope: p.scope,
+  });
   return `/oauth/authorize?${q.toString()}${p.rawState === undefined ? '' : `&state=${p.rawState}`}`;
 }
 
 /** Opens the consent page, posts its hidden fields with the decision, returns the redirect Location. */
-export async function decideConsent(sandbox: SandboxServer, p: AuthorizeParams, decision: 'approve' | 'deny', userId?: string): Promise<string> {
+export async function decideConsent(
+  sandbox: SandboxServer,
+  p: AuthorizeParams,
+  decision: 'approve' | 'deny',
+  userId?: string,
+): Promise<string> {
   const page = await call(sandbox.url, 'GET', authorizePath(sandbox, p));
   if (page.status !== 200) throw new Error(`consent page answered ${page.status}: ${page.text.slice(0, 200)}`);
   const form = new URLSearchParams(hiddenFields(page.text));
@@ -95,12 +105,21 @@ export interface TokenAnswer {
   error_description?: string;
 }
 
-export function tokenRequest(sandbox: SandboxServer, body: Record<string, unknown>, headers?: Record<string, string>): Promise<Answer<TokenAnswer>> {
+export function tokenRequest(
+  sandbox: SandboxServer,
+  body: Record<string, unknown>,
+  headers?: Record<string, string>,
+): Promise<Answer<TokenAnswer>> {
   return call<TokenAnswer>(sandbox.url, 'POST', '/oauth/token', { json: body, headers });
 }
 
 /** The whole authorization code flow for one user: consent page, code, exchange with body credentials. */
-export async function connectUser(sandbox: SandboxServer, userId: string, redirectUri: string, scope = sandbox.scopes.join(' ')): Promise<TokenAnswer> {
+export async function connectUser(
+  sandbox: SandboxServer,
+  userId: string,
+  redirectUri: string,
+  scope = sandbox.scopes.join(' '),
+): Promise<TokenAnswer> {
   const code = await authorizeCode(sandbox, userId, { redirectUri, scope });
   const answer = await tokenRequest(sandbox, {
     grant_type: 'authorization_code',
@@ -114,7 +133,9 @@ export async function connectUser(sandbox: SandboxServer, userId: string, redire
 }
 
 /** A multipart/form-data body held in memory (small tests); big uploads build a stream instead. */
-export function multipartBody(parts: Array<{ name: string; value: string } | { name: string; fileName: string; contentType: string; data: Buffer }>): {
+export function multipartBody(
+  parts: Array<{ name: string; value: string } | { name: string; fileName: string; contentType: string; data: Buffer }>,
+): {
   body: Buffer;
   contentType: string;
 } {
@@ -123,7 +144,9 @@ export function multipartBody(parts: Array<{ name: string; value: string } | { n
   for (const part of parts) {
     if ('data' in part) {
       chunks.push(
-        Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${part.name}"; filename="${part.fileName}"\r\nContent-Type: ${part.contentType}\r\n\r\n`),
+        Buffer.from(
+          `--${boundary}\r\nContent-Disposition: form-data; name="${part.name}"; filename="${part.fileName}"\r\nContent-Type: ${part.contentType}\r\n\r\n`,
+        ),
         part.data,
         Buffer.from('\r\n'),
       );

@@ -28,7 +28,12 @@ describe('GET/POST /oauth/authorize (spec 4.1)', () => {
     expect(page.text).toContain('<button type="submit" name="decision" value="approve">Approve</button>');
     expect(page.text).toMatch(/<button type="submit" name="decision" value="deny"[^>]*>Deny<\/button>/);
     const hidden = hiddenFields(page.text);
-    expect(hidden).toMatchObject({ client_id: sandbox.clientId, redirect_uri: REDIRECT, scope: 'workflows.read userinfo.read', state: 'xyz' });
+    expect(hidden).toMatchObject({
+      client_id: sandbox.clientId,
+      redirect_uri: REDIRECT,
+      scope: 'workflows.read userinfo.read',
+      state: 'xyz',
+    });
     expect(hidden.request_id).toMatch(/^[A-Za-z0-9_-]{32}$/);
   });
 
@@ -48,7 +53,12 @@ describe('GET/POST /oauth/authorize (spec 4.1)', () => {
   });
 
   it('appends to a redirect URI that already has a query', async () => {
-    const location = await decideConsent(sandbox, { redirectUri: REDIRECT_WITH_QUERY, scope: 'workflows.read', rawState: 's1' }, 'approve', 'bob');
+    const location = await decideConsent(
+      sandbox,
+      { redirectUri: REDIRECT_WITH_QUERY, scope: 'workflows.read', rawState: 's1' },
+      'approve',
+      'bob',
+    );
     expect(location).toMatch(/^http:\/\/127\.0\.0\.1:9\/cb\?tenant=t1&code=[A-Za-z0-9_-]+&state=s1$/);
   });
 
@@ -94,7 +104,10 @@ describe('GET/POST /oauth/authorize (spec 4.1)', () => {
 
   describe('a bad client_id or redirect_uri gets an error page, never a redirect', () => {
     const cases: Array<[string, string]> = [
-      ['unknown client_id', `/oauth/authorize?response_type=code&client_id=other-client&redirect_uri=${encodeURIComponent(REDIRECT)}&scope=workflows.read`],
+      [
+        'unknown client_id',
+        `/oauth/authorize?response_type=code&client_id=other-client&redirect_uri=${encodeURIComponent(REDIRECT)}&scope=workflows.read`,
+      ],
       ['missing client_id', `/oauth/authorize?response_type=code&redirect_uri=${encodeURIComponent(REDIRECT)}&scope=workflows.read`],
       ['unregistered redirect_uri', 'REDIRECT:http://127.0.0.1:9/other'],
       ['redirect_uri with a trailing slash', `REDIRECT:${REDIRECT}/`],
@@ -115,7 +128,9 @@ describe('GET/POST /oauth/authorize (spec 4.1)', () => {
     });
 
     it('a repeated redirect_uri', async () => {
-      const answer = await get(`${authorizePath(sandbox, { redirectUri: REDIRECT, scope: 'workflows.read' })}&redirect_uri=${encodeURIComponent(REDIRECT)}`);
+      const answer = await get(
+        `${authorizePath(sandbox, { redirectUri: REDIRECT, scope: 'workflows.read' })}&redirect_uri=${encodeURIComponent(REDIRECT)}`,
+      );
       expect(answer.status).toBe(400);
     });
   });

@@ -19,7 +19,8 @@ describe('POST /oauth/token (spec 4.1, 2.2, 5.1)', () => {
   });
   afterAll(() => sandbox.close());
 
-  const code = (userId = 'alice', scope = 'workflows.read userinfo.read', redirectUri = REDIRECT) => authorizeCode(sandbox, userId, { redirectUri, scope });
+  const code = (userId = 'alice', scope = 'workflows.read userinfo.read', redirectUri = REDIRECT) =>
+    authorizeCode(sandbox, userId, { redirectUri, scope });
   const bodyCreds = () => ({ client_id: sandbox.clientId, client_secret: sandbox.clientSecret });
   const exchange = async (c: string, extra: Record<string, unknown> = {}, headers?: Record<string, string>) =>
     tokenRequest(sandbox, { grant_type: 'authorization_code', code: c, redirect_uri: REDIRECT, ...bodyCreds(), ...extra }, headers);
@@ -43,7 +44,10 @@ describe('POST /oauth/token (spec 4.1, 2.2, 5.1)', () => {
     it('refuses a body without a content-type, bad JSON and a non-object', async () => {
       const plain = await call<{ error: string }>(sandbox.url, 'POST', '/oauth/token', { body: '{"grant_type":"refresh_token"}' });
       expect(plain.status).toBe(400);
-      const bad = await call<{ error: string }>(sandbox.url, 'POST', '/oauth/token', { body: '{', headers: { 'content-type': 'application/json' } });
+      const bad = await call<{ error: string }>(sandbox.url, 'POST', '/oauth/token', {
+        body: '{',
+        headers: { 'content-type': 'application/json' },
+      });
       expect([bad.status, bad.body.error]).toEqual([400, 'invalid_request']);
       const array = await call<{ error: string }>(sandbox.url, 'POST', '/oauth/token', { json: [] });
       expect([array.status, array.body.error]).toEqual([400, 'invalid_request']);
@@ -61,7 +65,12 @@ describe('POST /oauth/token (spec 4.1, 2.2, 5.1)', () => {
     it('accepts the credentials in the body', async () => {
       const answer = await exchange(await code());
       expect(answer.status).toBe(200);
-      expect(sandbox.records().at(-1)).toMatchObject({ clientAuth: 'body', bodyFormat: 'json', grantType: 'authorization_code', outcome: 'ok' });
+      expect(sandbox.records().at(-1)).toMatchObject({
+        clientAuth: 'body',
+        bodyFormat: 'json',
+        grantType: 'authorization_code',
+        outcome: 'ok',
+      });
     });
 
     it.each(['Basic', 'Base', 'basic'])('accepts Authorization: %s base64(id:secret)', async (keyword) => {
@@ -80,7 +89,12 @@ describe('POST /oauth/token (spec 4.1, 2.2, 5.1)', () => {
       const header = { authorization: basicAuth(sandbox.clientId, sandbox.clientSecret) };
       const both = await exchange(c, {}, header);
       const neither = await tokenRequest(sandbox, { grant_type: 'authorization_code', code: c, redirect_uri: REDIRECT });
-      const half = await tokenRequest(sandbox, { grant_type: 'authorization_code', code: c, redirect_uri: REDIRECT, client_id: sandbox.clientId });
+      const half = await tokenRequest(sandbox, {
+        grant_type: 'authorization_code',
+        code: c,
+        redirect_uri: REDIRECT,
+        client_id: sandbox.clientId,
+      });
       const wrongBody = await exchange(c, { client_secret: 's3cret-valuE' });
       const wrongHeader = await tokenRequest(
         sandbox,
@@ -88,7 +102,11 @@ describe('POST /oauth/token (spec 4.1, 2.2, 5.1)', () => {
         { authorization: basicAuth(sandbox.clientId, 'nope') },
       );
       const wrongId = await exchange(c, { client_id: 'someone-else' });
-      const bearer = await tokenRequest(sandbox, { grant_type: 'authorization_code', code: c, redirect_uri: REDIRECT }, { authorization: 'Bearer abc' });
+      const bearer = await tokenRequest(
+        sandbox,
+        { grant_type: 'authorization_code', code: c, redirect_uri: REDIRECT },
+        { authorization: 'Bearer abc' },
+      );
       for (const answer of [both, neither, half, wrongBody, wrongHeader, wrongId, bearer]) {
         expect(answer.status).toBe(401);
         expect(answer.body.error).toBe('invalid_client');
@@ -123,7 +141,11 @@ describe('POST /oauth/token (spec 4.1, 2.2, 5.1)', () => {
       expect(second.body.error).toBe('invalid_grant');
       expect(sandbox.records().at(-1)?.outcome).toBe('code_reuse');
       expect((await call(sandbox.url, 'GET', '/userinfo', { token: first.body.access_token })).status).toBe(401);
-      const refreshed = await tokenRequest(sandbox, { grant_type: 'refresh_token', refresh_token: first.body.refresh_token, ...bodyCreds() });
+      const refreshed = await tokenRequest(sandbox, {
+        grant_type: 'refresh_token',
+        refresh_token: first.body.refresh_token,
+        ...bodyCreds(),
+      });
       expect([refreshed.status, refreshed.body.error]).toEqual([400, 'invalid_grant']);
     });
 

@@ -49,7 +49,9 @@ describe('bearer authentication of resource endpoints and /userinfo (spec 4, 2.6
     expect((await call(sandbox.url, 'GET', '/workflows', { token: tokens.access_token })).status).toBe(200);
     now += 60_000;
     const before = sandbox.stats().expiredTokenCalls;
-    const answer = await call<{ error: string; error_description: string }>(sandbox.url, 'GET', '/workflows', { token: tokens.access_token });
+    const answer = await call<{ error: string; error_description: string }>(sandbox.url, 'GET', '/workflows', {
+      token: tokens.access_token,
+    });
     expect(answer.status).toBe(401);
     expect(answer.body.error_description).toContain('expired');
     expect(sandbox.stats().expiredTokenCalls).toBe(before + 1);

@@ -109,7 +109,10 @@ describe('webhooks (spec 1 rule 5, 2.3, 5.2, 6)', () => {
     await createHook(admin, { events: ['workflow_attribute_updated'], targetURL: receiver.url, headers: { authorization: 'api-key-2' } });
     const list = await call<{ webhooks: Array<{ headers: Record<string, string> }> }>(sandbox.url, 'GET', '/webhooks', { token: admin });
     expect(list.status).toBe(200);
-    expect(list.body.webhooks.map((w) => w.headers)).toEqual([{ Authorization: '[REDACTED]', 'X-Tenant': 't-1' }, { authorization: '[REDACTED]' }]);
+    expect(list.body.webhooks.map((w) => w.headers)).toEqual([
+      { Authorization: '[REDACTED]', 'X-Tenant': 't-1' },
+      { authorization: '[REDACTED]' },
+    ]);
     expect(list.text).not.toContain('hook-secret-1');
     expect(list.text).not.toContain('api-key-2');
   });
@@ -137,7 +140,10 @@ describe('webhooks (spec 1 rule 5, 2.3, 5.2, 6)', () => {
   });
 
   it('delivers workflow_attribute_updated to its subscriber, the API key as the whole Authorization value', async () => {
-    const created = await call<{ id: string }>(sandbox.url, 'POST', '/workflows', { token: sandbox.issueTokens('carol').access_token, json: { name: 'Attr' } });
+    const created = await call<{ id: string }>(sandbox.url, 'POST', '/workflows', {
+      token: sandbox.issueTokens('carol').access_token,
+      json: { name: 'Attr' },
+    });
     sandbox.setWorkflowAttribute(created.body.id, 'value', { amount: 10 });
     const got = await waitFor(() => receiver.received.find((r) => r.body.event === 'workflow_attribute_updated'));
     expect(got.headers.authorization).toBe('api-key-2');

@@ -28,8 +28,12 @@ describe('workflows (spec 1 rule 4, 2.4, 3, 4.2)', () => {
   });
   afterAll(() => sandbox.close());
 
-  const as = <T = WorkflowBody>(userId: string, method: string, path: string, init: { json?: unknown; body?: Buffer; headers?: Record<string, string> } = {}) =>
-    call<T>(sandbox.url, method, path, { token: token[userId], ...init });
+  const as = <T = WorkflowBody>(
+    userId: string,
+    method: string,
+    path: string,
+    init: { json?: unknown; body?: Buffer; headers?: Record<string, string> } = {},
+  ) => call<T>(sandbox.url, method, path, { token: token[userId], ...init });
   const create = async (userId: string, json: unknown) => {
     const answer = await as(userId, 'POST', '/workflows', { json });
     expect(answer.status).toBe(201);
@@ -38,7 +42,12 @@ describe('workflows (spec 1 rule 4, 2.4, 3, 4.2)', () => {
 
   describe('POST /workflows', () => {
     it('launches with the token user as creator and the document properties', async () => {
-      const wf = await create('alice', { name: 'NDA Globex', approvers: ['bob'], attributes: { value: 1200 }, documents: [{ url: 'https://files.example/nda.pdf' }] });
+      const wf = await create('alice', {
+        name: 'NDA Globex',
+        approvers: ['bob'],
+        attributes: { value: 1200 },
+        documents: [{ url: 'https://files.example/nda.pdf' }],
+      });
       expect(wf).toMatchObject({
         name: 'NDA Globex',
         step: 'Create',
@@ -56,10 +65,13 @@ describe('workflows (spec 1 rule 4, 2.4, 3, 4.2)', () => {
       expect(sandbox.records().at(-1)).toMatchObject({ tokenUserId: 'alice', bodyFormat: 'json', status: 201 });
     });
 
-    it.each(['creator', 'creatorId', 'createdBy', 'owner', 'CreatorID', 'created_by'])('refuses a creator-like field %s (no creator is supplied)', async (field) => {
-      const answer = await as('alice', 'POST', '/workflows', { json: { name: 'x', [field]: 'bob' } });
-      expect([answer.status, answer.body.error]).toEqual([400, 'creator_not_allowed']);
-    });
+    it.each(['creator', 'creatorId', 'createdBy', 'owner', 'CreatorID', 'created_by'])(
+      'refuses a creator-like field %s (no creator is supplied)',
+      async (field) => {
+        const answer = await as('alice', 'POST', '/workflows', { json: { name: 'x', [field]: 'bob' } });
+        expect([answer.status, answer.body.error]).toEqual([400, 'creator_not_allowed']);
+      },
+    );
 
     it('validates the rest strictly', async () => {
       const cases: Array<[unknown, string]> = [
@@ -132,7 +144,8 @@ describe('workflows (spec 1 rule 4, 2.4, 3, 4.2)', () => {
     beforeAll(async () => {
       mine = await create('carol', { name: 'Carol private', approvers: ['dave'] });
     });
-    const ids = async (userId: string, query = '') => (await as<{ workflows: WorkflowBody[] }>(userId, 'GET', `/workflows${query}`)).body.workflows.map((w) => w.id);
+    const ids = async (userId: string, query = '') =>
+      (await as<{ workflows: WorkflowBody[] }>(userId, 'GET', `/workflows${query}`)).body.workflows.map((w) => w.id);
 
     it('lists only what the user may see: creator, approver, or the company admin', async () => {
       expect(await ids('carol')).toContain(mine.id);
@@ -166,7 +179,8 @@ describe('workflows (spec 1 rule 4, 2.4, 3, 4.2)', () => {
     beforeAll(async () => {
       wf = await create('alice', { name: 'To approve', approvers: ['bob', 'carol'] });
     });
-    const approve = (userId: string, json?: unknown) => as(userId, 'PATCH', `/workflows/${wf.id}/approvals`, json === undefined ? {} : { json });
+    const approve = (userId: string, json?: unknown) =>
+      as(userId, 'PATCH', `/workflows/${wf.id}/approvals`, json === undefined ? {} : { json });
 
     it('is refused to a user who cannot see the workflow (404) and to one without a pending approval (403)', async () => {
       expect((await approve('dave')).status).toBe(404);
@@ -231,7 +245,10 @@ describe('workflows (spec 1 rule 4, 2.4, 3, 4.2)', () => {
       ]);
       expect((await upload('alice', withField)).status).toBe(400);
       expect((await upload('alice', multipartBody([]))).status).toBe(400);
-      const broken = await as('alice', 'POST', `/workflows/${wf.id}/upload-signed`, { body: Buffer.from('x'), headers: { 'content-type': 'multipart/form-data' } });
+      const broken = await as('alice', 'POST', `/workflows/${wf.id}/upload-signed`, {
+        body: Buffer.from('x'),
+        headers: { 'content-type': 'multipart/form-data' },
+      });
       expect(broken.status).toBe(400);
     });
 
@@ -264,7 +281,12 @@ describe('workflows (spec 1 rule 4, 2.4, 3, 4.2)', () => {
       });
       const body = (await res.json()) as WorkflowBody;
       expect(res.status).toBe(200);
-      expect(body.signedDocuments.at(-1)).toEqual({ name: 'big.bin', size, sha256: upload.sha256, contentType: 'application/octet-stream' });
+      expect(body.signedDocuments.at(-1)).toEqual({
+        name: 'big.bin',
+        size,
+        sha256: upload.sha256,
+        contentType: 'application/octet-stream',
+      });
       expect(process.memoryUsage().rss - rssBefore).toBeLessThan(256 * 1024 * 1024);
     }, 60_000);
   });
@@ -281,7 +303,11 @@ export function streamingUpload(size: number): { body: ReadableStream<Uint8Array
   const body = new ReadableStream<Uint8Array>({
     pull(controller) {
       if (stage === 'head') {
-        controller.enqueue(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`));
+        controller.enqueue(
+          Buffer.from(
+            `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`,
+          ),
+        );
         stage = 'data';
       } else if (stage === 'data' && sent < size) {
         const n = Math.min(chunk.length, size - sent);

@@ -14,7 +14,6 @@ export async function typesFromDocument(document: object): Promise<string> {
   // A deep copy: openapi-typescript annotates the object it is given.
   const ast = await openapiTS(structuredClone(document) as Parameters<typeof openapiTS>[0], { silent: true, alphabetize: true });
   return (
-    COMMENT_HEADER.replace(' */', ` * Regenerate with \`${REGENERATE_COMMAND}\` (from the service's /docs-json).\n */`) +
-    astToString(ast)
+    COMMENT_HEADER.replace(' */', ` * Regenerate with \`${REGENERATE_COMMAND}\` (from the service's /docs-json).\n */`) + astToString(ast)
   );
 }

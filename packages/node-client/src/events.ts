@@ -14,7 +14,12 @@ export interface ConnectionEventData<T extends ConnectionEventType = ConnectionE
   reason?: string;
 }
 
-export const CONNECTION_EVENT_TYPES = ['connection.created', 'connection.reauth_required', 'connection.recovered', 'connection.deleted'] as const;
+export const CONNECTION_EVENT_TYPES = [
+  'connection.created',
+  'connection.reauth_required',
+  'connection.recovered',
+  'connection.deleted',
+] as const;
 export type ConnectionEventType = (typeof CONNECTION_EVENT_TYPES)[number];
 
 /** An event cws-connect emits itself; `type` tells which, and narrows `data`. */
@@ -46,7 +51,11 @@ export class EventVerificationError extends Error {
  * event. Throws EventVerificationError when the signature, the timestamp or the body is not right: answer such a
  * request with a 4xx and do nothing with it.
  */
-export function verifyEvent(headers: IncomingHttpHeaders | Headers | Record<string, string | string[] | undefined>, rawBody: string | Buffer, secret: string): VerifiedEvent {
+export function verifyEvent(
+  headers: IncomingHttpHeaders | Headers | Record<string, string | string[] | undefined>,
+  rawBody: string | Buffer,
+  secret: string,
+): VerifiedEvent {
   const flat = flatHeaders(headers);
   let body: unknown;
   try {
@@ -63,12 +72,19 @@ export function verifyEvent(headers: IncomingHttpHeaders | Headers | Record<stri
 }
 
 function isDelivery(v: unknown): v is { type: string; timestamp: string; data: unknown } {
-  return typeof v === 'object' && v !== null && typeof (v as { type?: unknown }).type === 'string' && typeof (v as { timestamp?: unknown }).timestamp === 'string' && 'data' in v;
+  return (
+    typeof v === 'object' &&
+    v !== null &&
+    typeof (v as { type?: unknown }).type === 'string' &&
+    typeof (v as { timestamp?: unknown }).timestamp === 'string' &&
+    'data' in v
+  );
 }
 
 function flatHeaders(headers: IncomingHttpHeaders | Headers | Record<string, string | string[] | undefined>): Record<string, string> {
   const out: Record<string, string> = {};
-  const entries: Iterable<[string, string | string[] | undefined]> = headers instanceof Headers ? headers.entries() : Object.entries(headers);
+  const entries: Iterable<[string, string | string[] | undefined]> =
+    headers instanceof Headers ? headers.entries() : Object.entries(headers);
   for (const [k, v] of entries) if (v !== undefined) out[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
   return out;
 }

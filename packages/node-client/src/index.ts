@@ -93,24 +93,32 @@ export class CwsConnectClient {
   }
 
   async getConnection(connectionId: string): Promise<Connection> {
-    const { data, error, response } = await this.api.GET('/v1/tenants/{tenantId}/connections/{connectionId}', { params: { path: { tenantId: this.tenantId, connectionId } } });
+    const { data, error, response } = await this.api.GET('/v1/tenants/{tenantId}/connections/{connectionId}', {
+      params: { path: { tenantId: this.tenantId, connectionId } },
+    });
     return ok(data, error, response);
   }
 
   /** Destroys the connection and its tokens. */
   async deleteConnection(connectionId: string): Promise<void> {
-    const { error, response } = await this.api.DELETE('/v1/tenants/{tenantId}/connections/{connectionId}', { params: { path: { tenantId: this.tenantId, connectionId } } });
+    const { error, response } = await this.api.DELETE('/v1/tenants/{tenantId}/connections/{connectionId}', {
+      params: { path: { tenantId: this.tenantId, connectionId } },
+    });
     if (!response.ok) throw toApiError(response, error);
   }
 
   async refreshConnection(connectionId: string): Promise<Connection> {
-    const { data, error, response } = await this.api.POST('/v1/tenants/{tenantId}/connections/{connectionId}/refresh', { params: { path: { tenantId: this.tenantId, connectionId } } });
+    const { data, error, response } = await this.api.POST('/v1/tenants/{tenantId}/connections/{connectionId}/refresh', {
+      params: { path: { tenantId: this.tenantId, connectionId } },
+    });
     return ok(data, error, response);
   }
 
   /** One page of connections; pass the `next` of a page as `after` for the following one. */
   async connectionsPage(filter: ConnectionFilter & { after?: string } = {}): Promise<ConnectionPage> {
-    const { data, error, response } = await this.api.GET('/v1/tenants/{tenantId}/connections', { params: { path: { tenantId: this.tenantId }, query: filter } });
+    const { data, error, response } = await this.api.GET('/v1/tenants/{tenantId}/connections', {
+      params: { path: { tenantId: this.tenantId }, query: filter },
+    });
     return ok(data, error, response);
   }
 
@@ -151,9 +159,11 @@ export class CwsConnectClient {
     /** JSON fields, or a streamed multipart body (documents as file parts). */
     launch: (body: object | StreamedBody, o: UserCall = {}) => this.upstream('POST', '/workflows', o, body),
     launchAsync: (body: object | StreamedBody, o: UserCall = {}) => this.upstream('POST', '/workflows/async', o, body),
-    approve: (workflowId: string, body: object = {}, o: UserCall = {}) => this.upstream('PATCH', `/workflows/${segment(workflowId)}/approvals`, o, body),
+    approve: (workflowId: string, body: object = {}, o: UserCall = {}) =>
+      this.upstream('PATCH', `/workflows/${segment(workflowId)}/approvals`, o, body),
     /** A streamed multipart body; the workflow must be in its Sign step. */
-    uploadSigned: (workflowId: string, body: StreamedBody, o: UserCall = {}) => this.upstream('POST', `/workflows/${segment(workflowId)}/upload-signed`, o, body),
+    uploadSigned: (workflowId: string, body: StreamedBody, o: UserCall = {}) =>
+      this.upstream('POST', `/workflows/${segment(workflowId)}/upload-signed`, o, body),
   };
 
   /** The acting user's upstream profile (/userinfo with that user's token). */
@@ -195,7 +205,14 @@ export class CwsConnectClient {
 }
 
 function isStreamed(body: object | StreamedBody): body is StreamedBody {
-  return 'contentType' in body && 'body' in body && (body.body instanceof Readable || body.body instanceof ReadableStream || body.body instanceof Uint8Array || typeof body.body === 'string');
+  return (
+    'contentType' in body &&
+    'body' in body &&
+    (body.body instanceof Readable ||
+      body.body instanceof ReadableStream ||
+      body.body instanceof Uint8Array ||
+      typeof body.body === 'string')
+  );
 }
 
 function ok<T>(data: T | undefined, error: unknown, response: Response): T {
@@ -220,7 +237,8 @@ function toApiError(res: Response, body: unknown): CwsApiError {
   const err = typeof body === 'object' && body !== null && 'error' in body ? (body as { error: unknown }).error : undefined;
   const own = !upstream && typeof err === 'object' && err !== null ? (err as { code?: unknown; message?: unknown }) : undefined;
   const code = typeof own?.code === 'string' ? own.code : upstream ? 'upstream_error' : `http_${res.status}`;
-  const message = typeof own?.message === 'string' ? own.message : `${res.status} ${res.statusText || 'error'}${upstream ? ' from the upstream' : ''}`;
+  const message =
+    typeof own?.message === 'string' ? own.message : `${res.status} ${res.statusText || 'error'}${upstream ? ' from the upstream' : ''}`;
   return new CwsApiError(res.status, code, message, res.headers.get('x-request-id'), upstream ? Number(upstream) : null, body);
 }
 

@@ -12,7 +12,10 @@ class UpstreamUserDto {
 }
 
 export class LastErrorDto {
-  @ApiProperty({ description: 'Why the last renewal failed: `upstream_unavailable`, `upstream_timeout`, `upstream_error`, `refresh_token_rejected`, ...', example: 'upstream_unavailable' })
+  @ApiProperty({
+    description: 'Why the last renewal failed: `upstream_unavailable`, `upstream_timeout`, `upstream_error`, `refresh_token_rejected`, ...',
+    example: 'upstream_unavailable',
+  })
   code: string;
 
   @ApiProperty({ format: 'date-time' })
@@ -34,7 +37,8 @@ export class ConnectionResponseDto {
   @ApiProperty({
     type: LastErrorDto,
     nullable: true,
-    description: 'The last failed renewal, or the one that made the connection reauth_required; null again after a successful renewal or a reconnect.',
+    description:
+      'The last failed renewal, or the one that made the connection reauth_required; null again after a successful renewal or a reconnect.',
   })
   lastError: LastErrorDto | null;
   @ApiProperty() createdAt: string;
@@ -59,7 +63,12 @@ export class ConnectionResponseDto {
 }
 
 export class ListConnectionsQueryDto {
-  @ApiPropertyOptional({ description: `Page size, 1 to ${MAX_CONNECTIONS_PAGE}.`, default: DEFAULT_CONNECTIONS_PAGE, minimum: 1, maximum: MAX_CONNECTIONS_PAGE })
+  @ApiPropertyOptional({
+    description: `Page size, 1 to ${MAX_CONNECTIONS_PAGE}.`,
+    default: DEFAULT_CONNECTIONS_PAGE,
+    minimum: 1,
+    maximum: MAX_CONNECTIONS_PAGE,
+  })
   @IsOptional()
   @Type(() => Number)
   @IsInt({ message: `limit must be an integer between 1 and ${MAX_CONNECTIONS_PAGE}` })
@@ -89,7 +98,10 @@ export class ListConnectionsQueryDto {
   @IsIn(['active', 'reauth_required'])
   status?: ConnectionStatus;
 
-  @ApiPropertyOptional({ enum: ENVIRONMENT_NAMES, description: "A tenant's connections all live in the tenant's environment: another one gives an empty page." })
+  @ApiPropertyOptional({
+    enum: ENVIRONMENT_NAMES,
+    description: "A tenant's connections all live in the tenant's environment: another one gives an empty page.",
+  })
   @IsOptional()
   @IsIn(ENVIRONMENT_NAMES)
   environment?: EnvironmentName;
@@ -110,7 +122,12 @@ export class RenewalDto {
   @ApiProperty({ enum: ['renewed', 'failed', 'reauth_required'] })
   outcome: RenewalOutcome;
 
-  @ApiProperty({ type: String, nullable: true, description: 'The error code of a renewal that did not renew; null when renewed.', example: 'upstream_timeout' })
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    description: 'The error code of a renewal that did not renew; null when renewed.',
+    example: 'upstream_timeout',
+  })
   error: string | null;
 
   @ApiProperty({ description: 'From taking the renewal lease to the stored outcome.' })

@@ -18,7 +18,10 @@ export class ConsoleSessionDto {
 }
 
 class RenewalFiguresDto {
-  @ApiProperty({ description: 'Renewals that held the lease, by outcome.', example: { success: 120, failure: 0, reauth_required: 1, lost_race: 0 } })
+  @ApiProperty({
+    description: 'Renewals that held the lease, by outcome.',
+    example: { success: 120, failure: 0, reauth_required: 1, lost_race: 0 },
+  })
   byOutcome: Record<string, number>;
 
   @ApiProperty({ type: Number, nullable: true, description: 'Mean time of one renewal, in milliseconds; null before the first.' })
@@ -32,7 +35,10 @@ class RenewalFiguresDto {
 }
 
 class UpstreamFiguresDto {
-  @ApiProperty({ description: 'Resource calls to the upstream (facade and proxy), by status class; `error`: no answer.', example: { '2xx': 40, '3xx': 0, '4xx': 2, '5xx': 0, error: 0 } })
+  @ApiProperty({
+    description: 'Resource calls to the upstream (facade and proxy), by status class; `error`: no answer.',
+    example: { '2xx': 40, '3xx': 0, '4xx': 2, '5xx': 0, error: 0 },
+  })
   byOutcome: Record<string, number>;
 
   @ApiProperty({ type: Number, nullable: true }) meanMs: number | null;

@@ -20,7 +20,8 @@ export class ListEventsQueryDto {
 export class EventDeliveryDto {
   @ApiProperty({
     enum: ['pending', 'delivered', 'dead', 'no_target', 'filtered'],
-    description: '`no_target`: the tenant had no eventsTargetUrl (or it was disabled by a 410 Gone); `filtered`: its type is not in the tenant\'s eventTypes.',
+    description:
+      "`no_target`: the tenant had no eventsTargetUrl (or it was disabled by a 410 Gone); `filtered`: its type is not in the tenant's eventTypes.",
   })
   state: DeliveryState;
 
@@ -60,7 +61,12 @@ export class EventDto {
       type: e.type,
       payload: e.payload,
       source: e.source,
-      delivery: { state: e.deliveryState, attempts: e.deliveryAttempts, lastError: e.lastDeliveryError, deliveredAt: e.deliveredAt ? e.deliveredAt.toISOString() : null },
+      delivery: {
+        state: e.deliveryState,
+        attempts: e.deliveryAttempts,
+        lastError: e.lastDeliveryError,
+        deliveredAt: e.deliveredAt ? e.deliveredAt.toISOString() : null,
+      },
     };
   }
 }
@@ -69,7 +75,11 @@ export class EventPageDto {
   @ApiProperty({ type: [EventDto] })
   events: EventDto[];
 
-  @ApiProperty({ type: String, nullable: true, description: 'Pass as `after` for the next page (opaque). Null only when there has never been an event.' })
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    description: 'Pass as `after` for the next page (opaque). Null only when there has never been an event.',
+  })
   next: string | null;
 }
 
@@ -83,7 +93,12 @@ export class AttemptDto {
   @ApiProperty()
   durationMs: number;
 
-  @ApiProperty({ type: String, nullable: true, description: 'null on success; else `timeout`, `network` or `http_<status>`.', example: 'http_503' })
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    description: 'null on success; else `timeout`, `network` or `http_<status>`.',
+    example: 'http_503',
+  })
   error: string | null;
 
   static from(a: DeliveryAttempt): AttemptDto {
@@ -106,7 +121,11 @@ export class RedeliverSinceDto {
   @IsISO8601({ strict: true, strictSeparator: true })
   since: string;
 
-  @ApiPropertyOptional({ enum: ['dead', 'delivered', 'any'], default: 'dead', description: '`any`: dead, delivered, or stored while there was no target.' })
+  @ApiPropertyOptional({
+    enum: ['dead', 'delivered', 'any'],
+    default: 'dead',
+    description: '`any`: dead, delivered, or stored while there was no target.',
+  })
   @IsOptional()
   @IsIn(['dead', 'delivered', 'any'])
   state?: RedeliverState;
@@ -116,6 +135,8 @@ export class RedeliverQueuedDto {
   @ApiProperty({ description: 'Events queued for delivery again by this call.' })
   queued: number;
 
-  @ApiProperty({ description: 'Events that matched but were not queued (the per-call or per-tenant bound): call again once these are delivered.' })
+  @ApiProperty({
+    description: 'Events that matched but were not queued (the per-call or per-tenant bound): call again once these are delivered.',
+  })
   remaining: number;
 }

@@ -1,5 +1,21 @@
 import { ApiProperty, type ApiPropertyOptions, ApiPropertyOptional } from '@nestjs/swagger';
-import { ArrayMaxSize, ArrayMinSize, ArrayUnique, IsArray, IsIn, IsInt, IsOptional, IsString, IsUrl, Length, Matches, Max, MaxLength, Min, ValidateIf } from 'class-validator';
+import {
+  ArrayMaxSize,
+  ArrayMinSize,
+  ArrayUnique,
+  IsArray,
+  IsIn,
+  IsInt,
+  IsOptional,
+  IsString,
+  IsUrl,
+  Length,
+  Matches,
+  Max,
+  MaxLength,
+  Min,
+  ValidateIf,
+} from 'class-validator';
 import { ENVIRONMENT_NAMES, type EnvironmentName } from '../../config/app-config.js';
 import { DESIGNS, TENANT_ID, type Design, type TenantEntity } from '../tenant.entity.js';
 
@@ -34,7 +50,11 @@ export class CreateTenantDto {
   @IsIn(DESIGNS)
   design?: Design;
 
-  @ApiProperty({ type: [String], description: 'A connect session\'s returnUrl must start with one of these.', example: ['http://localhost:5173/'] })
+  @ApiProperty({
+    type: [String],
+    description: "A connect session's returnUrl must start with one of these.",
+    example: ['http://localhost:5173/'],
+  })
   @IsArray()
   @ArrayMinSize(1)
   @ArrayMaxSize(50)
@@ -55,7 +75,10 @@ export class CreateTenantDto {
   @ArrayMaxSize(100)
   @ArrayUnique()
   @IsString({ each: true })
-  @Matches(/^[A-Za-z0-9_.:-]{1,100}$/, { each: true, message: 'each event type is a name of letters, digits, dots, dashes and underscores' })
+  @Matches(/^[A-Za-z0-9_.:-]{1,100}$/, {
+    each: true,
+    message: 'each event type is a name of letters, digits, dots, dashes and underscores',
+  })
   eventTypes?: string[] | null;
 }
 
@@ -80,7 +103,11 @@ export class UpdateTenantDto {
   @MaxLength(2000, { each: true })
   allowedReturnUrls?: string[];
 
-  @ApiPropertyOptional({ type: String, nullable: true, description: 'null stops event delivery. Setting it (even to the same URL) delivers again to a target that answered 410 Gone.' })
+  @ApiPropertyOptional({
+    type: String,
+    nullable: true,
+    description: 'null stops event delivery. Setting it (even to the same URL) delivers again to a target that answered 410 Gone.',
+  })
   @ValidateIf((_, v) => v !== null && v !== undefined)
   @IsUrl(URL_OPTIONS)
   @MaxLength(2000)
@@ -93,13 +120,17 @@ export class UpdateTenantDto {
   @ArrayMaxSize(100)
   @ArrayUnique()
   @IsString({ each: true })
-  @Matches(/^[A-Za-z0-9_.:-]{1,100}$/, { each: true, message: 'each event type is a name of letters, digits, dots, dashes and underscores' })
+  @Matches(/^[A-Za-z0-9_.:-]{1,100}$/, {
+    each: true,
+    message: 'each event type is a name of letters, digits, dots, dashes and underscores',
+  })
   eventTypes?: string[] | null;
 }
 
 export class RotateEventsSecretDto {
   @ApiPropertyOptional({
-    description: 'For this many seconds (at most 7 days) every delivery carries two signatures, the new secret\'s and the old one\'s; 0 or omitted: the old secret stops signing at once.',
+    description:
+      "For this many seconds (at most 7 days) every delivery carries two signatures, the new secret's and the old one's; 0 or omitted: the old secret stops signing at once.",
     default: 0,
     minimum: 0,
     maximum: 604800,
@@ -118,7 +149,8 @@ export class TenantResponseDto {
   @ApiProperty({ enum: DESIGNS }) design: Design;
   @ApiProperty({ type: [String] }) allowedReturnUrls: string[];
   @ApiProperty({ nullable: true, type: String }) eventsTargetUrl: string | null;
-  @ApiProperty({ description: 'The target answered 410 Gone: nothing is delivered until eventsTargetUrl is set again.' }) eventsTargetDisabled: boolean;
+  @ApiProperty({ description: 'The target answered 410 Gone: nothing is delivered until eventsTargetUrl is set again.' })
+  eventsTargetDisabled: boolean;
   @ApiProperty(EVENT_TYPES_DOC) eventTypes: string[] | null;
   @ApiProperty() createdAt: string;
   @ApiProperty() updatedAt: string;

@@ -90,7 +90,10 @@ export function Connection({ tenantId, connectionId }: { tenantId: string; conne
                 </>
               ) : null}
               <dt>Kind</dt>
-              <dd>{connection.kind}{connection.isAdmin ? ' (company admin upstream)' : ''}</dd>
+              <dd>
+                {connection.kind}
+                {connection.isAdmin ? ' (company admin upstream)' : ''}
+              </dd>
               <dt>Partner user id</dt>
               <dd>{connection.userId ?? '—'}</dd>
               <dt>Upstream user</dt>
@@ -153,7 +156,13 @@ export function Connection({ tenantId, connectionId }: { tenantId: string; conne
       ) : !error ? (
         <p>Loading…</p>
       ) : null}
-      <ConfirmDialog open={confirming} title={`Delete connection ${name}?`} confirm="Delete connection" onConfirm={() => void remove()} onCancel={() => setConfirming(false)}>
+      <ConfirmDialog
+        open={confirming}
+        title={`Delete connection ${name}?`}
+        confirm="Delete connection"
+        onConfirm={() => void remove()}
+        onCancel={() => setConfirming(false)}
+      >
         <p>Its tokens are destroyed and the partner is told (connection.deleted). The user has to connect again to use it.</p>
       </ConfirmDialog>
     </>

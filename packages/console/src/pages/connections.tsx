@@ -7,7 +7,11 @@ import { go, href } from '../router';
 const PAGE_SIZE = '25';
 
 export function Connections({ tenantId, params }: { tenantId: string; params: URLSearchParams }) {
-  const filter = { status: params.get('status') ?? undefined, kind: params.get('kind') ?? undefined, userId: params.get('userId') ?? undefined };
+  const filter = {
+    status: params.get('status') ?? undefined,
+    kind: params.get('kind') ?? undefined,
+    userId: params.get('userId') ?? undefined,
+  };
   const after = params.get('after') ?? undefined;
   const [page, setPage] = useState<ConnectionPage | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -19,7 +23,9 @@ export function Connections({ tenantId, params }: { tenantId: string; params: UR
   useEffect(() => {
     setPage(null);
     setError(null);
-    api.connections(tenantId, { ...filter, after, limit: PAGE_SIZE }).then(setPage, (e: Error) => setError(`Connections could not be read: ${e.message}`));
+    api
+      .connections(tenantId, { ...filter, after, limit: PAGE_SIZE })
+      .then(setPage, (e: Error) => setError(`Connections could not be read: ${e.message}`));
   }, [tenantId, key]);
 
   function apply(e: FormEvent) {
@@ -74,14 +80,24 @@ export function Connections({ tenantId, params }: { tenantId: string; params: UR
             {page.connections.map((c) => (
               <tr key={c.id}>
                 <th scope="row">
-                  <a href={href(['tenants', tenantId, 'connections', c.id])}>{c.userId ?? (c.kind === 'admin' ? 'admin connection' : c.id)}</a>
+                  <a href={href(['tenants', tenantId, 'connections', c.id])}>
+                    {c.userId ?? (c.kind === 'admin' ? 'admin connection' : c.id)}
+                  </a>
                   <div className="muted small">{c.upstreamUser.email ?? c.upstreamUser.id}</div>
                 </th>
                 <td>{c.kind}</td>
                 <td>
                   <Badge value={c.status} />
                 </td>
-                <td>{c.lastError ? <><code>{c.lastError.code}</code> <span className="muted small">{when(c.lastError.at)}</span></> : 'none'}</td>
+                <td>
+                  {c.lastError ? (
+                    <>
+                      <code>{c.lastError.code}</code> <span className="muted small">{when(c.lastError.at)}</span>
+                    </>
+                  ) : (
+                    'none'
+                  )}
+                </td>
                 <td>{when(c.accessTokenExpiresAt)}</td>
                 <td>{when(c.lastRefreshedAt)}</td>
               </tr>

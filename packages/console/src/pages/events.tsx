@@ -16,7 +16,10 @@ function Attempts({ tenantId, eventId }: { tenantId: string; eventId: string }) 
   const [attempts, setAttempts] = useState<Attempt[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
-    api.attempts(tenantId, eventId).then((a) => setAttempts(a.attempts), (e: Error) => setError(e.message));
+    api.attempts(tenantId, eventId).then(
+      (a) => setAttempts(a.attempts),
+      (e: Error) => setError(e.message),
+    );
   }, [tenantId, eventId]);
   if (error) return <ErrorNote error={`Attempts could not be read: ${error}`} />;
   if (!attempts) return <p>Loading attempts…</p>;
@@ -152,7 +155,12 @@ export function Events({ tenantId, params }: { tenantId: string; params: URLSear
                   <td>{ev.delivery.lastError ? <code>{ev.delivery.lastError}</code> : '—'}</td>
                   <td>
                     <div className="links">
-                      <button type="button" aria-expanded={open.has(ev.id)} aria-controls={`attempts-${ev.id}`} onClick={() => toggle(ev.id)}>
+                      <button
+                        type="button"
+                        aria-expanded={open.has(ev.id)}
+                        aria-controls={`attempts-${ev.id}`}
+                        onClick={() => toggle(ev.id)}
+                      >
                         Attempts<span className="visually-hidden"> of event {ev.id}</span>
                       </button>
                       {ev.delivery.state !== 'filtered' ? (
@@ -177,7 +185,9 @@ export function Events({ tenantId, params }: { tenantId: string; params: URLSear
       ) : null}
       <nav aria-label="Pages of events" className="pager">
         {after ? <a href={href(['tenants', tenantId, 'events'])}>First page</a> : null}
-        {page?.next && page.events.length >= PAGE_SIZE ? <a href={href(['tenants', tenantId, 'events'], { after: page.next })}>Next page</a> : null}
+        {page?.next && page.events.length >= PAGE_SIZE ? (
+          <a href={href(['tenants', tenantId, 'events'], { after: page.next })}>Next page</a>
+        ) : null}
       </nav>
     </>
   );

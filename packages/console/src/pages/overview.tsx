@@ -33,7 +33,8 @@ function FiguresPanel() {
         </button>
       </div>
       <p className="help">
-        Instance <code>{figures.instanceId}</code>, since {when(figures.startedAt)} (its Prometheus metrics; other instances count their own).
+        Instance <code>{figures.instanceId}</code>, since {when(figures.startedAt)} (its Prometheus metrics; other instances count their
+        own).
       </p>
       <div className="cards">
         <article className="card" aria-labelledby="renewals-title">
@@ -94,7 +95,11 @@ export function Overview() {
         <h2 id="tenants-title">All tenants</h2>
         <ErrorNote error={error} />
         {tenants === null && !error ? <p>Loading tenants…</p> : null}
-        {tenants?.length === 0 ? <p>No tenant yet. Create one with the operator key: <code>POST /v1/tenants</code>.</p> : null}
+        {tenants?.length === 0 ? (
+          <p>
+            No tenant yet. Create one with the operator key: <code>POST /v1/tenants</code>.
+          </p>
+        ) : null}
         {tenants && tenants.length > 0 ? (
           <table>
             <caption className="visually-hidden">Tenants</caption>
@@ -120,8 +125,12 @@ export function Overview() {
                   <td>{when(t.createdAt)}</td>
                   <td>
                     <div className="links">
-                      <a href={href(['tenants', t.id, 'connections'])}>Connections<span className="visually-hidden"> of {t.name}</span></a>
-                      <a href={href(['tenants', t.id, 'events'])}>Events<span className="visually-hidden"> of {t.name}</span></a>
+                      <a href={href(['tenants', t.id, 'connections'])}>
+                        Connections<span className="visually-hidden"> of {t.name}</span>
+                      </a>
+                      <a href={href(['tenants', t.id, 'events'])}>
+                        Events<span className="visually-hidden"> of {t.name}</span>
+                      </a>
                     </div>
                   </td>
                 </tr>

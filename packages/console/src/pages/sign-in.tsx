@@ -16,7 +16,9 @@ export function SignIn({ onSignedIn, notice }: { onSignedIn: () => void; notice:
       setKey('');
       onSignedIn();
     } catch (err) {
-      setError(err instanceof ApiError && err.status === 401 ? 'That is not the operator key.' : `Sign-in failed: ${(err as Error).message}`);
+      setError(
+        err instanceof ApiError && err.status === 401 ? 'That is not the operator key.' : `Sign-in failed: ${(err as Error).message}`,
+      );
     } finally {
       setBusy(false);
     }
@@ -29,9 +31,20 @@ export function SignIn({ onSignedIn, notice }: { onSignedIn: () => void; notice:
       {notice ? <p className="note">{notice}</p> : null}
       <form onSubmit={submit}>
         <label htmlFor="operator-key">Operator key</label>
-        <input id="operator-key" name="operatorKey" type="password" autoComplete="off" spellCheck={false} required value={key} onChange={(e) => setKey(e.target.value)} aria-describedby="operator-key-help" />
+        <input
+          id="operator-key"
+          name="operatorKey"
+          type="password"
+          autoComplete="off"
+          spellCheck={false}
+          required
+          value={key}
+          onChange={(e) => setKey(e.target.value)}
+          aria-describedby="operator-key-help"
+        />
         <p id="operator-key-help" className="help">
-          The service's <code>OPERATOR_API_KEY</code> (printed at the first start outside production). It stays on the server: the browser keeps only a session cookie.
+          The service's <code>OPERATOR_API_KEY</code> (printed at the first start outside production). It stays on the server: the browser
+          keeps only a session cookie.
         </p>
         <button type="submit" disabled={busy}>
           {busy ? 'Signing in…' : 'Sign in'}
