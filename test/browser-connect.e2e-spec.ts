@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { chromium, type Browser } from 'playwright-core';
-import { CHROMIUM } from './support/chromium.js';
+import { type Browser } from 'playwright-core';
+import { launchChromium } from './support/chromium.js';
 import { newTenant } from './support/connect.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
 
@@ -13,19 +13,7 @@ describe('the connect flow in headless Chromium', () => {
   beforeAll(async () => {
     t = await startTestApp();
     await newTenant(t, 'browser-co', { allowedReturnUrls: [`${t.url}/`] });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();

@@ -1,20 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { CHROMIUM } from './support/chromium.js';
+import { type Browser, type Page } from 'playwright-core';
+import { launchChromium } from './support/chromium.js';
 import { newTenant } from './support/connect.js';
 import { startPartnerPage, type PartnerPage } from './support/partner-page.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
-
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 interface Shown {
   status?: string;
@@ -38,7 +27,7 @@ describe('the browser module: connect in a popup', () => {
     partner = await startPartnerPage(t.url);
     stranger = await startPartnerPage(t.url);
     await newTenant(t, 'popup-co', { allowedReturnUrls: [partner.url] });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();
@@ -156,11 +145,7 @@ describe('the browser module: connect in a popup', () => {
 
   it('where popups are blocked, the page goes through the flow itself and reads the outcome back', async () => {
     // playwright-core turns Chromium's popup blocker off; this browser has it on, and auto=1 opens without a gesture.
-    const strict = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: CHROMIUM_ARGS,
-      ignoreDefaultArgs: ['--disable-popup-blocking'],
-    });
+    const strict = await launchChromium({ ignoreDefaultArgs: ['--disable-popup-blocking'] });
     try {
       const page = await strict.newPage();
       await page.goto(`${partner.url}?connectUrl=${encodeURIComponent(await connectUrl({ userId: 'popup-blocked' }))}&auto=1`);

@@ -3,8 +3,8 @@ import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { CHROMIUM } from './support/chromium.js';
+import { type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { launchChromium } from './support/chromium.js';
 import { connectViaHttp } from './support/connect.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
 import { waitUntil, WebhookSink } from './support/webhook-sink.js';
@@ -117,19 +117,7 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
       return events.length >= 3 && events.every((e) => e.delivery.state === 'dead');
     });
 
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
     // A laptop screen.
     context = await browser.newContext({ viewport: { width: 1366, height: 768 }, timezoneId: 'UTC' });
     context.on('request', (r) => requested.push(r.url()));

@@ -1,8 +1,8 @@
 import { mkdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { chromium, type Browser } from 'playwright-core';
+import { type Browser } from 'playwright-core';
 import { startPartnerApp, type PartnerApp } from '../examples/partner-app/server.js';
-import { CHROMIUM } from './support/chromium.js';
+import { launchChromium } from './support/chromium.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
 
 const SCREENSHOTS = 'test-output/partner-app';
@@ -16,19 +16,7 @@ describe('the demo partner app', () => {
   beforeAll(async () => {
     t = await startTestApp({ env: { EVENTS_POLL_INTERVAL_MS: '500', EVENTS_RELAY_INTERVAL_MS: '200' } });
     demo = await startPartnerApp({ serviceUrl: t.url, operatorKey: t.operatorKey, host: '127.0.0.1' });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
     mkdirSync(SCREENSHOTS, { recursive: true });
   });
   afterAll(async () => {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { chromium, type Browser } from 'playwright-core';
+import { type Browser } from 'playwright-core';
 // #region guide:imports
 import type { IncomingHttpHeaders } from 'node:http';
 import {
@@ -13,7 +13,7 @@ import {
   type VerifiedEvent,
 } from '@cws-connect/node-client';
 // #endregion
-import { CHROMIUM } from './support/chromium.js';
+import { launchChromium } from './support/chromium.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
 
 const GUIDE = new URL('../docs/partner-guide.md', import.meta.url);
@@ -32,19 +32,7 @@ describe('the partner guide', () => {
 
   beforeAll(async () => {
     t = await startTestApp({ env: { EVENTS_POLL_INTERVAL_MS: '500', EVENTS_RELAY_INTERVAL_MS: '200' } });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();

@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { chromium, type Browser, type LaunchOptions } from 'playwright-core';
 
 /** Where the browser suite finds Chromium: Debian's package (playwright-core cannot download a browser here). */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -19,4 +20,25 @@ export function ensureChromium(): void {
   execFileSync('apt-get', ['update', '-qq'], { env, stdio: ['ignore', 'ignore', 'inherit'] });
   execFileSync('apt-get', ['install', '-y', '-qq', 'chromium'], { env, stdio: ['ignore', 'ignore', 'inherit'] });
   if (!existsSync(CHROMIUM)) throw new Error(`apt-get installed chromium, but ${CHROMIUM} is still missing`);
+}
+
+/**
+ * Debian's Chromium, headless, with what this machine's closed network needs: no background networking, no
+ * component updates or sync (each would try to reach the outside, many times a start).
+ */
+export function launchChromium(options: Omit<LaunchOptions, 'executablePath' | 'args'> = {}): Promise<Browser> {
+  return chromium.launch({
+    ...options,
+    executablePath: CHROMIUM,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
 }
