@@ -1,3 +1,4 @@
+import { applyDecorators } from '@nestjs/common';
 import { ApiProperty, type ApiPropertyOptions, ApiPropertyOptional } from '@nestjs/swagger';
 import {
   ArrayMaxSize,
@@ -28,6 +29,22 @@ const EVENT_TYPES_DOC: ApiPropertyOptions = {
     'The event types delivered to eventsTargetUrl (exact names, e.g. `workflow_step_updated`, `connection.reauth_required`, `unknown`); null or omitted: all. Events of other types are still stored and listed (delivery state `filtered`), not delivered.',
   example: ['workflow_step_updated', 'connection.reauth_required'],
 };
+
+/** `eventTypes` on create and update: null or omitted means all types. */
+const EventTypesField = () =>
+  applyDecorators(
+    ApiPropertyOptional(EVENT_TYPES_DOC),
+    ValidateIf((_, v) => v !== null && v !== undefined),
+    IsArray(),
+    ArrayMinSize(1),
+    ArrayMaxSize(100),
+    ArrayUnique(),
+    IsString({ each: true }),
+    Matches(/^[A-Za-z0-9_.:-]{1,100}$/, {
+      each: true,
+      message: 'each event type is a name of letters, digits, dots, dashes and underscores',
+    }),
+  );
 
 export class CreateTenantDto {
   @ApiPropertyOptional({ description: 'A slug; generated from the name when omitted.', example: 'acme-legal' })
@@ -68,17 +85,7 @@ export class CreateTenantDto {
   @MaxLength(2000)
   eventsTargetUrl?: string;
 
-  @ApiPropertyOptional(EVENT_TYPES_DOC)
-  @ValidateIf((_, v) => v !== null && v !== undefined)
-  @IsArray()
-  @ArrayMinSize(1)
-  @ArrayMaxSize(100)
-  @ArrayUnique()
-  @IsString({ each: true })
-  @Matches(/^[A-Za-z0-9_.:-]{1,100}$/, {
-    each: true,
-    message: 'each event type is a name of letters, digits, dots, dashes and underscores',
-  })
+  @EventTypesField()
   eventTypes?: string[] | null;
 }
 
@@ -113,17 +120,7 @@ export class UpdateTenantDto {
   @MaxLength(2000)
   eventsTargetUrl?: string | null;
 
-  @ApiPropertyOptional(EVENT_TYPES_DOC)
-  @ValidateIf((_, v) => v !== null && v !== undefined)
-  @IsArray()
-  @ArrayMinSize(1)
-  @ArrayMaxSize(100)
-  @ArrayUnique()
-  @IsString({ each: true })
-  @Matches(/^[A-Za-z0-9_.:-]{1,100}$/, {
-    each: true,
-    message: 'each event type is a name of letters, digits, dots, dashes and underscores',
-  })
+  @EventTypesField()
   eventTypes?: string[] | null;
 }
 
