@@ -9,6 +9,7 @@ import type { AppConfig } from './config/app-config.js';
 import { withFacadePaths } from './facade/facade-openapi.js';
 import { isFacadePath } from './facade/facade-routes.js';
 import { createHttpServer, FacadeDoor, FrontDoor } from './facade/front-door.js';
+import { createLogging } from './ops/logger.js';
 import { InboundDoor } from './webhooks/inbound-door.js';
 import { withInboundPath } from './webhooks/inbound-openapi.js';
 
@@ -35,7 +36,8 @@ class FrontDoorAdapter extends ExpressAdapter {
 /** The app, initialised; `app.listen` starts its server (`app.getHttpServer()`), `app.close` stops both. */
 export async function createApp(config: AppConfig, options: CreateAppOptions = {}): Promise<NestExpressApplication> {
   const adapter = new FrontDoorAdapter(config);
-  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config, options), adapter, {
+  const logging = createLogging(config, options.logDestination);
+  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config, logging, options), adapter, {
     bodyParser: false,
     bufferLogs: true,
   });
@@ -47,6 +49,7 @@ export async function createApp(config: AppConfig, options: CreateAppOptions = {
   app.set('etag', false);
   const json = jsonBodyParser({ limit: '1mb' });
   const form = formBodyParser({ limit: '64kb' });
+  app.use(logging.accessLog); // Express's routes; the front door logs its own (facade-routes.ts, `log`)
   app.use(refuseBadUrl);
   app.use((req: express.Request, res: express.Response, next: express.NextFunction) => {
     // A facade route's path (with a method no route takes: Express answers 404) keeps its body unread.

@@ -13,7 +13,7 @@ import { ConsoleModule } from './console/console.module.js';
 import { DatabaseModule } from './database/database.module.js';
 import { EventsModule } from './events/events.module.js';
 import { FacadeModule } from './facade/facade.module.js';
-import { loggerParams } from './ops/logger.js';
+import type { Logging } from './ops/logger.js';
 import { OpsModule } from './ops/ops.module.js';
 import { RefreshModule } from './refresh/refresh.module.js';
 import { ApiKeyAuthGuard } from './tenants/api-key-auth.guard.js';
@@ -30,12 +30,12 @@ export interface AppOptions {
 
 @Module({})
 export class AppModule {
-  static forRoot(config: AppConfig, options: AppOptions = {}): DynamicModule {
+  static forRoot(config: AppConfig, logging: Logging, options: AppOptions = {}): DynamicModule {
     return {
       module: AppModule,
       imports: [
         ConfigModule.forRoot(config, options.clock ?? new SystemClock()),
-        LoggerModule.forRoot(loggerParams(config, options.logDestination)),
+        LoggerModule.forRoot(logging.params),
         DatabaseModule,
         OpsModule,
         VaultModule,

@@ -1,8 +1,8 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from '@jest/globals';
-import { pino, type DestinationStream, type LoggerOptions } from 'pino';
+import { pino, type DestinationStream } from 'pino';
 import { loadConfig } from '../config/app-config.js';
-import { loggerParams, logStream } from './logger.js';
+import { accessLogOptions, logStream } from './logger.js';
 
 const host = { uid: 1000, cwd: process.cwd(), systemStateDir: '/nonexistent', stdoutIsTty: false };
 const configWith = (env: Record<string, string>) =>
@@ -21,8 +21,7 @@ const configWith = (env: Record<string, string>) =>
 function capture(env: Record<string, string>) {
   const lines: string[] = [];
   const destination: DestinationStream = { write: (line: string) => void lines.push(line) };
-  const params = loggerParams(configWith(env), destination);
-  const [options] = params.pinoHttp as [LoggerOptions, DestinationStream];
+  const [options] = accessLogOptions(configWith(env), destination);
   return {
     logger: pino(options, destination),
     lines: () => lines.map((l) => JSON.parse(l) as { level: number; msg: string; context?: string }),

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { Params } from 'nestjs-pino';
+import { pinoHttp, type HttpLogger, type Options as HttpOptions } from 'pino-http';
 import { pino, type DestinationStream, type LevelWithSilent, type Logger } from 'pino';
 import type PinoPretty from 'pino-pretty';
 import { requestIdOf } from '../common/request-id.js';
@@ -65,9 +66,29 @@ export function accessLogLevel(status: number, failed = false): 'info' | 'warn' 
   return status >= 400 ? 'warn' : 'info';
 }
 
-export function loggerParams(config: AppConfig, destination?: DestinationStream): Params {
+/** Express's access log (pino-http) and the Nest logger's parameters (nestjs-pino), on one pino logger. */
+export interface Logging {
+  accessLog: HttpLogger;
+  params: Params;
+}
+
+/**
+ * The access log is mounted by the app itself (app.factory.ts), not by nestjs-pino: nestjs-pino's middleware
+ * runs each request inside an AsyncLocalStorage, and Node 20 implements that with async hooks which, once
+ * enabled by the first request, run on every promise of the process, the front door's proxied calls included.
+ * Lines logged inside a request therefore do not carry its id by themselves: error lines name it explicitly
+ * (common/app-exception.filter.ts), and the access line of every request has it.
+ */
+export function createLogging(config: AppConfig, destination?: DestinationStream): Logging {
+  const [options, stream] = accessLogOptions(config, destination);
+  const accessLog = stream ? pinoHttp(options, stream) : pinoHttp(options);
+  return { accessLog, params: { pinoHttp: { logger: accessLog.logger }, forRoutes: [] } };
+}
+
+/** pino-http's options and destination (stdout when undefined). */
+export function accessLogOptions(config: AppConfig, destination?: DestinationStream): [HttpOptions, DestinationStream | undefined] {
   const readable = !destination && config.logFormat === 'pretty';
-  const options = {
+  const options: HttpOptions = {
     level: config.logLevel,
     hooks,
     // The front door (facade/front-door.ts) gave every request its id before Express saw it.
@@ -104,6 +125,5 @@ export function loggerParams(config: AppConfig, destination?: DestinationStream)
   };
   // The facade's routes never reach Express (and so pino-http): the front door serves them and logs them
   // as their route table entry says (facade/facade-routes.ts, `log`).
-  const stream = destination ?? logStream(config);
-  return { pinoHttp: stream ? [options, stream] : options };
+  return [options, destination ?? logStream(config)];
 }
