@@ -25,6 +25,10 @@ declare module 'autocannon' {
     headers?: Record<string, string>;
     method?: string;
     body?: string;
+    /** Stop after this many requests (instead of `duration`). */
+    amount?: number;
+    /** Seconds before a request counts as timed out (10). */
+    timeout?: number;
     /** Requests per second over all connections (fixed rate). */
     overallRate?: number;
   }

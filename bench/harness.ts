@@ -1,8 +1,9 @@
 // What the facade benchmarks share: a scratch database, the sandbox and the compiled app, each in its own
 // process, tenants with a connected user. Not part of `npm test`.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { authorizeAtSandbox, openCallback } from '../test/support/connect.js';
@@ -13,8 +14,18 @@ export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const children: ChildProcess[] = [];
 
-export function start(name: string, args: string[], env: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+/**
+ * BENCH_CALLGRIND=<dir>: the proxies run under `valgrind --tool=callgrind`, their profiles in <dir>, so that a
+ * bench can count the instructions a request costs (callgrindInstructions), which the machine's load does not move.
+ */
+export const CALLGRIND_DIR = process.env.BENCH_CALLGRIND ?? null;
+
+export function start(name: string, args: string[], env: Record<string, string>, callgrind = false): ChildProcess {
+  const [command, argv] =
+    callgrind && CALLGRIND_DIR !== null
+      ? ['valgrind', ['--tool=callgrind', `--callgrind-out-file=${CALLGRIND_DIR}/${name}.%p`, process.execPath, ...args]]
+      : [process.execPath, args];
+  const child = spawn(command, argv, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
   child.stderr?.on('data', (d: Buffer) => {
     if (process.env.BENCH_VERBOSE) process.stderr.write(`[${name}] ${d.toString()}`);
   });
@@ -153,22 +164,27 @@ async function startStack(databaseUrl: string, appEnv: Record<string, string>): 
   });
   await ready(`${sandboxUrl}/_sandbox/users`);
   const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
-  const appProc = start('app', [...profile, 'dist/src/main.js'], {
-    NODE_ENV: 'production',
-    PORT: String(appPort),
-    PUBLIC_URL: appUrl,
-    DATABASE_URL: databaseUrl,
-    SANDBOX: 'off',
-    VAULT_KEYS: `bench:${randomBytes(32).toString('base64')}`,
-    OPERATOR_API_KEY: operatorKey,
-    CWS_SANDBOX_AUTH_URL: sandboxUrl,
-    CWS_SANDBOX_CLIENT_ID: 'bench',
-    CWS_SANDBOX_CLIENT_SECRET: clientSecret,
-    CWS_SANDBOX_SCOPES: 'workflows.read workflows.write webhooks.manage userinfo.read',
-    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
-    ...appEnv,
-  });
-  await ready(`${appUrl}/health/ready`);
+  const appProc = start(
+    'app',
+    [...profile, 'dist/src/main.js'],
+    {
+      NODE_ENV: 'production',
+      PORT: String(appPort),
+      PUBLIC_URL: appUrl,
+      DATABASE_URL: databaseUrl,
+      SANDBOX: 'off',
+      VAULT_KEYS: `bench:${randomBytes(32).toString('base64')}`,
+      OPERATOR_API_KEY: operatorKey,
+      CWS_SANDBOX_AUTH_URL: sandboxUrl,
+      CWS_SANDBOX_CLIENT_ID: 'bench',
+      CWS_SANDBOX_CLIENT_SECRET: clientSecret,
+      CWS_SANDBOX_SCOPES: 'workflows.read workflows.write webhooks.manage userinfo.read',
+      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+      ...appEnv,
+    },
+    true,
+  );
+  await ready(`${appUrl}/health/ready`, CALLGRIND_DIR === null ? 30_000 : 600_000);
 
   const op = { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' };
   return {
@@ -212,4 +228,23 @@ async function startStack(databaseUrl: string, appEnv: Record<string, string>): 
       return token;
     },
   };
+}
+
+/**
+ * Instructions per request of a process started with `start(..., true)` under BENCH_CALLGRIND: its counters are
+ * zeroed after a warm-up, `requests` calls are made, and the counts collected since are dumped and read.
+ */
+export async function callgrindInstructions(pid: number, requests: number, send: (n: number) => Promise<void>): Promise<number> {
+  if (CALLGRIND_DIR === null) throw new Error('BENCH_CALLGRIND is not set');
+  await send(Math.max(500, requests / 5)); // warm-up: the JIT's tiers are reached by call counts, not by time
+  execFileSync('callgrind_control', ['--zero', String(pid)], { stdio: 'ignore' });
+  await send(requests);
+  execFileSync('callgrind_control', ['--dump', String(pid)], { stdio: 'ignore' });
+  const dumps = readdirSync(CALLGRIND_DIR)
+    .filter((f) => f.includes(`.${pid}.`))
+    .map((f) => join(CALLGRIND_DIR, f))
+    .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs);
+  const totals = /^totals:\s+(\d+)/m.exec(readFileSync(dumps[0], 'utf8'));
+  if (!totals) throw new Error(`no totals in ${dumps[0]}`);
+  return Number(totals[1]) / requests;
 }

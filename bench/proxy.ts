@@ -2,6 +2,7 @@
 //   npx tsx bench/proxy.ts            (DATABASE_URL defaults to postgres://postgres@127.0.0.1:5432/postgres)
 // Env: BENCH_ROUNDS (5), BENCH_SECONDS (5), BENCH_CONNECTIONS (50), BENCH_LOG_LEVEL (info), BENCH_SKIP_BUILD=1,
 // BENCH_PROFILE=<dir> (a CPU profile of the app), BENCH_VERBOSE=1 (children's stderr),
+// BENCH_CALLGRIND=<dir> (instructions per request of both proxies under valgrind's callgrind, instead of the rounds; BENCH_REQUESTS),
 // BENCH_TRACING=1 (the app exports traces over OTLP/HTTP protobuf to a sink in this process, which reads and drops them).
 // Each server runs in its own process: the sandbox, the bare proxy, the app (compiled: NestJS needs
 // decorator metadata, which tsx does not emit). autocannon runs here. Not part of `npm test`.
@@ -9,7 +10,19 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import autocannon, { type Result } from 'autocannon';
 import { freePort } from '../src/common/free-port.js';
-import { cpuMs, finish, json, median, ready, start, transactions, withStack, type Stack } from './harness.js';
+import {
+  CALLGRIND_DIR,
+  callgrindInstructions,
+  cpuMs,
+  finish,
+  json,
+  median,
+  ready,
+  start,
+  transactions,
+  withStack,
+  type Stack,
+} from './harness.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -40,8 +53,13 @@ async function run(stack: Stack): Promise<void> {
       }),
     );
   }
-  const bareProc = start('bare', ['--import', 'tsx', 'bench/bare-proxy.ts'], { TARGET: sandboxUrl, TOKEN: token, PORT: String(barePort) });
-  await ready(`http://127.0.0.1:${barePort}/workflows`);
+  const bareProc = start(
+    'bare',
+    ['--import', 'tsx', 'bench/bare-proxy.ts'],
+    { TARGET: sandboxUrl, TOKEN: token, PORT: String(barePort) },
+    true,
+  );
+  await ready(`http://127.0.0.1:${barePort}/workflows`, CALLGRIND_DIR === null ? 30_000 : 600_000);
 
   // `pid`: the proxy whose CPU time per request is reported (none for the direct calls).
   const modes: Array<{ mode: string; url: string; headers: Record<string, string>; pid?: number }> = [
@@ -62,6 +80,7 @@ async function run(stack: Stack): Promise<void> {
   const sample = await fetch(modes[2].url, { headers: modes[2].headers });
   const body = await sample.text();
   if (sample.status !== 200) throw new Error(`the facade answered ${sample.status}: ${body}`);
+  if (CALLGRIND_DIR !== null) return countInstructions(modes.slice(1));
   console.log(
     `GET /workflows answers ${body.length} bytes; ${CONNECTIONS} connections, ${ROUNDS} rounds x ${SECONDS} s per mode, alternating\n`,
   );
@@ -121,6 +140,28 @@ async function run(stack: Stack): Promise<void> {
   console.log(
     `facade / bare proxy throughput: ${median(rpsRatios).toFixed(2)} (median of ${ROUNDS} rounds; goal >= 0.9)   p99: ${median(p99Ratios).toFixed(2)} (goal <= 1.1)`,
   );
+}
+
+/**
+ * BENCH_CALLGRIND=<dir>: instructions per request of the bare proxy and of the app, both under callgrind, for
+ * BENCH_REQUESTS (3000) calls each at 10 connections: a figure the machine's load does not move.
+ */
+async function countInstructions(
+  modes: Array<{ mode: string; url: string; headers: Record<string, string>; pid?: number }>,
+): Promise<void> {
+  const requests = Number(process.env.BENCH_REQUESTS ?? 3000);
+  const counts: number[] = [];
+  for (const m of modes) {
+    const send = async (amount: number) => {
+      const r = await autocannon({ url: m.url, headers: m.headers, connections: 10, amount, timeout: 60 });
+      if (r.non2xx + r.errors + r.timeouts > 0) throw new Error(`${m.mode}: ${r.non2xx + r.errors + r.timeouts} failed calls`);
+    };
+    counts.push(await callgrindInstructions(m.pid ?? 0, requests, send));
+    console.log(
+      `${m.mode.padEnd(12)} ${Math.round(counts.at(-1) ?? 0).toLocaleString('en')} instructions per request (${requests} requests)`,
+    );
+  }
+  console.log(`instructions per request, facade / bare proxy: ${(counts[1] / counts[0]).toFixed(3)}`);
 }
 
 /** An OTLP/HTTP endpoint that accepts every export and keeps only counts (what a collector costs the app is the export itself). */
