@@ -49,7 +49,11 @@ export class GroupCommitLane<Item extends { id: string }> {
   /** `write` runs the save of `items` (all renewed under `owner`'s lease) on `run` and answers the ids saved. */
   constructor(
     private readonly opts: CommitLaneOptions,
-    write: (run: (q: pg.QueryConfig) => Promise<{ rows: Array<Record<string, unknown>> }>, owner: string, items: Item[]) => Promise<Set<string>>,
+    write: (
+      run: (q: pg.QueryConfig) => Promise<{ rows: Array<Record<string, unknown>> }>,
+      owner: string,
+      items: Item[],
+    ) => Promise<Set<string>>,
   ) {
     this.batcher = new CommitBatcher(
       async (group) => {
