@@ -2,8 +2,8 @@
  * Group commit: while one statement is writing, the items that arrive meanwhile wait and go together in
  * the next one. Nothing waits on a timer, so a lone item commits at once, and under load one COMMIT (one
  * WAL flush, one round trip) carries many rows: the database's commit rate stops capping throughput.
- * Used for inbound deliveries; an item may carry its own condition inside the shared statement (`write`
- * answers the ids saved).
+ * Used for inbound deliveries and renewal's commit lane; an item may carry its own condition inside the
+ * shared statement (`write` answers the ids saved).
  *
  * A group never fails its good members for a bad one: when the database refuses a group's statement,
  * the group is split in halves and each half written again, down to the member that fails alone (about

@@ -4,6 +4,7 @@ import pg from 'pg';
 import { DataSource, EntityManager, Repository } from 'typeorm';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
+import { GroupCommitLane, type LaneHold } from './commit-lane.js';
 import { ConnectionEntity, type ConnectionKind, type ConnectionStatus } from './connection.entity.js';
 
 /** The new token pair of a renewal, sealed, with the timing that follows from its expiresIn. */
@@ -45,6 +46,9 @@ export type RenewedItem = RenewedFields & { id: string; tenantId: string; versio
 /** Ids per notification, as the change trigger sends them (NOTIFY payloads stay under 8,000 bytes). */
 const IDS_PER_NOTIFICATION = 100;
 
+/** Renewed connections are announced to the other instances this long after the first of them committed. */
+const ANNOUNCE_AFTER_MS = 20;
+
 // The expiry comes back as epoch milliseconds (a float8, parsed by parseFloat): cheaper than timestamptz text.
 const RENEWAL_COLUMNS = `c.id, c.tenant_id, c.status, c.version, c.access_token_enc, c.refresh_token_enc, c.refresh_failures,
         (extract(epoch FROM c.access_token_expires_at) * 1000)::float8 AS access_token_expires_ms,
@@ -53,17 +57,16 @@ const RENEWAL_COLUMNS = `c.id, c.tenant_id, c.status, c.version, c.access_token_
 type Row = Record<string, unknown>;
 
 /**
- * A database connection reserved for one renewal's commit before its token call starts, so that once the
- * upstream has rotated the pair, nothing stands between the answer and its COMMIT: no wait for a pooled
- * connection behind API traffic, no group commit to join. Released (or dropped, when it broke) afterwards.
+ * A renewal's hold on the commit lane (commit-lane.ts), taken before its token call: its pair is then
+ * committed the moment it arrives, or with the pairs that arrived during the one commit in flight.
  */
-export interface CommitLane {
-  save(owner: string, item: RenewedItem): Promise<boolean>;
-  release(broken?: boolean): void;
-}
+export type CommitLane = LaneHold<RenewedItem>;
 
-/** Lanes beyond REFRESH_CONCURRENCY, for on-demand renewals (a caller whose token expired, a 401, a forced renewal). */
+/** Holds beyond REFRESH_CONCURRENCY, for on-demand renewals (a caller whose token expired, a 401, a forced renewal). */
 const ON_DEMAND_LANES = 4;
+
+/** How long the lane's commit may wait for a row lock held by another transaction (see reserveCommitLane). */
+const LANE_LOCK_TIMEOUT_MS = 1000;
 
 const SAVE_RENEWED_SQL = `UPDATE connections c SET access_token_enc = v.at, refresh_token_enc = v.rt, access_token_expires_at = to_timestamp(v.exp_ms / 1000),
         refresh_due_at = to_timestamp(v.due_ms / 1000), last_refreshed_at = to_timestamp(v.now_ms / 1000), refresh_failures = 0,
@@ -125,9 +128,9 @@ const HEALTH_FLUSH_MS = 50;
 export class ConnectionsRepository implements BeforeApplicationShutdown, OnApplicationShutdown {
   private healthBuffer: HealthItem[] = [];
   private healthFlush: Promise<void> | null = null;
-  private lanes: pg.Pool | null = null;
+  private lane: GroupCommitLane<RenewedItem> | null = null;
   private readonly toAnnounce: Array<{ tenantId: string; id: string }> = [];
-  private announcing = false;
+  private announcing: Promise<void> | null = null;
 
   constructor(
     @InjectRepository(ConnectionEntity) private readonly repo: Repository<ConnectionEntity>,
@@ -230,9 +233,9 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
     return this.healthFlush;
   }
 
-  /** Renewals finish during module destruction; their records are written before the pool closes. */
+  /** Renewals finish during module destruction; their records and announcements are written before the pool closes. */
   async beforeApplicationShutdown(): Promise<void> {
-    await this.healthFlush?.catch(() => undefined);
+    await Promise.all([this.healthFlush?.catch(() => undefined), this.announcing]);
   }
 
   private async flushHealth(): Promise<void> {
@@ -393,64 +396,62 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
   }
 
   async onApplicationShutdown(): Promise<void> {
-    const lanes = this.lanes;
-    this.lanes = null;
-    await lanes?.end().catch(() => undefined);
+    const lane = this.lane;
+    this.lane = null;
+    await lane?.close();
   }
 
   /**
-   * Reserves a commit lane: a connection of renewal's own small pool (REFRESH_CONCURRENCY + 4 at most,
-   * opened on first use, closed after 10 s idle). Waiting for one happens before the token call, where it
-   * costs nothing but time.
+   * Takes a hold on renewal's commit lane (REFRESH_CONCURRENCY + 4 holds at most; the lane's one connection
+   * is opened by the first hold and closed after 10 s without one). Waiting for a hold or for the connection
+   * happens before the token call, where it costs nothing but time.
    */
-  async reserveCommitLane(): Promise<CommitLane> {
-    if (!this.lanes) {
-      const pool = new pg.Pool({
+  reserveCommitLane(): Promise<CommitLane> {
+    this.lane ??= new GroupCommitLane<RenewedItem>(
+      {
         connectionString: this.config.databaseUrl ?? undefined,
-        max: this.config.refresh.concurrency + ON_DEMAND_LANES,
-        idleTimeoutMillis: 10_000,
-        connectionTimeoutMillis: 5000,
-        application_name: `cws-connect ${this.config.instanceId} renewal`,
-        // The change trigger stays silent on these sessions: a NOTIFY would serialize the commits
-        // (migration DeferredRenewalNotify); announceRenewed sends the notifications instead.
-        options: '-c cws.defer_change_notify=on',
-      });
-      // An idle lane dropped by the server (a restart) is discarded by the pool; nothing to do here.
-      pool.on('error', () => undefined);
-      this.lanes = pool;
-    }
-    const client = await this.lanes.connect();
-    let released = false;
-    return {
-      save: async (owner, item) => {
-        const saved = (await runSave((q) => client.query<Row>(q), owner, [item])).has(item.id);
-        if (saved) this.announceRenewed(item.tenantId, item.id);
+        applicationName: `cws-connect ${this.config.instanceId} renewal`,
+        // The change trigger stays silent on this session: a NOTIFY would serialize the commits (migration
+        // DeferredRenewalNotify); announceRenewed sends the notifications instead. A row lock held by someone
+        // else (a reconnect's transaction) may hold the lane's commit at most this long: then every pair in
+        // it goes to its own retry on the shared pool.
+        // The save's generic plan (a nested loop over the pairs, by primary key) is the right one for any number of
+        // pairs; a custom plan per execution cost about 90 µs of planning per commit.
+        options: `-c cws.defer_change_notify=on -c lock_timeout=${LANE_LOCK_TIMEOUT_MS} -c plan_cache_mode=force_generic_plan`,
+        holds: this.config.refresh.concurrency + ON_DEMAND_LANES,
+        idleMs: 10_000,
+        connectTimeoutMs: 5000,
+      },
+      async (run, owner, items) => {
+        const saved = await runSave(run, owner, items);
+        for (const item of items) if (saved.has(item.id)) this.announceRenewed(item.tenantId, item.id);
         return saved;
       },
-      release: (broken = false) => {
-        if (released) return;
-        released = true;
-        client.release(broken);
-      },
-    };
+    );
+    return this.lane.reserve();
   }
 
   /**
-   * Tells the other instances' caches (src/changes) that a connection saved on a commit lane changed, as the
-   * trigger would have: `connections:<tenant>:<id>,...`. Ids committed while one announcement is being sent
-   * go together in the next. Best effort: a cache that misses it serves the previous token, which the
-   * upstream answers with 401, and routing renews on 401 by version (docs/renewal.md).
+   * Tells the other instances' caches (src/changes) that a connection saved on the commit lane changed, as the
+   * trigger would have: `connections:<tenant>:<id>,...`. The ids committed within ANNOUNCE_AFTER_MS of the first
+   * go together in one statement (under a renewal storm the lane commits every millisecond or two, and one
+   * notifying transaction per commit cost about as much as the commit). Best effort: a cache that misses it
+   * serves the previous token, which the upstream answers with 401, and routing renews on 401 by version
+   * (docs/renewal.md).
    */
   private announceRenewed(tenantId: string, id: string): void {
     this.toAnnounce.push({ tenantId, id });
-    if (this.announcing) return;
-    this.announcing = true;
-    void (async () => {
+    this.announcing ??= (async () => {
       try {
+        await new Promise((resolve) => setTimeout(resolve, ANNOUNCE_AFTER_MS));
         while (this.toAnnounce.length > 0) {
-          const batch = this.toAnnounce.splice(0, 1000);
+          const batch = this.toAnnounce.splice(0, 10_000);
           const byTenant = new Map<string, string[]>();
-          for (const c of batch) byTenant.set(c.tenantId, [...(byTenant.get(c.tenantId) ?? []), c.id]);
+          for (const c of batch) {
+            const ids = byTenant.get(c.tenantId);
+            if (ids) ids.push(c.id);
+            else byTenant.set(c.tenantId, [c.id]);
+          }
           const messages: string[] = [];
           for (const [tenant, ids] of byTenant) {
             for (let i = 0; i < ids.length; i += IDS_PER_NOTIFICATION)
@@ -459,7 +460,7 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
           await this.query(`SELECT pg_notify('cws_changes', m) FROM unnest($1::text[]) AS m`, [messages]).catch(() => undefined);
         }
       } finally {
-        this.announcing = false;
+        this.announcing = null;
       }
     })();
   }

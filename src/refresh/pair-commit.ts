@@ -12,10 +12,11 @@ import { backoffDelayMs } from './renewal-timing.js';
 import { connectionNotFound, type Outcome, reauthRequired, secondsSince, sleep } from './renewal-types.js';
 
 /**
- * Saves a renewed pair before anyone may use it, at once, on the lane reserved for it: the refresh token we
- * sent is spent, so until this COMMIT the pair exists only in this process's memory, and nothing (a pool
- * queue, a group commit) may stand in between. Giving up loses the grant: database errors are retried with
- * backoff (on the shared pool) for as long as our lease keeps others away.
+ * Saves a renewed pair before anyone may use it, the moment it arrives, on the commit lane held for it: the
+ * refresh token we sent is spent, so until this COMMIT the pair exists only in this process's memory, and
+ * nothing but the one commit already in flight on the lane (no pool queue, no timer) may stand in between.
+ * Giving up loses the grant: database errors are retried with backoff (on the shared pool) for as long as our
+ * lease keeps others away.
  */
 @Injectable()
 export class PairCommit {

@@ -83,9 +83,9 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
 
   /**
    * Workers take claimed rows from a local queue; the next batch is claimed while the queue still holds
-   * work. A worker is one renewal in flight from its token call to its COMMIT: it reserves a commit lane
-   * (a database connection) before the call, so the new pair is saved the moment it arrives, and takes the
-   * next row only after that commit. So at any instant at most `workers` rotated pairs exist only in this
+   * work. A worker is one renewal in flight from its token call to its COMMIT: it takes a hold on the
+   * commit lane before the call, so the new pair is saved the moment it arrives (with whatever pairs arrived
+   * during the lane's commit in flight, if one is), and takes the next row only after its own commit. So at any instant at most `workers` rotated pairs exist only in this
    * process's memory, which is what a SIGKILL can cost. The worker count follows the backlog: counted at the
    * start of the pass, raised when claims show more; workers end with the pass (stopping them as the queue
    * shrinks left its tail to one worker while more rows fell due). Returns once every renewal it started has

@@ -106,7 +106,7 @@ export class RenewalService implements OnModuleDestroy {
 
   /**
    * Renews a connection the scheduler claimed (its lease is already held), committing the new pair on
-   * `lane`, a connection the scheduler reserved before the token call. The promise resolves once the
+   * `lane`, the hold on the commit lane the scheduler took before the token call. The promise resolves once the
    * outcome is stored (new pair, backoff, or reauth_required), logged and counted; it never rejects.
    */
   renewClaimed(leased: LeasedConnection, leaseTakenAt: number, lane: CommitLane): Promise<void> {
