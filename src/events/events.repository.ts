@@ -3,6 +3,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { LOCKS, withAdvisoryLock } from '../database/advisory-lock.js';
+import { pgPoolOf } from '../database/pg-pool.js';
 import { currentTraceparent } from '../ops/tracing.js';
 
 export type EventSource = 'upstream' | 'service';
@@ -77,34 +78,20 @@ export class EventsRepository {
    * Records several events in one statement (group commit of inbound deliveries), in the given order.
    * Answers the ids stored, each with its delivery state: an event whose tenant no longer exists is left out.
    */
-  recordMany(events: Array<NewEvent & { id: string }>): Promise<Map<string, DeliveryState>> {
-    return this.insert(this.db.manager, events);
+  async recordMany(events: Array<NewEvent & { id: string }>): Promise<Map<string, DeliveryState>> {
+    const pool = pgPoolOf(this.db);
+    if (!pool) return this.insert(this.db.manager, events);
+    // A named prepared statement: each pooled connection parses and plans it once, not once per group.
+    const { rows } = await pool.query<{ id: string; delivery_state: DeliveryState }>({
+      name: 'cws_events_record',
+      text: INSERT_EVENTS,
+      values: insertParams(events),
+    });
+    return new Map(rows.map((r) => [r.id, r.delivery_state]));
   }
 
   private async insert(runner: EntityManager, events: Array<NewEvent & { id: string }>): Promise<Map<string, DeliveryState>> {
-    const rows = (await runner.query(
-      `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, traceparent, delivery_state, next_attempt_at)
-       SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, p.payload, v.traceparent,
-              CASE WHEN t.events_target_url IS NULL OR t.events_target_disabled THEN 'no_target'
-                   WHEN t.event_types IS NOT NULL AND NOT (t.event_types ? v.type) THEN 'filtered'
-                   ELSE 'pending' END, now()
-         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
-              WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, traceparent, ord)
-         JOIN jsonb_array_elements($7::jsonb) WITH ORDINALITY AS p(payload, ord) ON p.ord = v.ord
-         JOIN tenants t ON t.id = v.tenant_id
-        ORDER BY v.ord
-       RETURNING id, delivery_state`,
-      [
-        events.map((e) => e.id),
-        events.map((e) => e.tenantId),
-        events.map((e) => e.source),
-        events.map((e) => e.receiverId ?? null),
-        events.map((e) => e.type),
-        events.map((e) => e.traceparent ?? null),
-        // One JSON array of the payloads: no array-literal escaping of every payload's quotes on the way.
-        `[${events.map((e) => e.payloadJson ?? JSON.stringify(e.payload ?? null)).join(',')}]`,
-      ],
-    )) as Array<{ id: string; delivery_state: DeliveryState }>;
+    const rows = (await runner.query(INSERT_EVENTS, insertParams(events))) as Array<{ id: string; delivery_state: DeliveryState }>;
     return new Map(rows.map((r) => [r.id, r.delivery_state]));
   }
 
@@ -274,6 +261,32 @@ export class EventsRepository {
       [id],
     );
   }
+}
+
+/** Inserts events in the given order; a row whose tenant no longer exists is left out (the join). */
+const INSERT_EVENTS = `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, traceparent, delivery_state, next_attempt_at)
+  SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, p.payload, v.traceparent,
+         CASE WHEN t.events_target_url IS NULL OR t.events_target_disabled THEN 'no_target'
+              WHEN t.event_types IS NOT NULL AND NOT (t.event_types ? v.type) THEN 'filtered'
+              ELSE 'pending' END, now()
+    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
+         WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, traceparent, ord)
+    JOIN jsonb_array_elements($7::jsonb) WITH ORDINALITY AS p(payload, ord) ON p.ord = v.ord
+    JOIN tenants t ON t.id = v.tenant_id
+   ORDER BY v.ord
+  RETURNING id, delivery_state`;
+
+function insertParams(events: Array<NewEvent & { id: string }>): unknown[] {
+  return [
+    events.map((e) => e.id),
+    events.map((e) => e.tenantId),
+    events.map((e) => e.source),
+    events.map((e) => e.receiverId ?? null),
+    events.map((e) => e.type),
+    events.map((e) => e.traceparent ?? null),
+    // One JSON array of the payloads: no array-literal escaping of every payload's quotes on the way.
+    `[${events.map((e) => e.payloadJson ?? JSON.stringify(e.payload ?? null)).join(',')}]`,
+  ];
 }
 
 export interface UnqueuedEvent {
