@@ -101,4 +101,38 @@ describe('CommitBatcher', () => {
     expect(all.every(Boolean)).toBe(true);
     expect(sizes).toEqual([1, 3, 3, 1]);
   });
+
+  it('with maxInFlight 2 writes a second group while the first is in flight, never a third, and answers each as its own commits', async () => {
+    const writes: string[][] = [];
+    const releases: Array<() => void> = [];
+    let open = 0;
+    let mostOpen = 0;
+    const batcher = new CommitBatcher<{ id: string }>(
+      async (items) => {
+        writes.push(items.map((i) => i.id));
+        open++;
+        mostOpen = Math.max(mostOpen, open);
+        await new Promise<void>((r) => releases.push(r));
+        open--;
+        return new Set(items.map((i) => i.id));
+      },
+      250,
+      statementRefused,
+      2,
+    );
+    const answered: string[] = [];
+    const save = (id: string) => batcher.save({ id }).then(() => answered.push(id));
+    const saves = [save('a'), save('b'), save('c'), save('d')];
+    // 'a' and 'b' each started a group at once; 'c' and 'd' wait for a free lane and go together.
+    expect(writes).toEqual([['a'], ['b']]);
+    releases[1](); // the second group commits first: its member is answered without waiting for the first
+    await new Promise((r) => setImmediate(r));
+    expect(answered).toEqual(['b']);
+    expect(writes).toEqual([['a'], ['b'], ['c', 'd']]);
+    releases[0]();
+    releases[2]();
+    await Promise.all(saves);
+    expect(answered).toEqual(['b', 'a', 'c', 'd']);
+    expect(mostOpen).toBe(2);
+  });
 });

@@ -34,8 +34,20 @@ export interface NewEvent {
   traceparent?: string | null;
 }
 
+/**
+ * Where an event stands in the events API's order: its writer's transaction id, then its seq. Rows are
+ * read only below the oldest writer still open (`listAfter`), so no row can later appear before a
+ * position already read.
+ */
+export interface EventPosition {
+  /** The xid8 of the transaction that inserted it, as decimal text ('0' for rows older than the column). */
+  writerXid: string;
+  seq: number;
+}
+
 export interface StoredEvent {
   seq: number;
+  writerXid: string;
   id: string;
   tenantId: string;
   source: EventSource;
@@ -95,12 +107,29 @@ export class EventsRepository {
     return new Map(rows.map((r) => [r.id, r.delivery_state]));
   }
 
-  async listAfter(tenantId: string, afterSeq: number, limit: number): Promise<StoredEvent[]> {
-    const rows = (await this.db.query(`SELECT * FROM events WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, [
-      tenantId,
-      afterSeq,
-      limit,
-    ])) as Array<Record<string, unknown>>;
+  /**
+   * A page of the tenant's events after `after` in (writer_xid, seq) order, only from transactions that
+   * can no longer add a row before it: writer_xid below the statement snapshot's oldest transaction still
+   * in progress (`pg_snapshot_xip`), or below its xmax when none is. Every transaction that has not
+   * finished has a writer_xid at or above that mark, and every later one above it, so a row committed
+   * after this read sorts after everything it returned: groups of deliveries may commit in any order.
+   * A transaction of another database (running now, per pg_stat_activity) can write no row here and does
+   * not hold the mark back; one whose database is unknown (it ended meanwhile) does, for this read only.
+   */
+  async listAfter(tenantId: string, after: EventPosition, limit: number): Promise<StoredEvent[]> {
+    const rows = (await this.db.query(
+      `SELECT e.* FROM events e
+        WHERE e.tenant_id = $1 AND (e.writer_xid, e.seq) > ($2::xid8, $3::bigint)
+          AND e.writer_xid < (
+            SELECT LEAST(pg_snapshot_xmax(s), (
+                     SELECT min(x) FROM pg_snapshot_xip(s) x
+                      WHERE x::text::bigint % 4294967296 NOT IN (
+                              SELECT a.backend_xid::text::bigint FROM pg_stat_activity a
+                               WHERE a.backend_xid IS NOT NULL AND a.datname <> current_database())))
+              FROM pg_current_snapshot() s)
+        ORDER BY e.writer_xid, e.seq LIMIT $4`,
+      [tenantId, after.writerXid, after.seq, limit],
+    )) as Array<Record<string, unknown>>;
     return rows.map(toEvent);
   }
 
@@ -312,6 +341,7 @@ function executorOf(m: EntityManager): SqlExecutor {
 export function toEvent(r: Record<string, unknown>): StoredEvent {
   return {
     seq: Number(r.seq),
+    writerXid: String(r.writer_xid),
     id: r.id as string,
     tenantId: r.tenant_id as string,
     source: r.source as EventSource,

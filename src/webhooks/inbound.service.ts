@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { v7 as timeOrderedUuid } from 'uuid';
 import { AppError } from '../common/app-error.js';
-import { CommitBatcher } from '../common/commit-batcher.js';
+import { CommitBatcher, statementRefused } from '../common/commit-batcher.js';
 import { EventDeliveryService } from '../events/event-delivery.service.js';
 import { EventsRepository, type NewEvent } from '../events/events.repository.js';
 import { currentTraceparent } from '../ops/tracing.js';
@@ -17,6 +17,8 @@ const CACHE_MAX = 10_000;
 // Compared against when the receiver is unknown, so that an unknown receiver costs the same as a wrong secret.
 const NO_RECEIVER = sha256('no receiver');
 const TYPE_FIELDS = ['event', 'type', 'eventType'] as const;
+const INBOUND_GROUP_MAX = 250;
+export const INBOUND_GROUPS_IN_FLIGHT = 2;
 
 /**
  * Upstream deliveries to self-targeted webhooks. Fail closed: no receiver or no matching Authorization,
@@ -27,7 +29,9 @@ const TYPE_FIELDS = ['event', 'type', 'eventType'] as const;
 export class InboundService {
   // Receivers never change once created, so their expected digest can be kept briefly (never the secret).
   private readonly digests = new Map<string, { digest: Buffer; until: number }>();
-  // Deliveries arriving while one INSERT commits go together in the next: one WAL flush for many.
+  // Deliveries arriving while the INSERTs in flight commit go together in the next: one WAL flush for many.
+  // Two groups in flight, so that one is written while the other waits for its WAL flush and its answers
+  // go out; the events API reads only what no open writer can still precede (EventsRepository.listAfter).
   private readonly inserts: CommitBatcher<NewEvent & { id: string }>;
 
   constructor(
@@ -47,7 +51,7 @@ export class InboundService {
         }
       }
       return saved;
-    });
+    }, INBOUND_GROUP_MAX, statementRefused, INBOUND_GROUPS_IN_FLIGHT);
   }
 
   /**
