@@ -102,19 +102,20 @@ describe('CommitBatcher', () => {
     expect(sizes).toEqual([1, 3, 3, 1]);
   });
 
-  it('with maxInFlight 2 writes a second group while the first is in flight, never a third, and answers each as its own commits', async () => {
+  it('with maxInFlight 2 overlaps a second group once it is as large as the one started last, and answers each as its own commits', async () => {
     const writes: string[][] = [];
-    const releases: Array<() => void> = [];
+    const releases = new Map<string, () => void>();
     let open = 0;
     let mostOpen = 0;
     const batcher = new CommitBatcher<{ id: string }>(
       async (items) => {
-        writes.push(items.map((i) => i.id));
+        const ids = items.map((i) => i.id);
+        writes.push(ids);
         open++;
         mostOpen = Math.max(mostOpen, open);
-        await new Promise<void>((r) => releases.push(r));
+        await new Promise<void>((r) => releases.set(ids.join(), r));
         open--;
-        return new Set(items.map((i) => i.id));
+        return new Set(ids);
       },
       250,
       statementRefused,
@@ -122,17 +123,26 @@ describe('CommitBatcher', () => {
     );
     const answered: string[] = [];
     const save = (id: string) => batcher.save({ id }).then(() => answered.push(id));
+    const tick = () => new Promise((r) => setImmediate(r));
     const saves = [save('a'), save('b'), save('c'), save('d')];
-    // 'a' and 'b' each started a group at once; 'c' and 'd' wait for a free lane and go together.
+    // 'a' starts alone; 'b' is as large as it and overlaps; 'c' and 'd' wait for a free lane.
     expect(writes).toEqual([['a'], ['b']]);
-    releases[1](); // the second group commits first: its member is answered without waiting for the first
-    await new Promise((r) => setImmediate(r));
+    releases.get('b')!(); // the second group commits first: its member is answered without waiting for the first
+    await tick();
     expect(answered).toEqual(['b']);
     expect(writes).toEqual([['a'], ['b'], ['c', 'd']]);
-    releases[0]();
-    releases[2]();
+    // 'e' alone would overlap a group of two: it waits until no group is in flight.
+    saves.push(save('e'));
+    releases.get('a')!();
+    await tick();
+    expect(writes).toEqual([['a'], ['b'], ['c', 'd']]);
+    saves.push(save('f'));
+    await tick();
+    expect(writes).toEqual([['a'], ['b'], ['c', 'd'], ['e', 'f']]);
+    releases.get('c,d')!();
+    releases.get('e,f')!();
     await Promise.all(saves);
-    expect(answered).toEqual(['b', 'a', 'c', 'd']);
+    expect(answered).toEqual(['b', 'a', 'c', 'd', 'e', 'f']);
     expect(mostOpen).toBe(2);
   });
 });

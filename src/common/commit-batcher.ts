@@ -5,10 +5,13 @@
  * Used for inbound deliveries; an item may carry its own condition inside the shared statement (`write`
  * answers the ids saved).
  *
- * Up to `maxInFlight` groups are written at once (1 by default): with more than one, the items that arrive
- * while every lane is busy go together in the next group to start, and groups may commit in any order, so
- * a reader of what they write must not assume commit order (the events table's readers do not: see
- * EventsRepository.listAfter).
+ * Up to `maxInFlight` groups are written at once (1 by default), so that one statement executes while
+ * another waits for its WAL flush. A group starts at once when none is in flight; one that would overlap
+ * another waits until it holds as many items as the group started last: every commit costs the database
+ * a flush and a statement whatever its size, so overlapping must not split the load into smaller groups
+ * (under a steady load the groups keep their size and their commits overlap). Groups may commit in any
+ * order, so a reader of what they write must not assume commit order (the events table's one cursor
+ * reader does not: EventsRepository.listAfter).
  *
  * A group never fails its good members for a bad one: when the database refuses a group's statement,
  * the group is split in halves and each half written again, down to the member that fails alone (about
@@ -19,6 +22,7 @@
 export class CommitBatcher<Item extends { id: string }> {
   private pending: Array<Pending<Item>> = [];
   private inFlight = 0;
+  private lastGroupSize = 0;
 
   /** `write` answers the ids whose condition held and that were saved (a Set, or a Map keyed by id); a failed statement saves nothing. */
   constructor(
@@ -38,9 +42,12 @@ export class CommitBatcher<Item extends { id: string }> {
 
   private startGroups(): void {
     while (this.inFlight < this.maxInFlight && this.pending.length > 0) {
+      if (this.inFlight > 0 && this.pending.length < Math.min(this.maxBatch, this.lastGroupSize)) return;
+      const group = this.pending.splice(0, this.maxBatch);
+      this.lastGroupSize = group.length;
       this.inFlight++;
       // writeGroup settles every member itself and never rejects.
-      void this.writeGroup(this.pending.splice(0, this.maxBatch)).finally(() => {
+      void this.writeGroup(group).finally(() => {
         this.inFlight--;
         this.startGroups();
       });
