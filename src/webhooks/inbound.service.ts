@@ -31,8 +31,8 @@ export class InboundService {
   // Receivers never change once created, so their expected digest can be kept briefly (never the secret).
   private readonly digests = new Map<string, { digest: Buffer; until: number }>();
   // Deliveries arriving while the INSERTs in flight commit go together in the next: one WAL flush for many.
-  // INBOUND_COMMITS_IN_FLIGHT groups at once (2 by default), so that one is written while another waits for
-  // its WAL flush; the events API reads only what no open writer can still precede (EventsRepository.listAfter).
+  // INBOUND_COMMITS_IN_FLIGHT groups at once (1 by default; more hide a slow WAL flush at some database CPU);
+  // the events API reads only what no open writer can still precede (EventsRepository.listAfter).
   private readonly inserts: CommitBatcher<NewEvent & { id: string }>;
 
   constructor(
