@@ -42,18 +42,23 @@ export class InboundService {
     private readonly delivery: EventDeliveryService,
     @Inject(APP_CONFIG) config: AppConfig,
   ) {
-    this.inserts = new CommitBatcher(async (events) => {
-      const saved = await this.events.recordMany(events);
-      // The relay is woken only for something to deliver: a tenant without an events target stores its
-      // deliveries as no_target, and a relay pass per group would be a transaction for nothing.
-      for (const state of saved.values()) {
-        if (state === 'pending') {
-          this.delivery.kick();
-          break;
+    this.inserts = new CommitBatcher(
+      async (events) => {
+        const saved = await this.events.recordMany(events);
+        // The relay is woken only for something to deliver: a tenant without an events target stores its
+        // deliveries as no_target, and a relay pass per group would be a transaction for nothing.
+        for (const state of saved.values()) {
+          if (state === 'pending') {
+            this.delivery.kick();
+            break;
+          }
         }
-      }
-      return saved;
-    }, INBOUND_GROUP_MAX, statementRefused, config.events.inboundCommitsInFlight);
+        return saved;
+      },
+      INBOUND_GROUP_MAX,
+      statementRefused,
+      config.events.inboundCommitsInFlight,
+    );
   }
 
   /**
