@@ -170,6 +170,10 @@ async function run(stack: Stack, vaultKeys: string): Promise<void> {
     console.log(
       `CPU µs per request (median): cws-connect ${appCpu.toFixed(0)}, bare endpoint ${bareCpu.toFixed(0)} (ratio ${(appCpu / bareCpu).toFixed(2)})`,
     );
+    const dbCpu = median(appRows.map((r) => r.dbUs));
+    console.log(
+      `CPU µs per delivery (median): cws-connect ${appCpu.toFixed(0)} + its database backends ${dbCpu.toFixed(0)} = ${(appCpu + dbCpu).toFixed(0)}, bare endpoint ${bareCpu.toFixed(0)}`,
+    );
     console.log(`cws-connect / bare throughput: ${median(ratios).toFixed(3)} (median of ${ROUNDS} rounds; goal >= 0.5)`);
     if (stored < acknowledged) throw new Error('acknowledged deliveries are missing from the events table');
   } finally {

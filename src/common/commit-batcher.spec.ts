@@ -101,4 +101,48 @@ describe('CommitBatcher', () => {
     expect(all.every(Boolean)).toBe(true);
     expect(sizes).toEqual([1, 3, 3, 1]);
   });
+
+  it('with maxInFlight 2 overlaps a second group once it is as large as the one started last, and answers each as its own commits', async () => {
+    const writes: string[][] = [];
+    const releases = new Map<string, () => void>();
+    let open = 0;
+    let mostOpen = 0;
+    const batcher = new CommitBatcher<{ id: string }>(
+      async (items) => {
+        const ids = items.map((i) => i.id);
+        writes.push(ids);
+        open++;
+        mostOpen = Math.max(mostOpen, open);
+        await new Promise<void>((r) => releases.set(ids.join(), r));
+        open--;
+        return new Set(ids);
+      },
+      250,
+      statementRefused,
+      2,
+    );
+    const answered: string[] = [];
+    const save = (id: string) => batcher.save({ id }).then(() => answered.push(id));
+    const tick = () => new Promise((r) => setImmediate(r));
+    const saves = [save('a'), save('b'), save('c'), save('d')];
+    // 'a' starts alone; 'b' is as large as it and overlaps; 'c' and 'd' wait for a free lane.
+    expect(writes).toEqual([['a'], ['b']]);
+    releases.get('b')!(); // the second group commits first: its member is answered without waiting for the first
+    await tick();
+    expect(answered).toEqual(['b']);
+    expect(writes).toEqual([['a'], ['b'], ['c', 'd']]);
+    // 'e' alone would overlap a group of two: it waits until no group is in flight.
+    saves.push(save('e'));
+    releases.get('a')!();
+    await tick();
+    expect(writes).toEqual([['a'], ['b'], ['c', 'd']]);
+    saves.push(save('f'));
+    await tick();
+    expect(writes).toEqual([['a'], ['b'], ['c', 'd'], ['e', 'f']]);
+    releases.get('c,d')!();
+    releases.get('e,f')!();
+    await Promise.all(saves);
+    expect(answered).toEqual(['b', 'a', 'c', 'd', 'e', 'f']);
+    expect(mostOpen).toBe(2);
+  });
 });

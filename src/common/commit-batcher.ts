@@ -5,6 +5,14 @@
  * Used for inbound deliveries and renewal's commit lane; an item may carry its own condition inside the
  * shared statement (`write` answers the ids saved).
  *
+ * Up to `maxInFlight` groups are written at once (1 by default), so that one statement executes while
+ * another waits for its WAL flush. A group starts at once when none is in flight; one that would overlap
+ * another waits until it holds as many items as the group started last: every commit costs the database
+ * a flush and a statement whatever its size, so overlapping must not split the load into smaller groups
+ * (under a steady load the groups keep their size and their commits overlap). Groups may commit in any
+ * order, so a reader of what they write must not assume commit order (the events table's one cursor
+ * reader does not: EventsRepository.listAfter).
+ *
  * A group never fails its good members for a bad one: when the database refuses a group's statement,
  * the group is split in halves and each half written again, down to the member that fails alone (about
  * 2·log2(n) extra statements for one bad member of n). Only a failure that is nobody's member's fault
@@ -13,29 +21,36 @@
  */
 export class CommitBatcher<Item extends { id: string }> {
   private pending: Array<Pending<Item>> = [];
-  private flushing = false;
+  private inFlight = 0;
+  private lastGroupSize = 0;
 
   /** `write` answers the ids whose condition held and that were saved (a Set, or a Map keyed by id); a failed statement saves nothing. */
   constructor(
     private readonly write: (items: Item[]) => Promise<{ has(id: string): boolean }>,
     private readonly maxBatch = 250,
     private readonly isolates: (e: unknown) => boolean = statementRefused,
+    private readonly maxInFlight = 1,
   ) {}
 
   /** Resolves true once the item is committed, false when its condition did not hold; rejects when its own write failed. */
   save(item: Item): Promise<boolean> {
     return new Promise((resolve, reject) => {
       this.pending.push({ item, resolve, reject });
-      if (!this.flushing) void this.flush();
+      this.startGroups();
     });
   }
 
-  private async flush(): Promise<void> {
-    this.flushing = true;
-    try {
-      while (this.pending.length > 0) await this.writeGroup(this.pending.splice(0, this.maxBatch));
-    } finally {
-      this.flushing = false;
+  private startGroups(): void {
+    while (this.inFlight < this.maxInFlight && this.pending.length > 0) {
+      if (this.inFlight > 0 && this.pending.length < Math.min(this.maxBatch, this.lastGroupSize)) return;
+      const group = this.pending.splice(0, this.maxBatch);
+      this.lastGroupSize = group.length;
+      this.inFlight++;
+      // writeGroup settles every member itself and never rejects.
+      void this.writeGroup(group).finally(() => {
+        this.inFlight--;
+        this.startGroups();
+      });
     }
   }
 

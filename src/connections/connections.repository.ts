@@ -4,6 +4,7 @@ import pg from 'pg';
 import { DataSource, EntityManager, Repository } from 'typeorm';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
+import { pgPoolOf } from '../database/pg-pool.js';
 import { GroupCommitLane, type LaneHold } from './commit-lane.js';
 import { ConnectionEntity, type ConnectionKind, type ConnectionStatus } from './connection.entity.js';
 
@@ -588,18 +589,14 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
     return Math.max(0, Number(rows[0]?.s ?? 0));
   }
 
-  /**
-   * The scheduler's two hot statements (claim, group save) go as named prepared statements on TypeORM's
-   * own pg pool: each pooled connection parses and plans them once instead of once per batch. Behind
-   * PgBouncer this needs session pooling, or 1.21+ with max_prepared_statements.
-   */
+  /** The scheduler's two hot statements (claim, group save) go as named prepared statements (`pgPoolOf`). */
   private async prepared(name: string, sql: string, params: unknown[]): Promise<Row[]> {
     return (await this.preparedQuery({ name, text: sql, values: params })).rows;
   }
 
   private async preparedQuery(q: pg.QueryConfig): Promise<{ rows: Row[] }> {
-    const pool = (this.db.driver as { master?: unknown }).master;
-    if (!(pool instanceof pg.Pool)) return { rows: await this.query(q.text, q.values ?? []) };
+    const pool = pgPoolOf(this.db);
+    if (!pool) return { rows: await this.query(q.text, q.values ?? []) };
     return pool.query<Row>(q);
   }
 

@@ -3,6 +3,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { LOCKS, withAdvisoryLock } from '../database/advisory-lock.js';
+import { pgPoolOf } from '../database/pg-pool.js';
 import { currentTraceparent } from '../ops/tracing.js';
 
 export type EventSource = 'upstream' | 'service';
@@ -33,8 +34,20 @@ export interface NewEvent {
   traceparent?: string | null;
 }
 
+/**
+ * Where an event stands in the events API's order: its writer's transaction id, then its seq. Rows are
+ * read only below the oldest writer still open (`listAfter`), so no row can later appear before a
+ * position already read.
+ */
+export interface EventPosition {
+  /** The xid8 of the transaction that inserted it, as decimal text ('0' for rows older than the column). */
+  writerXid: string;
+  seq: number;
+}
+
 export interface StoredEvent {
   seq: number;
+  writerXid: string;
   id: string;
   tenantId: string;
   source: EventSource;
@@ -77,43 +90,46 @@ export class EventsRepository {
    * Records several events in one statement (group commit of inbound deliveries), in the given order.
    * Answers the ids stored, each with its delivery state: an event whose tenant no longer exists is left out.
    */
-  recordMany(events: Array<NewEvent & { id: string }>): Promise<Map<string, DeliveryState>> {
-    return this.insert(this.db.manager, events);
-  }
-
-  private async insert(runner: EntityManager, events: Array<NewEvent & { id: string }>): Promise<Map<string, DeliveryState>> {
-    const rows = (await runner.query(
-      `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, traceparent, delivery_state, next_attempt_at)
-       SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, p.payload, v.traceparent,
-              CASE WHEN t.events_target_url IS NULL OR t.events_target_disabled THEN 'no_target'
-                   WHEN t.event_types IS NOT NULL AND NOT (t.event_types ? v.type) THEN 'filtered'
-                   ELSE 'pending' END, now()
-         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
-              WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, traceparent, ord)
-         JOIN jsonb_array_elements($7::jsonb) WITH ORDINALITY AS p(payload, ord) ON p.ord = v.ord
-         JOIN tenants t ON t.id = v.tenant_id
-        ORDER BY v.ord
-       RETURNING id, delivery_state`,
-      [
-        events.map((e) => e.id),
-        events.map((e) => e.tenantId),
-        events.map((e) => e.source),
-        events.map((e) => e.receiverId ?? null),
-        events.map((e) => e.type),
-        events.map((e) => e.traceparent ?? null),
-        // One JSON array of the payloads: no array-literal escaping of every payload's quotes on the way.
-        `[${events.map((e) => e.payloadJson ?? JSON.stringify(e.payload ?? null)).join(',')}]`,
-      ],
-    )) as Array<{ id: string; delivery_state: DeliveryState }>;
+  async recordMany(events: Array<NewEvent & { id: string }>): Promise<Map<string, DeliveryState>> {
+    const pool = pgPoolOf(this.db);
+    if (!pool) return this.insert(this.db.manager, events);
+    // A named prepared statement: each pooled connection parses and plans it once, not once per group.
+    const { rows } = await pool.query<{ id: string; delivery_state: DeliveryState }>({
+      name: 'cws_events_record',
+      text: INSERT_EVENTS,
+      values: insertParams(events),
+    });
     return new Map(rows.map((r) => [r.id, r.delivery_state]));
   }
 
-  async listAfter(tenantId: string, afterSeq: number, limit: number): Promise<StoredEvent[]> {
-    const rows = (await this.db.query(`SELECT * FROM events WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, [
-      tenantId,
-      afterSeq,
-      limit,
-    ])) as Array<Record<string, unknown>>;
+  private async insert(runner: EntityManager, events: Array<NewEvent & { id: string }>): Promise<Map<string, DeliveryState>> {
+    const rows = (await runner.query(INSERT_EVENTS, insertParams(events))) as Array<{ id: string; delivery_state: DeliveryState }>;
+    return new Map(rows.map((r) => [r.id, r.delivery_state]));
+  }
+
+  /**
+   * A page of the tenant's events after `after` in (writer_xid, seq) order, only from transactions that
+   * can no longer add a row before it: writer_xid below the statement snapshot's oldest transaction still
+   * in progress (`pg_snapshot_xip`), or below its xmax when none is. Every transaction that has not
+   * finished has a writer_xid at or above that mark, and every later one above it, so a row committed
+   * after this read sorts after everything it returned: groups of deliveries may commit in any order.
+   * A transaction of another database (running now, per pg_stat_activity) can write no row here and does
+   * not hold the mark back; one whose database is unknown (it ended meanwhile) does, for this read only.
+   */
+  async listAfter(tenantId: string, after: EventPosition, limit: number): Promise<StoredEvent[]> {
+    const rows = (await this.db.query(
+      `SELECT e.* FROM events e
+        WHERE e.tenant_id = $1 AND (e.writer_xid, e.seq) > ($2::xid8, $3::bigint)
+          AND e.writer_xid < (
+            SELECT LEAST(pg_snapshot_xmax(s), (
+                     SELECT min(x) FROM pg_snapshot_xip(s) x
+                      WHERE x::text::bigint % 4294967296 NOT IN (
+                              SELECT a.backend_xid::text::bigint FROM pg_stat_activity a
+                               WHERE a.backend_xid IS NOT NULL AND a.datname <> current_database())))
+              FROM pg_current_snapshot() s)
+        ORDER BY e.writer_xid, e.seq LIMIT $4`,
+      [tenantId, after.writerXid, after.seq, limit],
+    )) as Array<Record<string, unknown>>;
     return rows.map(toEvent);
   }
 
@@ -276,6 +292,32 @@ export class EventsRepository {
   }
 }
 
+/** Inserts events in the given order; a row whose tenant no longer exists is left out (the join). */
+const INSERT_EVENTS = `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, traceparent, delivery_state, next_attempt_at)
+  SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, p.payload, v.traceparent,
+         CASE WHEN t.events_target_url IS NULL OR t.events_target_disabled THEN 'no_target'
+              WHEN t.event_types IS NOT NULL AND NOT (t.event_types ? v.type) THEN 'filtered'
+              ELSE 'pending' END, now()
+    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
+         WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, traceparent, ord)
+    JOIN jsonb_array_elements($7::jsonb) WITH ORDINALITY AS p(payload, ord) ON p.ord = v.ord
+    JOIN tenants t ON t.id = v.tenant_id
+   ORDER BY v.ord
+  RETURNING id, delivery_state`;
+
+function insertParams(events: Array<NewEvent & { id: string }>): unknown[] {
+  return [
+    events.map((e) => e.id),
+    events.map((e) => e.tenantId),
+    events.map((e) => e.source),
+    events.map((e) => e.receiverId ?? null),
+    events.map((e) => e.type),
+    events.map((e) => e.traceparent ?? null),
+    // One JSON array of the payloads: no array-literal escaping of every payload's quotes on the way.
+    `[${events.map((e) => e.payloadJson ?? JSON.stringify(e.payload ?? null)).join(',')}]`,
+  ];
+}
+
 export interface UnqueuedEvent {
   id: string;
   /** Attempts already made (the job carries it, so a stale or repeated job can tell). */
@@ -299,6 +341,7 @@ function executorOf(m: EntityManager): SqlExecutor {
 export function toEvent(r: Record<string, unknown>): StoredEvent {
   return {
     seq: Number(r.seq),
+    writerXid: String(r.writer_xid),
     id: r.id as string,
     tenantId: r.tenant_id as string,
     source: r.source as EventSource,

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { EventDeliveryService } from './event-delivery.service.js';
-import { type DeliveryAttempt, type DeliveryState, EventsRepository, type StoredEvent } from './events.repository.js';
+import { type DeliveryAttempt, type DeliveryState, type EventPosition, EventsRepository, type StoredEvent } from './events.repository.js';
 
 export const DEFAULT_PAGE = 50;
 export const MAX_PAGE = 500;
@@ -64,27 +64,38 @@ export class EventsService {
     after: string | undefined,
     limit: string | undefined,
   ): Promise<{ events: StoredEvent[]; next: string | null }> {
-    const afterSeq = after === undefined ? 0 : decodeCursor(after);
+    const from = after === undefined ? START : decodeCursor(after);
     const size = limit === undefined ? DEFAULT_PAGE : Number(limit);
     if (!Number.isInteger(size) || size < 1 || size > MAX_PAGE)
       throw new AppError('validation_failed', `limit must be an integer between 1 and ${MAX_PAGE}.`);
     await this.tenants.get(tenantId);
-    const events = await this.events.listAfter(tenantId, afterSeq, size);
+    const events = await this.events.listAfter(tenantId, from, size);
     const last = events.at(-1);
-    return { events, next: last ? encodeCursor(last.seq) : (after ?? null) };
+    return { events, next: last ? encodeCursor(last) : (after ?? null) };
   }
 }
 
-export function encodeCursor(seq: number): string {
-  return Buffer.from(`s${seq}`, 'utf8').toString('base64url');
+const START: EventPosition = { writerXid: '0', seq: 0 };
+
+/** The cursor of a position: base64url of `x<writer xid>.<seq>`. */
+export function encodeCursor(at: EventPosition): string {
+  return Buffer.from(`x${at.writerXid}.${at.seq}`, 'utf8').toString('base64url');
 }
 
-export function decodeCursor(cursor: string): number {
-  const text = /^[A-Za-z0-9_-]{1,40}$/.test(cursor) ? Buffer.from(cursor, 'base64url').toString('utf8') : '';
-  const match = /^s(\d{1,15})$/.exec(text);
-  if (!match || encodeCursor(Number(match[1])) !== cursor)
+/**
+ * The position a cursor names. A cursor of the earlier form (`s<seq>`, given out before events carried
+ * their writer) is the position of that seq among the rows older than the column (writer xid 0).
+ */
+export function decodeCursor(cursor: string): EventPosition {
+  const text = /^[A-Za-z0-9_-]{1,64}$/.test(cursor) ? Buffer.from(cursor, 'base64url').toString('utf8') : '';
+  const match = /^(?:x(\d{1,20})\.|s)(\d{1,15})$/.exec(text);
+  const writerXid = match?.[1] === undefined ? '0' : BigInt(match[1]).toString();
+  const at = { writerXid, seq: Number(match?.[2]) };
+  // Only the exact text this service writes: no leading zeros, no xid past 64 bits.
+  const canonical = match?.[1] === undefined ? `s${at.seq}` : `x${writerXid}.${at.seq}`;
+  if (!match || BigInt(writerXid) >= 2n ** 64n || Buffer.from(canonical, 'utf8').toString('base64url') !== cursor)
     throw new AppError('validation_failed', 'after is not a cursor this service gave out.');
-  return Number(match[1]);
+  return at;
 }
 
 function eventNotFound(): AppError {

@@ -1,8 +1,10 @@
 import { timingSafeEqual } from 'node:crypto';
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { v7 as timeOrderedUuid } from 'uuid';
 import { AppError } from '../common/app-error.js';
-import { CommitBatcher } from '../common/commit-batcher.js';
+import { CommitBatcher, statementRefused } from '../common/commit-batcher.js';
+import type { AppConfig } from '../config/app-config.js';
+import { APP_CONFIG } from '../config/config.module.js';
 import { EventDeliveryService } from '../events/event-delivery.service.js';
 import { EventsRepository, type NewEvent } from '../events/events.repository.js';
 import { currentTraceparent } from '../ops/tracing.js';
@@ -17,6 +19,7 @@ const CACHE_MAX = 10_000;
 // Compared against when the receiver is unknown, so that an unknown receiver costs the same as a wrong secret.
 const NO_RECEIVER = sha256('no receiver');
 const TYPE_FIELDS = ['event', 'type', 'eventType'] as const;
+const INBOUND_GROUP_MAX = 250;
 
 /**
  * Upstream deliveries to self-targeted webhooks. Fail closed: no receiver or no matching Authorization,
@@ -27,7 +30,9 @@ const TYPE_FIELDS = ['event', 'type', 'eventType'] as const;
 export class InboundService {
   // Receivers never change once created, so their expected digest can be kept briefly (never the secret).
   private readonly digests = new Map<string, { digest: Buffer; until: number }>();
-  // Deliveries arriving while one INSERT commits go together in the next: one WAL flush for many.
+  // Deliveries arriving while the INSERTs in flight commit go together in the next: one WAL flush for many.
+  // INBOUND_COMMITS_IN_FLIGHT groups at once (1 by default; more hide a slow WAL flush at some database CPU);
+  // the events API reads only what no open writer can still precede (EventsRepository.listAfter).
   private readonly inserts: CommitBatcher<NewEvent & { id: string }>;
 
   constructor(
@@ -35,19 +40,25 @@ export class InboundService {
     private readonly vault: TokenVault,
     private readonly events: EventsRepository,
     private readonly delivery: EventDeliveryService,
+    @Inject(APP_CONFIG) config: AppConfig,
   ) {
-    this.inserts = new CommitBatcher(async (events) => {
-      const saved = await this.events.recordMany(events);
-      // The relay is woken only for something to deliver: a tenant without an events target stores its
-      // deliveries as no_target, and a relay pass per group would be a transaction for nothing.
-      for (const state of saved.values()) {
-        if (state === 'pending') {
-          this.delivery.kick();
-          break;
+    this.inserts = new CommitBatcher(
+      async (events) => {
+        const saved = await this.events.recordMany(events);
+        // The relay is woken only for something to deliver: a tenant without an events target stores its
+        // deliveries as no_target, and a relay pass per group would be a transaction for nothing.
+        for (const state of saved.values()) {
+          if (state === 'pending') {
+            this.delivery.kick();
+            break;
+          }
         }
-      }
-      return saved;
-    });
+        return saved;
+      },
+      INBOUND_GROUP_MAX,
+      statementRefused,
+      config.events.inboundCommitsInFlight,
+    );
   }
 
   /**
@@ -55,13 +66,32 @@ export class InboundService {
    * surrogates and deep nesting are refused there, before this runs); `delivery.json`, when given, the
    * text it was parsed from, stored as is.
    */
-  async accept(
+  accept(
     tenantId: string,
     receiverId: string,
     authorization: string | undefined,
     delivery: { contentType: string | undefined; body: unknown; json?: string },
   ): Promise<{ id: string }> {
-    const expected = await this.expectedDigest(tenantId, receiverId);
+    // A cached digest (the common case) is checked without a turn of the event loop: no async function or
+    // await per delivery here, each being a promise more (and a hook call while AsyncLocalStorage is on).
+    const cached = this.cachedDigest(tenantId, receiverId);
+    if (cached === undefined)
+      return this.loadDigest(tenantId, receiverId).then((expected) => this.store(expected, tenantId, receiverId, authorization, delivery));
+    try {
+      return this.store(cached, tenantId, receiverId, authorization, delivery);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /** Checks the delivery against the receiver's digest (null: no such receiver) and commits it; throws at once when it is refused. */
+  private store(
+    expected: Buffer | null,
+    tenantId: string,
+    receiverId: string,
+    authorization: string | undefined,
+    delivery: { contentType: string | undefined; body: unknown; json?: string },
+  ): Promise<{ id: string }> {
     const given = sha256(authorization ?? '');
     const match = timingSafeEqual(given, expected ?? NO_RECEIVER);
     if (!match || !expected || authorization === undefined)
@@ -75,7 +105,7 @@ export class InboundService {
     const id = timeOrderedUuid();
     // The group commit runs in whichever request started it: each delivery's own trace is taken here.
     const traceparent = currentTraceparent();
-    const stored = await this.inserts
+    return this.inserts
       .save({
         id,
         tenantId,
@@ -86,34 +116,45 @@ export class InboundService {
         receiverId,
         traceparent,
       })
-      .catch((e: unknown) => {
-        // The group commit isolates a member the database refuses; a data exception is this delivery's own fault.
-        if (sqlStateOf(e)?.startsWith('22'))
-          throw new AppError('validation_failed', 'The delivery holds a value PostgreSQL cannot store as JSON.');
-        throw e;
-      });
-    // Not stored: the tenant (and with it the receiver) was deleted since the digest was cached.
-    if (!stored) throw new AppError('unauthorized', "The webhook's Authorization is missing or wrong.");
-    return { id };
+      .then(
+        (stored) => {
+          // Not stored: the tenant (and with it the receiver) was deleted since the digest was cached.
+          if (!stored) throw new AppError('unauthorized', "The webhook's Authorization is missing or wrong.");
+          return { id };
+        },
+        (e: unknown) => {
+          // The group commit isolates a member the database refuses; a data exception is this delivery's own fault.
+          if (sqlStateOf(e)?.startsWith('22'))
+            throw new AppError('validation_failed', 'The delivery holds a value PostgreSQL cannot store as JSON.');
+          throw e;
+        },
+      );
   }
 
-  private async expectedDigest(tenantId: string, receiverId: string): Promise<Buffer | null> {
+  /** The receiver's expected digest when cached and fresh; null when the receiver id cannot exist; undefined: ask the database. */
+  private cachedDigest(tenantId: string, receiverId: string): Buffer | null | undefined {
     if (!UUID.test(receiverId)) return null;
-    const key = `${tenantId}/${receiverId.toLowerCase()}`;
-    const now = Date.now();
-    const hit = this.digests.get(key);
-    if (hit && hit.until > now) return hit.digest;
+    const hit = this.digests.get(digestKey(tenantId, receiverId));
+    return hit && hit.until > Date.now() ? hit.digest : undefined;
+  }
+
+  private async loadDigest(tenantId: string, receiverId: string): Promise<Buffer | null> {
     const receiver = await this.receivers.getById(tenantId, receiverId);
     if (!receiver) return null;
     const digest = sha256(this.vault.open(receiver.secretEnc, receiverRef(receiver.id)));
     if (this.digests.size >= CACHE_MAX) this.digests.clear();
-    this.digests.set(key, { digest, until: now + CACHE_TTL_MS });
+    this.digests.set(digestKey(tenantId, receiverId), { digest, until: Date.now() + CACHE_TTL_MS });
     return digest;
   }
 }
 
+function digestKey(tenantId: string, receiverId: string): string {
+  return `${tenantId}/${receiverId.toLowerCase()}`;
+}
+
 /** Whether a Content-Type is `application/json` (any parameters, any letter case). */
 export function isJsonType(contentType: string | undefined): boolean {
+  if (contentType === 'application/json') return true;
   return contentType !== undefined && contentType.split(';')[0].trim().toLowerCase() === 'application/json';
 }
 
