@@ -164,9 +164,11 @@ async function startStack(databaseUrl: string, appEnv: Record<string, string>): 
   });
   await ready(`${sandboxUrl}/_sandbox/users`);
   const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
+  // BENCH_NODE_ARGS: extra node flags for the app, e.g. --perf-basic-prof for `perf record -p <pid>`.
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const appProc = start(
     'app',
-    [...profile, 'dist/src/main.js'],
+    [...profile, ...nodeArgs, 'dist/src/main.js'],
     {
       NODE_ENV: 'production',
       PORT: String(appPort),

@@ -2,7 +2,7 @@
 // endpoint that answers 200 and stores nothing, same load generator, alternating rounds in the same run.
 //   npx tsx bench/inbound.ts          (DATABASE_URL defaults to postgres://postgres@127.0.0.1:5432/postgres)
 // Env: BENCH_ROUNDS (5), BENCH_SECONDS (5), BENCH_CONNECTIONS (50), BENCH_LOG_LEVEL (info), BENCH_SKIP_BUILD=1,
-// BENCH_PROFILE=<dir> (a CPU profile of the app), BENCH_VERBOSE=1 (children's stderr).
+// BENCH_PROFILE=<dir> (a CPU profile of the app), BENCH_NODE_ARGS (node flags of the app, e.g. --perf-basic-prof), BENCH_VERBOSE=1 (children's stderr).
 // The bare endpoint and the app each run in their own process (the bare one is this file, `bare` as argument),
 // so that the CPU time per request of each is its own. Not part of `npm test`.
 import { randomBytes, randomUUID } from 'node:crypto';
