@@ -83,24 +83,28 @@ export class EventsRepository {
     const stored = await this.insert(manager ?? this.db.manager, [
       { ...event, id, traceparent: event.traceparent ?? currentTraceparent() },
     ]);
-    if (!stored.ids.has(id)) throw new Error('event for an unknown tenant');
+    if (!stored.has(id)) throw new Error('event for an unknown tenant');
   }
 
   /**
    * Records several events in one statement (group commit of inbound deliveries), in the given order.
-   * Answers the ids stored (an event whose tenant no longer exists is left out) and whether any of them is
-   * `pending` (something to deliver).
+   * Answers the ids stored, each with its delivery state: an event whose tenant no longer exists is left out.
    */
-  async recordMany(events: Array<NewEvent & { id: string }>): Promise<RecordedGroup> {
+  async recordMany(events: Array<NewEvent & { id: string }>): Promise<Map<string, DeliveryState>> {
     const pool = pgPoolOf(this.db);
     if (!pool) return this.insert(this.db.manager, events);
     // A named prepared statement: each pooled connection parses and plans it once, not once per group.
-    const { rows } = await pool.query<TenantRecorded>({ name: 'cws_events_record', text: INSERT_EVENTS, values: insertParams(events) });
-    return recordedGroup(events, rows);
+    const { rows } = await pool.query<{ id: string; delivery_state: DeliveryState }>({
+      name: 'cws_events_record',
+      text: INSERT_EVENTS,
+      values: insertParams(events),
+    });
+    return new Map(rows.map((r) => [r.id, r.delivery_state]));
   }
 
-  private async insert(runner: EntityManager, events: Array<NewEvent & { id: string }>): Promise<RecordedGroup> {
-    return recordedGroup(events, (await runner.query(INSERT_EVENTS, insertParams(events))) as TenantRecorded[]);
+  private async insert(runner: EntityManager, events: Array<NewEvent & { id: string }>): Promise<Map<string, DeliveryState>> {
+    const rows = (await runner.query(INSERT_EVENTS, insertParams(events))) as Array<{ id: string; delivery_state: DeliveryState }>;
+    return new Map(rows.map((r) => [r.id, r.delivery_state]));
   }
 
   /**
@@ -289,12 +293,7 @@ export class EventsRepository {
 }
 
 /** Inserts events in the given order; a row whose tenant no longer exists is left out (the join). */
-/**
- * One row per tenant whose events were stored, not one per event: a row is left out only when its tenant
- * is gone (the join), so the tenant says which ids were stored, and the client parses one row per group.
- */
-const INSERT_EVENTS = `WITH ins AS (
-  INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, traceparent, delivery_state, next_attempt_at)
+const INSERT_EVENTS = `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, traceparent, delivery_state, next_attempt_at)
   SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, p.payload, v.traceparent,
          CASE WHEN t.events_target_url IS NULL OR t.events_target_disabled THEN 'no_target'
               WHEN t.event_types IS NOT NULL AND NOT (t.event_types ? v.type) THEN 'filtered'
@@ -304,26 +303,7 @@ const INSERT_EVENTS = `WITH ins AS (
     JOIN jsonb_array_elements($7::jsonb) WITH ORDINALITY AS p(payload, ord) ON p.ord = v.ord
     JOIN tenants t ON t.id = v.tenant_id
    ORDER BY v.ord
-  RETURNING tenant_id, delivery_state)
-SELECT tenant_id, bool_or(delivery_state = 'pending') AS pending FROM ins GROUP BY tenant_id`;
-
-interface TenantRecorded {
-  tenant_id: string;
-  pending: boolean;
-}
-
-/** What a group INSERT stored: the ids of its events whose tenant exists, and whether one of them is to be delivered. */
-export interface RecordedGroup {
-  ids: Set<string>;
-  pending: boolean;
-}
-
-function recordedGroup(events: Array<NewEvent & { id: string }>, rows: TenantRecorded[]): RecordedGroup {
-  const tenants = new Set(rows.map((r) => r.tenant_id));
-  const ids = new Set<string>();
-  for (const e of events) if (tenants.has(e.tenantId)) ids.add(e.id);
-  return { ids, pending: rows.some((r) => r.pending) };
-}
+  RETURNING id, delivery_state`;
 
 function insertParams(events: Array<NewEvent & { id: string }>): unknown[] {
   return [

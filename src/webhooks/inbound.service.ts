@@ -47,8 +47,13 @@ export class InboundService {
         const saved = await this.events.recordMany(events);
         // The relay is woken only for something to deliver: a tenant without an events target stores its
         // deliveries as no_target, and a relay pass per group would be a transaction for nothing.
-        if (saved.pending) this.delivery.kick();
-        return saved.ids;
+        for (const state of saved.values()) {
+          if (state === 'pending') {
+            this.delivery.kick();
+            break;
+          }
+        }
+        return saved;
       },
       INBOUND_GROUP_MAX,
       statementRefused,
