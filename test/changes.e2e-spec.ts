@@ -77,6 +77,28 @@ describe('change announcements (NOTIFY triggers)', () => {
     expect(await announced(() => db.query(`DELETE FROM connections WHERE id = $1`, [id]))).toEqual([key]);
   });
 
+  it('skips a statement that marks itself lease-only (the renewal claim), and only that statement', async () => {
+    const id = randomUUID();
+    const key = `connections:acme:${id}`;
+    await insert(id);
+    const quiet = (set: string) =>
+      `WITH quiet AS MATERIALIZED (SELECT set_config('cws.lease_only_statement', statement_timestamp()::text, true))
+       UPDATE connections SET ${set} WHERE id = $1 AND EXISTS (SELECT FROM quiet)`;
+    // The trigger trusts the mark; only the claim sets it, and the claim changes nothing but the lease.
+    expect(await announced(() => db.query(quiet(`refresh_failures = refresh_failures + 1`), [id]))).toEqual([]);
+    // The mark names its own statement: the next statement of the same transaction is announced.
+    expect(
+      await announced(async () => {
+        await db.query('BEGIN');
+        await db.query(quiet(`lease_owner = 'i-1'`), [id]);
+        await db.query(`UPDATE connections SET version = version + 1 WHERE id = $1`, [id]);
+        await db.query('COMMIT');
+      }),
+    ).toEqual([key]);
+    // And it ends with its transaction: a later statement on the same session is announced.
+    expect(await announced(() => db.query(`UPDATE connections SET refresh_failures = 0 WHERE id = $1`, [id]))).toEqual([key]);
+  });
+
   it('announces a statement once per tenant and per 100 rows, naming every changed row and only those', async () => {
     const acme = Array.from({ length: 250 }, () => randomUUID());
     const globex = Array.from({ length: 3 }, () => randomUUID());

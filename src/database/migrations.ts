@@ -13,6 +13,7 @@ import { EventReplayAndTargets1796400000100 } from '../../migrations/17964000001
 import { CreateConsoleSessions1796500000000 } from '../../migrations/1796500000000-CreateConsoleSessions.js';
 import { ConnectSessionDisplay1796600000000 } from '../../migrations/1796600000000-ConnectSessionDisplay.js';
 import { EventTraceparent1796800000000 } from '../../migrations/1796800000000-EventTraceparent.js';
+import { QuietLeaseClaims1796900000000 } from '../../migrations/1796900000000-QuietLeaseClaims.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
@@ -34,4 +35,5 @@ export const MIGRATIONS = [
   CreateConsoleSessions1796500000000,
   ConnectSessionDisplay1796600000000,
   EventTraceparent1796800000000,
+  QuietLeaseClaims1796900000000,
 ];
