@@ -5,7 +5,8 @@
 // Env: DATABASE_URL (a PostgreSQL server; default postgres://postgres@127.0.0.1:5432/postgres; a fresh
 // database is created and dropped), BENCH_CONNECTIONS (10000 renewals per round), BENCH_CONCURRENCY (64:
 // the app's REFRESH_CONCURRENCY, i.e. its in-flight token calls, and the baseline's parallel calls),
-// BENCH_BATCH (100: REFRESH_BATCH_SIZE), BENCH_ROUNDS (9 measured rounds after one warm-up round: single rounds swing with the host's load),
+// BENCH_BATCH (100: REFRESH_BATCH_SIZE), BENCH_ROUNDS (9 measured rounds after the warm-up: single rounds swing with the host's load),
+// BENCH_WARMUP_MIN / BENCH_WARMUP_MAX (2 / 8 warm-up rounds: see below),
 // BENCH_BASELINE_CALLS (4 x BENCH_CONNECTIONS direct refresh calls per baseline measurement),
 // BENCH_PROFILE (a directory: the app child is CPU-profiled and writes its profile there on exit),
 // BENCH_LOG_STATEMENTS=1 (every statement on the bench database goes to the PostgreSQL server log, with its
@@ -19,8 +20,12 @@
 //   last_refreshed_at (so its scheduler tick, at most REFRESH_INTERVAL_MS = 100 ms, counts against it);
 // - the app process is up (idle: its scheduler finds nothing due) while the baseline runs, and the bench
 //   process is idle (one cheap poll every 100 ms) while the app renews, so each side has the same machine;
-// - the two measurements alternate (A B, B A, ...) after a warm-up round that is not counted, and the
-//   medians are reported: on a shared two-core machine one run says little;
+// - the two measurements alternate (A B, B A, ...) after warm-up rounds that are printed and not counted, and
+//   the medians are reported: on a shared two-core machine one run says little;
+// - the warm-up lasts until the app's CPU per renewal is steady, as in a long-running service (JIT, pools, the
+//   table's and indexes' pages): at least BENCH_WARMUP_MIN rounds, then until the app's CPU per renewal of a
+//   round is within 10 % of the round before it, at most BENCH_WARMUP_MAX rounds (the run says if it stopped
+//   at the cap); a warm-up round is the same pair of measurements as a measured round;
 // - CPU time per renewal of each process (app, sandbox, this bench, the PostgreSQL backends of this
 //   database) is read from /proc, so the output says where the time goes, not just how much there was.
 // The sandbox runs in its own process (tsx packages/cws-sandbox/src/standalone.ts), the app as a compiled process
@@ -45,6 +50,10 @@ const N = Number(process.env.BENCH_CONNECTIONS ?? 10_000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 64);
 const BATCH = Number(process.env.BENCH_BATCH ?? 100);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 9);
+const WARMUP_MIN = Number(process.env.BENCH_WARMUP_MIN ?? 2);
+const WARMUP_MAX = Math.max(WARMUP_MIN, Number(process.env.BENCH_WARMUP_MAX ?? 8));
+/** Warm-up ends when the app's CPU per renewal moved by less than this between two consecutive rounds. */
+const WARMUP_STEADY = 0.1;
 /** The goal of issue 16: renewals at half the rate the sandbox token endpoint serves alone. */
 const GOAL = 0.5;
 // The sandbox alone is several times faster than a renewal: N of its calls took a third of a second, short
@@ -202,21 +211,38 @@ async function main(): Promise<void> {
         throw new Error(`${bad.rows[0].n} connections not active or failed, ${s.refreshReuses} refresh-token reuses`);
     };
 
-    const rounds: Array<{ base: Phase; app: Phase }> = [];
-    for (let round = 0; round <= ROUNDS; round++) {
+    const runRound = async (round: number, label: string) => {
       const appFirst = round % 2 === 1;
       const first = appFirst ? await renewAll() : await baseline();
       const second = appFirst ? await baseline() : await renewAll();
       await check();
       const r = appFirst ? { app: first, base: second } : { base: first, app: second };
-      const label = round === 0 ? 'warm-up' : `round ${round}`;
       console.log(
-        `${label.padEnd(8)} sandbox ${r.base.rate.toFixed(0).padStart(6)}/s  cws-connect ${r.app.rate.toFixed(0).padStart(6)}/s  ratio ${(r.app.rate / r.base.rate).toFixed(2)}` +
+        `${label.padEnd(10)} sandbox ${r.base.rate.toFixed(0).padStart(6)}/s  cws-connect ${r.app.rate.toFixed(0).padStart(6)}/s  ratio ${(r.app.rate / r.base.rate).toFixed(2)}` +
           `  | cpu µs per renewal: ${fmtCpu(r.app.cpu)}; per baseline refresh: ${fmtCpu(r.base.cpu)}` +
           `  | per renewal: ${r.app.xactsPerRenewal?.toFixed(3)} transactions, ${r.app.rowWritesPerRenewal?.toFixed(2)} row writes  | load ${loadavg()[0].toFixed(1)}`,
       );
-      if (round > 0) rounds.push(r);
+      return r;
+    };
+
+    let previousAppCpu = Number.NaN;
+    let warmups = 0;
+    for (;;) {
+      warmups++;
+      const appCpu = (await runRound(warmups, `warm-up ${warmups}`)).app.cpu.app;
+      const change = Math.abs(appCpu - previousAppCpu) / previousAppCpu;
+      previousAppCpu = appCpu;
+      if (warmups >= WARMUP_MIN && change < WARMUP_STEADY) break;
+      if (warmups >= WARMUP_MAX) {
+        console.log(
+          `warm-up stopped at its cap of ${WARMUP_MAX} rounds, the app's CPU per renewal still moving (${(change * 100).toFixed(0)} %)`,
+        );
+        break;
+      }
     }
+    const rounds: Array<{ base: Phase; app: Phase }> = [];
+    for (let round = 1; round <= ROUNDS; round++) rounds.push(await runRound(round, `round ${round}`));
+
     const s = await stats(http);
     await http.close();
 
@@ -224,7 +250,7 @@ async function main(): Promise<void> {
     const appRate = median(rounds.map((r) => r.app.rate));
     const ratio = median(rounds.map((r) => r.app.rate / r.base.rate));
     console.log(
-      `${rounds.length} rounds of ${N}, concurrency ${CONCURRENCY}, batch ${BATCH}: sandbox token endpoint alone (median) ${baseRate.toFixed(0)} refreshes/s; ` +
+      `${rounds.length} rounds of ${N} after ${warmups} warm-up rounds, concurrency ${CONCURRENCY}, batch ${BATCH}: sandbox token endpoint alone (median) ${baseRate.toFixed(0)} refreshes/s; ` +
         `cws-connect (1 instance, scheduler: claim + lease, token call, sealed CAS commit) ${appRate.toFixed(0)} renewals/s ` +
         `(the sandbox saw ${s.refreshes} refreshes in all, ${s.refreshReuses} reuses)`,
     );
