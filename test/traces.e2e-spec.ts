@@ -1,8 +1,11 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { RefreshScheduler } from '../src/refresh/refresh-scheduler.service.js';
+import { TokenVault } from '../src/vault/token-vault.service.js';
+import { WebhookReceiversRepository } from '../src/webhooks/webhook-receivers.repository.js';
+import { receiverRef } from '../src/webhooks/webhooks.service.js';
 import { SandboxServer } from 'cws-sandbox';
 import { newTenant } from './support/connect.js';
 import { seedConnections } from './support/seed-connections.js';
@@ -270,6 +273,35 @@ describe('traces (OpenTelemetry over OTLP)', () => {
     expect(delivery.attributes['url.full']).toBe(new URL(sink.url).origin);
     const received = sink.received.find((d) => d.body.type === 'connection.deleted');
     expect(received?.headers.traceparent).toBe(`00-${callerTrace}-${delivery.spanId}-01`);
+  });
+
+  it('an inbound delivery: its server span continues the upstream caller trace, and its event carries that trace', async () => {
+    // A receiver as webhook provisioning stores one (webhooks.service.ts), without the upstream round trip.
+    const receiverId = randomUUID();
+    const authorization = `Bearer ${randomBytes(32).toString('base64url')}`;
+    await t.app.get(WebhookReceiversRepository).insert({
+      id: receiverId,
+      tenantId: 'acme',
+      authMethod: 'bearer',
+      secretEnc: t.app.get(TokenVault).seal(authorization, receiverRef(receiverId)),
+    });
+    const upstreamTrace = randomBytes(16).toString('hex');
+    const res = await fetch(`${t.url}/inbound/acme/${receiverId}`, {
+      method: 'POST',
+      headers: {
+        authorization,
+        'content-type': 'application/json',
+        traceparent: `00-${upstreamTrace}-${randomBytes(8).toString('hex')}-01`,
+      },
+      body: JSON.stringify({ event: 'workflow_step_updated', workflowId: 'wf-traced', transition: 'Review' }),
+    });
+    expect(res.status).toBe(200);
+    const { id } = (await res.json()) as { id: string };
+
+    const server = await receiver.waitFor((s) => s.traceId === upstreamTrace && s.kind === SERVER, 'the inbound server span');
+    expect(server.attributes).toMatchObject({ 'http.route': '/inbound/{tenantId}/{receiverId}', 'tenant.id': 'acme' });
+    const stored = await t.db.query<{ traceparent: string | null }>('SELECT traceparent FROM events WHERE id = $1', [id]);
+    expect(stored.rows[0]?.traceparent).toBe(`00-${upstreamTrace}-${server.spanId}-01`);
   });
 
   it('no span carries a token, a key, a client secret or a connect-link token', async () => {
