@@ -4,7 +4,7 @@ import pg from 'pg';
 import { DataSource, EntityManager, Repository } from 'typeorm';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
-import { pgPoolOf } from '../database/pg-pool.js';
+import { preparedQuery } from '../database/pg-pool.js';
 import { GroupCommitLane, type LaneHold } from './commit-lane.js';
 import { ConnectionEntity, type ConnectionKind, type ConnectionStatus } from './connection.entity.js';
 
@@ -536,7 +536,7 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
    * two writers lock them in the same order (no deadlock).
    */
   async saveRenewedMany(owner: string, items: RenewedItem[]): Promise<Set<string>> {
-    return runSave((q) => this.preparedQuery(q), owner, items);
+    return runSave(async (q) => ({ rows: await preparedQuery<Row>(this.db, q) }), owner, items);
   }
 
   /** A failed attempt that leaves the tokens as they are: count it, schedule the next try, release the lease. */
@@ -594,15 +594,9 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
     return Math.max(0, Number(rows[0]?.s ?? 0));
   }
 
-  /** The scheduler's two hot statements (claim, group save) go as named prepared statements (`pgPoolOf`). */
-  private async prepared(name: string, sql: string, params: unknown[]): Promise<Row[]> {
-    return (await this.preparedQuery({ name, text: sql, values: params })).rows;
-  }
-
-  private async preparedQuery(q: pg.QueryConfig): Promise<{ rows: Row[] }> {
-    const pool = pgPoolOf(this.db);
-    if (!pool) return { rows: await this.query(q.text, q.values ?? []) };
-    return pool.query<Row>(q);
+  /** The scheduler's two hot statements (claim, group save) go as named prepared statements (`preparedQuery`). */
+  private prepared(name: string, sql: string, params: unknown[]): Promise<Row[]> {
+    return preparedQuery<Row>(this.db, { name, text: sql, values: params });
   }
 
   private async query(sql: string, params: unknown[]): Promise<Row[]> {

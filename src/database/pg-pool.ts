@@ -2,11 +2,12 @@ import pg from 'pg';
 import type { DataSource } from 'typeorm';
 
 /**
- * TypeORM's own pg pool, for the hot statements that go as named prepared statements (each pooled
- * connection parses and plans them once instead of once per call); null when the driver is not pg's.
- * Behind PgBouncer this needs session pooling, or 1.21+ with max_prepared_statements.
+ * Runs `q` as a named prepared statement on TypeORM's own pg pool: each pooled connection parses and plans
+ * it once instead of once per call. With another driver it runs as a plain query. Behind PgBouncer this
+ * needs session pooling, or 1.21+ with max_prepared_statements.
  */
-export function pgPoolOf(db: DataSource): pg.Pool | null {
+export async function preparedQuery<Row extends Record<string, unknown>>(db: DataSource, q: pg.QueryConfig): Promise<Row[]> {
   const pool = (db.driver as { master?: unknown }).master;
-  return pool instanceof pg.Pool ? pool : null;
+  if (!(pool instanceof pg.Pool)) return (await db.query(q.text, q.values ?? [])) as Row[];
+  return (await pool.query<Row>(q)).rows;
 }

@@ -3,7 +3,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { LOCKS, withAdvisoryLock } from '../database/advisory-lock.js';
-import { pgPoolOf } from '../database/pg-pool.js';
+import { preparedQuery } from '../database/pg-pool.js';
 import { currentTraceparent } from '../ops/tracing.js';
 
 export type EventSource = 'upstream' | 'service';
@@ -91,10 +91,8 @@ export class EventsRepository {
    * Answers the ids stored, each with its delivery state: an event whose tenant no longer exists is left out.
    */
   async recordMany(events: Array<NewEvent & { id: string }>): Promise<Map<string, DeliveryState>> {
-    const pool = pgPoolOf(this.db);
-    if (!pool) return this.insert(this.db.manager, events);
     // A named prepared statement: each pooled connection parses and plans it once, not once per group.
-    const { rows } = await pool.query<{ id: string; delivery_state: DeliveryState }>({
+    const rows = await preparedQuery<{ id: string; delivery_state: DeliveryState }>(this.db, {
       name: 'cws_events_record',
       text: INSERT_EVENTS,
       values: insertParams(events),

@@ -73,7 +73,7 @@ export class InboundService {
     delivery: { contentType: string | undefined; body: unknown; json?: string },
   ): Promise<{ id: string }> {
     // A cached digest (the common case) is checked without a turn of the event loop: no async function or
-    // await per delivery here, each being a promise more (and a hook call while AsyncLocalStorage is on).
+    // await per delivery here, each being a promise more.
     const cached = this.cachedDigest(tenantId, receiverId);
     if (cached === undefined)
       return this.loadDigest(tenantId, receiverId).then((expected) => this.store(expected, tenantId, receiverId, authorization, delivery));
