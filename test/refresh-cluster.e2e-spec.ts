@@ -1,13 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { SandboxServer } from 'cws-sandbox';
 import { openAccessToken, seedConnections, type SeededConnection } from './support/seed-connections.js';
+import { newTenantAt } from './support/connect.js';
 import { spawnApp, type SpawnedApp } from './support/spawn-app.js';
-import { sandboxEnv, testVaultKey } from './support/test-app.js';
+import { spawnedEnv, testVaultKey } from './support/test-app.js';
 import { createTestDatabase, openPool } from './support/test-database.js';
 
 const TTL_S = 20;
@@ -37,30 +35,18 @@ describe('renewal across three instances (separate processes)', () => {
       accessTokenTtlSeconds: TTL_S,
       recordLimit: 1000,
     });
-    env = {
-      DATA_DIR: mkdtempSync(join(tmpdir(), 'cws-cluster-')),
-      DATABASE_URL: databaseUrl,
+    env = spawnedEnv('cluster', databaseUrl, sandbox, operatorKey, {
       DATABASE_POOL_SIZE: '10',
-      SANDBOX: 'off',
-      ...sandboxEnv(sandbox),
       VAULT_KEYS: vaultKeys,
-      OPERATOR_API_KEY: operatorKey,
-      REFRESH_INTERVAL_MS: '200',
       REFRESH_BATCH_SIZE: '25',
       REFRESH_CONCURRENCY: '8',
       REFRESH_LEASE_MS: '5000',
       REFRESH_MARGIN_MS: '2000',
       UPSTREAM_TOKEN_TIMEOUT_MS: '2000',
       UPSTREAM_CONNECT_TIMEOUT_MS: '500',
-      LOG_LEVEL: 'warn',
-    };
-    instances.push(...(await Promise.all([0, 1, 2].map(() => spawnApp(env, { readyTimeoutMs: 60_000 })))));
-    const tenant = await fetch(`${instances[0].url}/v1/tenants`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ id: 'acme', name: 'Acme', environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] }),
     });
-    expect(tenant.status).toBe(201);
+    instances.push(...(await Promise.all([0, 1, 2].map(() => spawnApp(env, { readyTimeoutMs: 60_000 })))));
+    await newTenantAt(instances[0].url, operatorKey, 'acme');
   }, 120_000);
 
   afterAll(async () => {

@@ -1,13 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { SandboxServer } from 'cws-sandbox';
 import { seedConnections } from '../support/seed-connections.js';
+import { newTenantAt } from '../support/connect.js';
 import { spawnApp, type SpawnedApp } from '../support/spawn-app.js';
-import { sandboxEnv, testVaultKey } from '../support/test-app.js';
+import { spawnedEnv, testVaultKey } from '../support/test-app.js';
 import { startOwnPostgres, type OwnPostgres } from './own-postgres.js';
 
 const CONNECTIONS = 300;
@@ -38,28 +36,16 @@ describe('SIGKILL during a renewal storm', () => {
     db = new pg.Pool({ connectionString: databaseUrl, max: 3 });
     db.on('error', () => undefined);
     sandbox = await SandboxServer.start({ redirectUris: ['http://127.0.0.1:1/oauth/callback'], recordLimit: 5000 });
-    env = {
-      DATA_DIR: mkdtempSync(join(tmpdir(), 'cws-storm-')),
-      DATABASE_URL: databaseUrl,
+    env = spawnedEnv('storm', databaseUrl, sandbox, operatorKey, {
       DATABASE_POOL_SIZE: '10',
-      SANDBOX: 'off',
-      ...sandboxEnv(sandbox),
       VAULT_KEYS: vaultKeys,
-      OPERATOR_API_KEY: operatorKey,
-      REFRESH_INTERVAL_MS: '200',
       REFRESH_BATCH_SIZE: '25',
       REFRESH_LEASE_MS: '5000',
       UPSTREAM_TOKEN_TIMEOUT_MS: '2000',
       UPSTREAM_CONNECT_TIMEOUT_MS: '500',
-      LOG_LEVEL: 'warn',
-    };
-    app = await spawnApp(env, { readyTimeoutMs: 60_000 });
-    const tenant = await fetch(`${app.url}/v1/tenants`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ id: 'acme', name: 'Acme', environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] }),
     });
-    expect(tenant.status).toBe(201);
+    app = await spawnApp(env, { readyTimeoutMs: 60_000 });
+    await newTenantAt(app.url, operatorKey, 'acme');
     const items = Array.from({ length: CONNECTIONS }, (_, i) => ({
       tenantId: 'acme',
       userId: `u-${i}`,

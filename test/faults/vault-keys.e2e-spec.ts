@@ -1,7 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { parseVaultKeys } from '../../src/config/app-config.js';
@@ -9,8 +6,9 @@ import { accessTokenRef, refreshTokenRef } from '../../src/connections/token-fie
 import { SandboxServer } from 'cws-sandbox';
 import { TokenVault } from '../../src/vault/token-vault.service.js';
 import { seedConnections } from '../support/seed-connections.js';
+import { newTenantAt } from '../support/connect.js';
 import { spawnApp, type SpawnedApp } from '../support/spawn-app.js';
-import { sandboxEnv } from '../support/test-app.js';
+import { spawnedEnv } from '../support/test-app.js';
 import { startOwnPostgres, type OwnPostgres } from './own-postgres.js';
 import { oneLineNaming, runUntilExit } from './run-until-exit.js';
 
@@ -36,23 +34,11 @@ describe('a wrong VAULT_KEYS', () => {
     const databaseUrl = await own.createDatabase('cws_keys');
     db = new pg.Pool({ connectionString: databaseUrl, max: 2 });
     sandbox = await SandboxServer.start({ redirectUris: ['http://127.0.0.1:1/oauth/callback'] });
-    env = {
-      DATA_DIR: mkdtempSync(join(tmpdir(), 'cws-keys-')),
-      DATABASE_URL: databaseUrl,
+    env = spawnedEnv('keys', databaseUrl, sandbox, operatorKey, {
       DATABASE_POOL_SIZE: '5',
-      SANDBOX: 'off',
-      ...sandboxEnv(sandbox),
-      OPERATOR_API_KEY: operatorKey,
-      REFRESH_INTERVAL_MS: '200',
-      LOG_LEVEL: 'warn',
-    };
-    app = await spawnApp({ ...env, VAULT_KEYS: right }, { readyTimeoutMs: 60_000 });
-    const tenant = await fetch(`${app.url}/v1/tenants`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ id: 'acme', name: 'Acme', environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] }),
     });
-    expect(tenant.status).toBe(201);
+    app = await spawnApp({ ...env, VAULT_KEYS: right }, { readyTimeoutMs: 60_000 });
+    await newTenantAt(app.url, operatorKey, 'acme');
     await seedConnections(db, right, [
       { tenantId: 'acme', userId: 'u-alice', upstreamUserId: 'alice', tokens: sandbox.issueTokens('alice') },
     ]);

@@ -100,6 +100,16 @@ export function cookiesOf(res: Response): string {
     .join('; ');
 }
 
+/** Creates tenant `id` (environment sandbox) on an instance reached by URL (a spawned process), with the operator key. */
+export async function newTenantAt(url: string, operatorKey: string, id: string): Promise<void> {
+  const res = await fetch(`${url}/v1/tenants`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ id, name: id, environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] }),
+  });
+  if (res.status !== 201) throw new Error(`tenant creation answered ${res.status}: ${await res.text()}`);
+}
+
 export async function newTenant(t: TestApp, id: string, over: Record<string, unknown> = {}): Promise<void> {
   const res = await t.request('POST', '/v1/tenants', {
     body: { id, name: id, environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'], ...over },

@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import pg from 'pg';
@@ -56,6 +59,30 @@ export function sandboxEnv(sandbox: SandboxServer): Record<string, string> {
     CWS_SANDBOX_CLIENT_ID: sandbox.clientId,
     CWS_SANDBOX_CLIENT_SECRET: sandbox.clientSecret,
     CWS_SANDBOX_SCOPES: sandbox.scopes.join(' '),
+  };
+}
+
+/**
+ * The environment of an instance spawned as its own process (spawn-app.ts) on `databaseUrl`, with `sandbox`
+ * as its upstream and the operator key given; its own DATA_DIR (a new directory named after `name`), warn-level
+ * logs, the scheduler ticking every 200 ms. `extra` adds to that or overrides it.
+ */
+export function spawnedEnv(
+  name: string,
+  databaseUrl: string,
+  sandbox: SandboxServer,
+  operatorKey: string,
+  extra: Record<string, string>,
+): Record<string, string> {
+  return {
+    DATA_DIR: mkdtempSync(join(tmpdir(), `cws-${name}-`)),
+    DATABASE_URL: databaseUrl,
+    SANDBOX: 'off',
+    ...sandboxEnv(sandbox),
+    OPERATOR_API_KEY: operatorKey,
+    REFRESH_INTERVAL_MS: '200',
+    LOG_LEVEL: 'warn',
+    ...extra,
   };
 }
 
