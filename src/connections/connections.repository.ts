@@ -79,9 +79,10 @@ export const RENEWAL_HISTORY = 20;
  * The CAS save of renewed pairs, and in the same statement the history line of each pair that landed (a
  * success also clears lastError). Written apart, after the fact, the line cost a statement of its own per
  * renewal batch that re-parsed every value as text, checked that the connection still existed and ran its
- * own transaction: about 15–20 µs of PostgreSQL CPU per renewal against 3–5 here (bench/micro-renewal-sql.ts,
- * docs/renewal.md). Written with the pair, the line also lands exactly when the pair does, under the lease,
- * so no other renewal's line can come between. The history rows are locked in id order, as the pairs are.
+ * own transaction: about 17 µs of PostgreSQL CPU per renewal, against about 8 inside the save
+ * (bench/micro-renewal-sql.ts, docs/renewal.md). Written with the pair, the line also lands exactly when the
+ * pair does, under the lease, so no other renewal's line can come between. The history rows are locked in id
+ * order, as the pairs are.
  */
 const SAVE_RENEWED_SQL = `WITH saved AS (
   UPDATE connections c SET access_token_enc = v.at, refresh_token_enc = v.rt, access_token_expires_at = to_timestamp(v.exp_ms / 1000),
@@ -303,12 +304,11 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
       seen.set(item.id, k + 1);
       (rounds[k] ??= []).push(item);
     }
-    // Within a round, rows are locked in id order, as the pairs' saves lock theirs.
-    for (const round of rounds)
-      await this.writeHealthRound(
-        m,
-        round.sort((a, b) => (a.id < b.id ? -1 : 1)),
-      );
+    for (const round of rounds) {
+      // Rows locked in id order, as the pairs' saves lock theirs.
+      round.sort((a, b) => (a.id < b.id ? -1 : 1));
+      await this.writeHealthRound(m, round);
+    }
   }
 
   private async writeHealthRound(m: EntityManager, items: HealthItem[]): Promise<void> {
