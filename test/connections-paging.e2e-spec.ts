@@ -255,6 +255,40 @@ describe('connections at scale: keyset pages, filters, lastError and renewal his
     ).resolves.toBeUndefined();
   });
 
+  it('a renewed pair is saved with its line; a failure recorded after the fact that is older goes behind it and leaves lastError alone', async () => {
+    const repo = t.app.get(ConnectionsRepository);
+    const tokens = t.sandbox!.issueTokens('bob');
+    const [c] = await seedConnections(t.db, VAULT_KEYS, [{ tenantId: 'other', userId: 'u-order', upstreamUserId: 'bob', tokens }]);
+    const before = Date.now();
+    expect((await t.request('POST', `/v1/tenants/other/connections/${c.id}/refresh`)).status).toBe(200);
+    // No flush to wait for: the line was committed with the pair, before the answer.
+    const saved = await t.request<{ renewals: Renewal[] }>('GET', `/v1/tenants/other/connections/${c.id}/renewals`);
+    expect(saved.body.renewals).toEqual([{ at: expect.any(String), outcome: 'renewed', error: null, durationMs: expect.any(Number) }]);
+    const renewedAt = Date.parse(saved.body.renewals[0].at);
+    expect(renewedAt).toBeGreaterThanOrEqual(before - 1000);
+
+    await repo.recordRenewal(c.id, { at: new Date(renewedAt - 5000), outcome: 'failed', error: 'upstream_timeout', durationMs: 3 });
+    const behind = await t.request<{ renewals: Renewal[] }>('GET', `/v1/tenants/other/connections/${c.id}/renewals`);
+    expect(behind.body.renewals.map((r) => [r.outcome, r.error])).toEqual([
+      ['renewed', null],
+      ['failed', 'upstream_timeout'],
+    ]);
+    expect((await t.request<Connection>('GET', `/v1/tenants/other/connections/${c.id}`)).body.lastError).toBeNull();
+
+    const later = new Date(renewedAt + 5000);
+    await repo.recordRenewal(c.id, { at: later, outcome: 'failed', error: 'upstream_unavailable', durationMs: 4 });
+    const front = await t.request<{ renewals: Renewal[] }>('GET', `/v1/tenants/other/connections/${c.id}/renewals`);
+    expect(front.body.renewals.map((r) => [r.outcome, r.error])).toEqual([
+      ['failed', 'upstream_unavailable'],
+      ['renewed', null],
+      ['failed', 'upstream_timeout'],
+    ]);
+    expect((await t.request<Connection>('GET', `/v1/tenants/other/connections/${c.id}`)).body.lastError).toEqual({
+      code: 'upstream_unavailable',
+      at: later.toISOString(),
+    });
+  });
+
   it('renewals of an unknown connection or tenant are 404', async () => {
     const none = await t.request<ErrorBody>('GET', '/v1/tenants/other/connections/00000000-0000-4000-8000-000000000000/renewals');
     expect([none.status, none.body.error.code]).toEqual([404, 'connection_not_found']);

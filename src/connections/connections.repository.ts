@@ -41,8 +41,11 @@ export interface LeasedConnection {
   environment: string | null;
 }
 
-/** A renewed pair to save, with the version and lease it was renewed under. */
-export type RenewedItem = RenewedFields & { id: string; tenantId: string; version: number };
+/**
+ * A renewed pair to save, with the version and lease it was renewed under, and how long the renewal took until
+ * the pair was handed to its save (its line in the history: the save writes it with the pair).
+ */
+export type RenewedItem = RenewedFields & { id: string; tenantId: string; version: number; durationMs: number };
 
 /** Ids per notification, as the change trigger sends them (NOTIFY payloads stay under 8,000 bytes). */
 const IDS_PER_NOTIFICATION = 100;
@@ -69,12 +72,48 @@ const ON_DEMAND_LANES = 4;
 /** How long the lane's commit may wait for a row lock held by another transaction (see reserveCommitLane). */
 const LANE_LOCK_TIMEOUT_MS = 1000;
 
-const SAVE_RENEWED_SQL = `UPDATE connections c SET access_token_enc = v.at, refresh_token_enc = v.rt, access_token_expires_at = to_timestamp(v.exp_ms / 1000),
+/** How many renewals each connection keeps in its history. */
+export const RENEWAL_HISTORY = 20;
+
+/**
+ * The CAS save of renewed pairs, and in the same statement the history line of each pair that landed (a
+ * success also clears lastError). Written apart, after the fact, the line cost a statement of its own per
+ * renewal batch that re-parsed every value as text, checked that the connection still existed and ran its
+ * own transaction: about 17 µs of PostgreSQL CPU per renewal, against about 8 inside the save
+ * (bench/micro-renewal-sql.ts, docs/renewal.md). Written with the pair, the line also lands exactly when the
+ * pair does, under the lease, so no other renewal's line can come between. The history rows are locked in id
+ * order, as the pairs are.
+ */
+const SAVE_RENEWED_SQL = `WITH saved AS (
+  UPDATE connections c SET access_token_enc = v.at, refresh_token_enc = v.rt, access_token_expires_at = to_timestamp(v.exp_ms / 1000),
         refresh_due_at = to_timestamp(v.due_ms / 1000), last_refreshed_at = to_timestamp(v.now_ms / 1000), refresh_failures = 0,
         version = c.version + 1, lease_owner = NULL, lease_until = NULL, updated_at = to_timestamp(v.now_ms / 1000)
-   FROM unnest($2::uuid[], $3::bigint[], $4::text[], $5::text[], $6::float8[], $7::float8[], $8::float8[]) AS v(id, version, at, rt, exp_ms, due_ms, now_ms)
+   FROM unnest($2::uuid[], $3::bigint[], $4::text[], $5::text[], $6::float8[], $7::float8[], $8::float8[], $9::integer[])
+        AS v(id, version, at, rt, exp_ms, due_ms, now_ms, ms)
   WHERE c.id = v.id AND c.version = v.version AND c.lease_owner = $1
-  RETURNING c.id`;
+  RETURNING c.id, c.last_refreshed_at, v.ms
+), history AS (
+  INSERT INTO connection_health AS h (connection_id, renewal_at, renewal_outcome, renewal_error, renewal_ms)
+  SELECT s.id, ARRAY[s.last_refreshed_at], '{renewed}', '{NULL}', ARRAY[s.ms] FROM saved s ORDER BY s.id
+  ON CONFLICT (connection_id) DO UPDATE
+     SET last_error_code = NULL, last_error_at = NULL,
+         renewal_at = (EXCLUDED.renewal_at || h.renewal_at)[1:${RENEWAL_HISTORY}],
+         renewal_outcome = (EXCLUDED.renewal_outcome || h.renewal_outcome)[1:${RENEWAL_HISTORY}],
+         renewal_error = (EXCLUDED.renewal_error || h.renewal_error)[1:${RENEWAL_HISTORY}],
+         renewal_ms = (EXCLUDED.renewal_ms || h.renewal_ms)[1:${RENEWAL_HISTORY}]
+)
+SELECT id FROM saved`;
+
+/**
+ * How many lines of a history row are newer than the incoming one (EXCLUDED, one line): a line recorded after
+ * the fact (a failure, buffered for HEALTH_FLUSH_MS) may reach the row after a newer success that was written
+ * with its pair, and must then go behind it and leave lastError alone.
+ */
+const NEWER_LINES = `(SELECT count(*)::int FROM unnest(h.renewal_at) AS t(at) WHERE t.at > EXCLUDED.renewal_at[1])`;
+
+/** A history column with the incoming line placed by time, newest first, cut to RENEWAL_HISTORY. */
+const placed = (column: string) =>
+  `(h.${column}[1:${NEWER_LINES}] || EXCLUDED.${column} || h.${column}[${NEWER_LINES} + 1:])[1:${RENEWAL_HISTORY}]`;
 
 /** The last failed renewal of a connection that has not worked since (cleared by a success or a reconnect). */
 export interface LastError {
@@ -109,9 +148,6 @@ export interface ConnectionFilter {
   kind?: ConnectionKind;
   status?: ConnectionStatus;
 }
-
-/** How many renewals each connection keeps in its history. */
-export const RENEWAL_HISTORY = 20;
 
 interface HealthItem extends RenewalRecord {
   id: string;
@@ -222,10 +258,11 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
   }
 
   /**
-   * Keeps a renewal's outcome: the history (the last RENEWAL_HISTORY) and lastError (set by a failure,
-   * cleared by a success). The outcomes of HEALTH_FLUSH_MS go in one transaction that does not wait for its WAL
-   * flush: under a renewal storm a few statements carry thousands of them, and none competes with the renewals'
-   * own commits for the disk. A crash may lose the last moment of history, never a token. Resolves once written;
+   * Keeps the outcome of a renewal that did not save a pair (a renewed pair's line is written by its save):
+   * the history (the last RENEWAL_HISTORY) and lastError (set by a failure, cleared by a success), each line
+   * placed by its time. The outcomes of HEALTH_FLUSH_MS go in one transaction that does not wait for its WAL
+   * flush: under an outage a few statements carry thousands of them, and none competes with the renewals' own
+   * commits for the disk. A crash may lose the last moment of history, never a token. Resolves once written;
    * a connection deleted meanwhile is skipped.
    */
   recordRenewal(connectionId: string, record: RenewalRecord): Promise<void> {
@@ -267,7 +304,11 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
       seen.set(item.id, k + 1);
       (rounds[k] ??= []).push(item);
     }
-    for (const round of rounds) await this.writeHealthRound(m, round);
+    for (const round of rounds) {
+      // Rows locked in id order, as the pairs' saves lock theirs.
+      round.sort((a, b) => (a.id < b.id ? -1 : 1));
+      await this.writeHealthRound(m, round);
+    }
   }
 
   private async writeHealthRound(m: EntityManager, items: HealthItem[]): Promise<void> {
@@ -279,11 +320,10 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
               AS v(id, code, error_at, at, outcome, error, ms)
         WHERE EXISTS (SELECT 1 FROM connections c WHERE c.id = v.id)
        ON CONFLICT (connection_id) DO UPDATE
-          SET last_error_code = EXCLUDED.last_error_code, last_error_at = EXCLUDED.last_error_at,
-              renewal_at = (EXCLUDED.renewal_at || h.renewal_at)[1:${RENEWAL_HISTORY}],
-              renewal_outcome = (EXCLUDED.renewal_outcome || h.renewal_outcome)[1:${RENEWAL_HISTORY}],
-              renewal_error = (EXCLUDED.renewal_error || h.renewal_error)[1:${RENEWAL_HISTORY}],
-              renewal_ms = (EXCLUDED.renewal_ms || h.renewal_ms)[1:${RENEWAL_HISTORY}]`,
+          SET last_error_code = CASE WHEN ${NEWER_LINES} = 0 THEN EXCLUDED.last_error_code ELSE h.last_error_code END,
+              last_error_at = CASE WHEN ${NEWER_LINES} = 0 THEN EXCLUDED.last_error_at ELSE h.last_error_at END,
+              renewal_at = ${placed('renewal_at')}, renewal_outcome = ${placed('renewal_outcome')},
+              renewal_error = ${placed('renewal_error')}, renewal_ms = ${placed('renewal_ms')}`,
       [
         items.map((i) => i.id),
         items.map((i) => (failed(i) ? (i.error ?? 'unknown') : null)),
@@ -610,15 +650,16 @@ function lastErrorOf(code: string | null, at: Date | null): LastError | null {
   return code && at ? { code, at } : null;
 }
 
-/** The CAS save of renewed pairs, as a named prepared statement on whichever connection runs it. */
+/** The CAS save of renewed pairs (with their history lines), as a named prepared statement on whichever connection runs it. */
 async function runSave(run: (q: pg.QueryConfig) => Promise<{ rows: Row[] }>, owner: string, items: RenewedItem[]): Promise<Set<string>> {
   const sorted = items.length > 1 ? [...items].sort((x, y) => (x.id < y.id ? -1 : 1)) : items;
   const n = sorted.length;
-  const [ids, versions, ats, rts, exps, dues, nows] = [
+  const [ids, versions, ats, rts, exps, dues, nows, durations] = [
     new Array<string>(n),
     new Array<number>(n),
     new Array<string>(n),
     new Array<string>(n),
+    new Array<number>(n),
     new Array<number>(n),
     new Array<number>(n),
     new Array<number>(n),
@@ -633,11 +674,12 @@ async function runSave(run: (q: pg.QueryConfig) => Promise<{ rows: Row[] }>, own
     exps[k] = i.accessTokenExpiresAt.getTime();
     dues[k] = i.refreshDueAt.getTime();
     nows[k] = i.now.getTime();
+    durations[k] = i.durationMs;
   }
   const { rows } = await run({
     name: 'cws_refresh_save',
     text: SAVE_RENEWED_SQL,
-    values: [owner, ids, versions, ats, rts, exps, dues, nows],
+    values: [owner, ids, versions, ats, rts, exps, dues, nows, durations],
   });
   return new Set(rows.map((r) => r.id as string));
 }

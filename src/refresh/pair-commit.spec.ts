@@ -39,7 +39,13 @@ describe('PairCommit (the new pair saved before anyone uses it)', () => {
     const lane = fakeLane(true);
     const outcome = await t.commit.commit(row(), pair, now(), now(), lane);
     expect(lane.saved).toEqual([
-      expect.objectContaining({ id: 'c-1', version: 3, accessTokenEnc: 'sealed-at-new', refreshTokenEnc: 'sealed-rt-new' }),
+      expect.objectContaining({
+        id: 'c-1',
+        version: 3,
+        accessTokenEnc: 'sealed-at-new',
+        refreshTokenEnc: 'sealed-rt-new',
+        durationMs: expect.any(Number),
+      }),
     ]);
     expect(outcome.accessToken).toBe('at-new');
     expect(outcome.connection).toMatchObject({ version: 4, accessTokenEnc: 'sealed-at-new', refreshFailures: 0 });

@@ -37,6 +37,8 @@ export class PairCommit {
       tenantId: row.tenantId,
       version: row.version,
       ...this.tokens.fields(row.id, tokens, this.clock.now()),
+      // The renewal's line in the history, written by the save with the pair.
+      durationMs: Math.round(performance.now() - started),
     };
     const saveUntil = takenAt + this.config.refresh.leaseMs - 500;
     for (let attempt = 0; ; attempt++) {

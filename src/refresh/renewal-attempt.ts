@@ -134,13 +134,14 @@ export class RenewalAttempt {
   }
 
   /**
-   * Keeps the outcome of a renewal that held the lease in the connection's history and lastError. Written
-   * after the fact and never awaited: it neither delays nor fails the renewal (a lost record costs a line of
-   * history, not a token).
+   * Keeps the outcome of a renewal that held the lease in the connection's history and lastError. A renewed
+   * pair's line is written by the statement that saves the pair (ConnectionsRepository, with the time until
+   * the pair was handed to it); any other outcome is written after the fact and never awaited: it neither
+   * delays nor fails the renewal (a lost record costs a line of history, not a token).
    */
   private recorded(connectionId: string, renew: () => Promise<Outcome>): Promise<Outcome> {
     const started = performance.now();
-    const keep = (outcome: 'renewed' | 'failed' | 'reauth_required', error: string | null) => {
+    const keep = (outcome: 'failed' | 'reauth_required', error: string) => {
       const record = { at: this.clock.now(), outcome, error, durationMs: Math.round(performance.now() - started) };
       this.repo.recordRenewal(connectionId, record).catch((e: unknown) => {
         this.logger.warn(
@@ -149,18 +150,12 @@ export class RenewalAttempt {
         );
       });
     };
-    return renew().then(
-      (o) => {
-        // No new token: someone else's renewal served it (a lost race), not one of ours.
-        if (o.accessToken !== null) keep('renewed', null);
-        return o;
-      },
-      (e: unknown) => {
-        const code = e instanceof AppError ? e.code : 'internal_error';
-        if (code === 'reauth_required') keep('reauth_required', REAUTH_REASON);
-        else if (code !== 'connection_not_found') keep('failed', code);
-        throw e;
-      },
-    );
+    // A new token was saved together with its line; an outcome without one is someone else's renewal (a lost race).
+    return renew().catch((e: unknown) => {
+      const code = e instanceof AppError ? e.code : 'internal_error';
+      if (code === 'reauth_required') keep('reauth_required', REAUTH_REASON);
+      else if (code !== 'connection_not_found') keep('failed', code);
+      throw e;
+    });
   }
 }
