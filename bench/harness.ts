@@ -3,6 +3,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -99,6 +100,19 @@ export async function transactions(databaseUrl: string): Promise<number> {
   } finally {
     await c.end();
   }
+}
+
+/**
+ * The most operations per second that the measured CPU costs allow on this machine: every core busy (the
+ * CPU of all processes per operation spread over the cores), and no single-threaded process past one core
+ * (a Node server's work runs on its main thread). A closed loop of requests that stays below it is held by
+ * waits (a commit's round trip, a process waiting for a core), not by work. `singleThreaded` names the
+ * entries of `cpuUsPerOp` that are one such process each.
+ */
+export function cpuBoundRate(cpuUsPerOp: Record<string, number>, singleThreaded: string[], cores = availableParallelism()): number {
+  const total = Object.values(cpuUsPerOp).reduce((a, b) => a + b, 0);
+  const busiest = Math.max(0, ...singleThreaded.map((k) => cpuUsPerOp[k] ?? 0));
+  return Math.min((cores * 1e6) / total, busiest > 0 ? 1e6 / busiest : Number.POSITIVE_INFINITY);
 }
 
 export function median(values: number[]): number {

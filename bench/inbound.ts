@@ -7,12 +7,14 @@
 // so that the CPU time per request of each is its own. Not part of `npm test`.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
+import { availableParallelism } from 'node:os';
 import autocannon, { type Result } from 'autocannon';
 import pg from 'pg';
 import { freePort } from '../src/common/free-port.js';
 import { parseVaultKeys } from '../src/config/app-config.js';
 import { TokenVault } from '../src/vault/token-vault.service.js';
 import {
+  cpuBoundRate,
   cpuMs,
   databaseCpu,
   databaseCpuSince,
@@ -56,6 +58,8 @@ interface Row {
   cpuUs: number;
   /** CPU time of the app's PostgreSQL backends per acknowledged request (the app only). */
   dbUs: number;
+  /** CPU time of this process (autocannon, the load generator) per acknowledged request. */
+  loadUs: number;
 }
 
 async function run(stack: Stack, vaultKeys: string): Promise<void> {
@@ -106,6 +110,7 @@ async function run(stack: Stack, vaultKeys: string): Promise<void> {
     for (let round = 1; round <= ROUNDS; round++) {
       for (const m of modes) {
         const cpuBefore = cpuMs(m.pid);
+        const loadBefore = process.cpuUsage();
         const dbBefore = m.app ? await databaseCpu(db, database) : null;
         const commitsBefore = m.app ? await transactions(databaseUrl) : 0;
         const r: Result = await autocannon({
@@ -118,6 +123,8 @@ async function run(stack: Stack, vaultKeys: string): Promise<void> {
         });
         const ok = Math.max(1, r['2xx']);
         const cpuUs = ((cpuMs(m.pid) - cpuBefore) * 1000) / ok;
+        const load = process.cpuUsage(loadBefore);
+        const loadUs = (load.user + load.system) / ok;
         const dbUs = dbBefore ? (databaseCpuSince(dbBefore, await databaseCpu(db, database)) * 1000) / ok : 0;
         if (m.app) {
           acknowledged += r['2xx'];
@@ -130,6 +137,7 @@ async function run(stack: Stack, vaultKeys: string): Promise<void> {
           failed: r.non2xx + r.errors + r.timeouts,
           cpuUs,
           dbUs,
+          loadUs,
         };
         console.log(
           `round ${round}  ${m.mode.padEnd(14)} ${row.rps.toFixed(0).padStart(7)} req/s  p50 ${row.p50} ms  p99 ${row.p99} ms  CPU ${cpuUs.toFixed(0)} µs/req` +
@@ -173,6 +181,19 @@ async function run(stack: Stack, vaultKeys: string): Promise<void> {
     const dbCpu = median(appRows.map((r) => r.dbUs));
     console.log(
       `CPU µs per delivery (median): cws-connect ${appCpu.toFixed(0)} + its database backends ${dbCpu.toFixed(0)} = ${(appCpu + dbCpu).toFixed(0)}, bare endpoint ${bareCpu.toFixed(0)}`,
+    );
+    // What the machine allows the app's path at best, with the CPU each process spent per delivery: the load
+    // generator, the app and its database backends on the same cores (the bare endpoint's rate is as measured).
+    const loadCpu = median(appRows.map((r) => r.loadUs));
+    const ceiling = cpuBoundRate({ 'load generator': loadCpu, 'cws-connect': appCpu, 'database backends': dbCpu }, [
+      'load generator',
+      'cws-connect',
+    ]);
+    const bareRate = median(bareRows.map((r) => r.rps));
+    const appRate = median(appRows.map((r) => r.rps));
+    console.log(
+      `CPU-bound ceiling of cws-connect's path: ${ceiling.toFixed(0)} deliveries/s (load generator ${loadCpu.toFixed(0)} + app ${appCpu.toFixed(0)} + database backends ${dbCpu.toFixed(0)} µs per delivery on ${availableParallelism()} cores), ` +
+        `${(ceiling / bareRate).toFixed(3)} of the bare endpoint's median; measured ${appRate.toFixed(0)}/s, ${((100 * appRate) / ceiling).toFixed(0)} % of that ceiling`,
     );
     console.log(`cws-connect / bare throughput: ${median(ratios).toFixed(3)} (median of ${ROUNDS} rounds; goal >= 0.5)`);
     if (stored < acknowledged) throw new Error('acknowledged deliveries are missing from the events table');
