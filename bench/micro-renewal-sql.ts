@@ -4,22 +4,22 @@
 //
 //   npx tsx bench/micro-renewal-sql.ts
 //
+// The statements are the repository's own (ConnectionsRepository's CLAIM_DUE_SQL and SAVE_RENEWED_SQL, which
+// writes each pair's history line too), so the figures follow the code.
 // Env: DATABASE_URL, MICRO_CONNECTIONS (10000), MICRO_LOOPS (3 measured passes over all of them, after one
 // not counted), MICRO_GROUP (10 pairs per save, about the commit lane's group under the benchmark),
-// MICRO_VARIANT (`current`: the save as it was before the history line joined it, plus the separate
-// history upsert per claimed batch; any other name with MICRO_SAVE_SQL: that save, given the durations as $9),
-// MICRO_HEALTH=off (no separate history upsert), MICRO_SETUP_SQL (statements separated by `;;`, run after
-// seeding: drop an index, add a column...).
+// MICRO_SAVE_SQL (another save to try, with the repository's parameters $1..$9), MICRO_SETUP_SQL (statements
+// separated by `;;`, run after seeding: drop an index, add a column...).
 import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
+import { CLAIM_DUE_SQL, SAVE_RENEWED_SQL } from '../src/connections/connections.repository.js';
 import { runMigrations } from '../src/database/migrate.js';
 
 const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const N = Number(process.env.MICRO_CONNECTIONS ?? 10_000);
 const LOOPS = Number(process.env.MICRO_LOOPS ?? 3);
-const VARIANT = process.env.MICRO_VARIANT ?? 'current';
 const GROUP = Number(process.env.MICRO_GROUP ?? 10);
 const TICKS = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
 
@@ -74,45 +74,17 @@ async function main(): Promise<void> {
     if (process.env.MICRO_SETUP_SQL) for (const s of process.env.MICRO_SETUP_SQL.split(';;')) await setup.c.query(s);
     const claimer = await client(url, '-c plan_cache_mode=force_generic_plan', 'micro-claim');
     const saver = await client(url, '-c cws.defer_change_notify=on -c plan_cache_mode=force_generic_plan', 'micro-save');
-    const health = await client(url, '', 'micro-health');
-    const sums = { claim: 0, save: 0, health: 0 };
+    const sums = { claim: 0, save: 0 };
     const total = { n: 0 };
-    const claimSql = `UPDATE connections c SET lease_owner = $1, lease_until = now() + make_interval(secs => $2::double precision / 1000)
-         FROM (SELECT id, tenant_id FROM connections
-                WHERE status = 'active' AND refresh_due_at <= now() AND (lease_until IS NULL OR lease_until < now())
-                ORDER BY refresh_due_at LIMIT $3 FOR UPDATE SKIP LOCKED) due
-         JOIN tenants t ON t.id = due.tenant_id
-        WHERE c.id = due.id AND c.status = 'active' AND (c.lease_until IS NULL OR c.lease_until < now())
-        RETURNING c.id, c.tenant_id, c.status, c.version, c.access_token_enc, c.refresh_token_enc, c.refresh_failures,
-        (extract(epoch FROM c.access_token_expires_at) * 1000)::float8 AS access_token_expires_ms, t.environment`;
-    const saveSql =
-      process.env.MICRO_SAVE_SQL ??
-      `UPDATE connections c SET access_token_enc = v.at, refresh_token_enc = v.rt, access_token_expires_at = to_timestamp(v.exp_ms / 1000),
-        refresh_due_at = to_timestamp(v.due_ms / 1000), last_refreshed_at = to_timestamp(v.now_ms / 1000), refresh_failures = 0,
-        version = c.version + 1, lease_owner = NULL, lease_until = NULL, updated_at = to_timestamp(v.now_ms / 1000)
-   FROM unnest($2::uuid[], $3::bigint[], $4::text[], $5::text[], $6::float8[], $7::float8[], $8::float8[]) AS v(id, version, at, rt, exp_ms, due_ms, now_ms)
-  WHERE c.id = v.id AND c.version = v.version AND c.lease_owner = $1
-  RETURNING c.id`;
-    const healthSql = `INSERT INTO connection_health AS h (connection_id, last_error_code, last_error_at, renewal_at, renewal_outcome, renewal_error, renewal_ms)
-       SELECT v.id, v.code, v.error_at, ARRAY[v.at], ARRAY[v.outcome], ARRAY[v.error], ARRAY[v.ms]
-         FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::text[], $6::text[], $7::integer[])
-              AS v(id, code, error_at, at, outcome, error, ms)
-        WHERE EXISTS (SELECT 1 FROM connections c WHERE c.id = v.id)
-       ON CONFLICT (connection_id) DO UPDATE
-          SET last_error_code = EXCLUDED.last_error_code, last_error_at = EXCLUDED.last_error_at,
-              renewal_at = (EXCLUDED.renewal_at || h.renewal_at)[1:20],
-              renewal_outcome = (EXCLUDED.renewal_outcome || h.renewal_outcome)[1:20],
-              renewal_error = (EXCLUDED.renewal_error || h.renewal_error)[1:20],
-              renewal_ms = (EXCLUDED.renewal_ms || h.renewal_ms)[1:20]`;
-    const withHealth = process.env.MICRO_HEALTH !== 'off';
+    const saveSql = process.env.MICRO_SAVE_SQL ?? SAVE_RENEWED_SQL;
     for (let loop = 0; loop < LOOPS + 1; loop++) {
       await setup.c.query(`VACUUM connections`);
       await setup.c.query(`VACUUM connection_health`);
       await setup.c.query(`UPDATE connections SET refresh_due_at = now()`);
-      const b = { claim: cpuMs(claimer.pid), save: cpuMs(saver.pid), health: cpuMs(health.pid) };
+      const b = { claim: cpuMs(claimer.pid), save: cpuMs(saver.pid) };
       let done = 0;
       for (;;) {
-        const claimed = await claimer.c.query({ name: 'claim', text: claimSql, values: ['me', 60_000, 100] });
+        const claimed = await claimer.c.query({ name: 'claim', text: CLAIM_DUE_SQL, values: ['me', 60_000, 100] });
         if (claimed.rows.length === 0) break;
         const now = Date.now();
         const items = claimed.rows.map((r) => ({ id: r.id as string, version: Number(r.version) }));
@@ -127,33 +99,17 @@ async function main(): Promise<void> {
             grp.map(() => now + 21_600_000),
             grp.map(() => now + 86_400_000 + Math.random() * 1e6),
             grp.map(() => now),
+            grp.map(() => 40),
           ];
-          if (VARIANT !== 'current') params.push(grp.map(() => 40));
           const saved = await saver.c.query({ name: 'save', text: saveSql, values: params });
           if (saved.rows.length !== grp.length) throw new Error(`saved ${saved.rows.length} of ${grp.length}`);
         }
-        if (withHealth && VARIANT === 'current') {
-          await health.c.query('BEGIN');
-          await health.c.query('SET LOCAL synchronous_commit = off');
-          const at = new Date();
-          await health.c.query(healthSql, [
-            items.map((i) => i.id),
-            items.map(() => null),
-            items.map(() => null),
-            items.map(() => at),
-            items.map(() => 'renewed'),
-            items.map(() => null),
-            items.map(() => 40),
-          ]);
-          await health.c.query('COMMIT');
-        }
         done += items.length;
       }
-      const a = { claim: cpuMs(claimer.pid), save: cpuMs(saver.pid), health: cpuMs(health.pid) };
+      const a = { claim: cpuMs(claimer.pid), save: cpuMs(saver.pid) };
       if (loop > 0) {
         sums.claim += a.claim - b.claim;
         sums.save += a.save - b.save;
-        sums.health += a.health - b.health;
         total.n += done;
       }
     }
@@ -162,9 +118,9 @@ async function main(): Promise<void> {
       `SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname IN ('connections','connection_health')`,
     );
     console.log(
-      `${VARIANT} group ${GROUP}: µs per renewal claim ${per(sums.claim)} save ${per(sums.save)} health ${per(sums.health)} total ${per(sums.claim + sums.save + sums.health)} (${total.n} renewals) ${JSON.stringify(stats.rows)}`,
+      `${process.env.MICRO_SAVE_SQL ? 'MICRO_SAVE_SQL' : 'repository'} save, group ${GROUP}: µs per renewal claim ${per(sums.claim)} save (with its history line) ${per(sums.save)} total ${per(sums.claim + sums.save)} (${total.n} renewals) ${JSON.stringify(stats.rows)}`,
     );
-    for (const x of [claimer, saver, health, setup]) await x.c.end();
+    for (const x of [claimer, saver, setup]) await x.c.end();
   } finally {
     await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
     await admin.end();

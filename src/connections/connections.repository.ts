@@ -76,6 +76,20 @@ const LANE_LOCK_TIMEOUT_MS = 1000;
 export const RENEWAL_HISTORY = 20;
 
 /**
+ * The scheduler's claim: up to $3 due connections leased to $1 for $2 ms, skipping rows another instance holds
+ * (SKIP LOCKED), each with its tenant's environment.
+ */
+export const CLAIM_DUE_SQL = `UPDATE connections c SET lease_owner = $1, lease_until = now() + make_interval(secs => $2::double precision / 1000)
+         FROM (SELECT id, tenant_id FROM connections
+                WHERE status = 'active' AND refresh_due_at <= now() AND (lease_until IS NULL OR lease_until < now())
+                ORDER BY refresh_due_at
+                LIMIT $3
+                FOR UPDATE SKIP LOCKED) due
+         JOIN tenants t ON t.id = due.tenant_id
+        WHERE c.id = due.id AND c.status = 'active' AND (c.lease_until IS NULL OR c.lease_until < now())
+        RETURNING ${RENEWAL_ROW_COLUMNS}, t.environment`;
+
+/**
  * The CAS save of renewed pairs, and in the same statement the history line of each pair that landed (a
  * success also clears lastError). Written apart, after the fact, the line cost a statement of its own per
  * renewal batch that re-parsed every value as text, checked that the connection still existed and ran its
@@ -84,7 +98,7 @@ export const RENEWAL_HISTORY = 20;
  * pair does, under the lease, so no other renewal's line can come between. The history rows are locked in id
  * order, as the pairs are.
  */
-const SAVE_RENEWED_SQL = `WITH saved AS (
+export const SAVE_RENEWED_SQL = `WITH saved AS (
   UPDATE connections c SET access_token_enc = v.at, refresh_token_enc = v.rt, access_token_expires_at = to_timestamp(v.exp_ms / 1000),
         refresh_due_at = to_timestamp(v.due_ms / 1000), last_refreshed_at = to_timestamp(v.now_ms / 1000), refresh_failures = 0,
         version = c.version + 1, lease_owner = NULL, lease_until = NULL, updated_at = to_timestamp(v.now_ms / 1000)
@@ -545,19 +559,7 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
    * per row once there were a few hundred tenants.
    */
   async claimDueForRefresh(owner: string, leaseMs: number, limit: number): Promise<LeasedConnection[]> {
-    const rows = await this.prepared(
-      'cws_refresh_claim',
-      `UPDATE connections c SET lease_owner = $1, lease_until = now() + make_interval(secs => $2::double precision / 1000)
-         FROM (SELECT id, tenant_id FROM connections
-                WHERE status = 'active' AND refresh_due_at <= now() AND (lease_until IS NULL OR lease_until < now())
-                ORDER BY refresh_due_at
-                LIMIT $3
-                FOR UPDATE SKIP LOCKED) due
-         JOIN tenants t ON t.id = due.tenant_id
-        WHERE c.id = due.id AND c.status = 'active' AND (c.lease_until IS NULL OR c.lease_until < now())
-        RETURNING ${RENEWAL_ROW_COLUMNS}, t.environment`,
-      [owner, leaseMs, limit],
-    );
+    const rows = await this.prepared('cws_refresh_claim', CLAIM_DUE_SQL, [owner, leaseMs, limit]);
     return rows.map(leased);
   }
 
