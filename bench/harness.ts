@@ -115,6 +115,17 @@ export function cpuBoundRate(cpuUsPerOp: Record<string, number>, singleThreaded:
   return Math.min((cores * 1e6) / total, busiest > 0 ? 1e6 / busiest : Number.POSITIVE_INFINITY);
 }
 
+/** The upstream delivery the inbound benchmarks send and store (a 254-byte JSON body). */
+export const DELIVERY_BODY = JSON.stringify({
+  id: 'dlv_00000000-0000-4000-8000-000000000000',
+  event: 'workflow_step_updated',
+  occurredAt: '2026-11-23T12:00:00.000Z',
+  companyId: 'acme',
+  workflowId: 'wf_1',
+  transition: 'Review',
+  workflow: { id: 'wf_1', name: 'NDA', step: 'Review', versionNumber: 1 },
+});
+
 export function median(values: number[]): number {
   const s = [...values].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)];

@@ -18,6 +18,7 @@ import {
   cpuMs,
   databaseCpu,
   databaseCpuSince,
+  DELIVERY_BODY,
   finish,
   json,
   median,
@@ -31,15 +32,7 @@ import {
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
-const BODY = JSON.stringify({
-  id: 'dlv_00000000-0000-4000-8000-000000000000',
-  event: 'workflow_step_updated',
-  occurredAt: '2026-11-23T12:00:00.000Z',
-  companyId: 'acme',
-  workflowId: 'wf_1',
-  transition: 'Review',
-  workflow: { id: 'wf_1', name: 'NDA', step: 'Review', versionNumber: 1 },
-});
+const BODY = DELIVERY_BODY;
 
 /** The floor: reads the body, answers 200 with an id, stores nothing. */
 function bare(port: number): void {

@@ -10,21 +10,13 @@ import { DataSource } from 'typeorm';
 import { v7 as timeOrderedUuid } from 'uuid';
 import { runMigrations } from '../src/database/migrate.js';
 import { EventsRepository, type NewEvent } from '../src/events/events.repository.js';
-import { cpuMs, median } from './harness.js';
+import { cpuMs, DELIVERY_BODY, median } from './harness.js';
 
 const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const GROUP = Number(process.env.RECORD_GROUP ?? 25);
 const GROUPS = Number(process.env.RECORD_GROUPS ?? 4000);
 const ROUNDS = Number(process.env.RECORD_ROUNDS ?? 3);
-const BODY = JSON.stringify({
-  id: 'dlv_00000000-0000-4000-8000-000000000000',
-  event: 'workflow_step_updated',
-  occurredAt: '2026-11-23T12:00:00.000Z',
-  companyId: 'acme',
-  workflowId: 'wf_1',
-  transition: 'Review',
-  workflow: { id: 'wf_1', name: 'NDA', step: 'Review', versionNumber: 1 },
-});
+const BODY = DELIVERY_BODY;
 
 function withDatabase(url: string, db: string): string {
   const u = new URL(url);
