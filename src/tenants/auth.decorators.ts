@@ -1,7 +1,8 @@
 import { createParamDecorator, ExecutionContext, SetMetadata } from '@nestjs/common';
 import type { Request } from 'express';
 
-export type Principal = { kind: 'operator' } | { kind: 'tenant'; tenantId: string; keyId: string };
+/** The operator, by its key or by a console session (`consoleSessionId`: which one, for the audit trail); or a tenant key. */
+export type Principal = { kind: 'operator'; consoleSessionId?: string } | { kind: 'tenant'; tenantId: string; keyId: string };
 
 export const PUBLIC_ROUTE = 'cws:public';
 export const OPERATOR_ONLY = 'cws:operator-only';
