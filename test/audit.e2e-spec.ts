@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { AuditService } from '../src/audit/audit.service.js';
 import { Clock } from '../src/common/clock.js';
 import { connectViaHttp, newTenant } from './support/connect.js';
+import { expectDocumented } from './support/openapi.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
 
 interface AuditItem {
@@ -376,6 +377,11 @@ describe('the audit trail (API.md sections 4 and 6)', () => {
     }
     expect(await count()).toBe(0);
     expect(await total()).toBe(others);
+  });
+
+  it('is in the OpenAPI document with its answers and errors', async () => {
+    await expectDocumented(t, '/v1/audit', 'get', ['400', '401', '403']);
+    await expectDocumented(t, '/v1/tenants/{tenantId}/audit', 'get', ['400', '401', '404']);
   });
 
   it('never holds a secret in any row', async () => {
