@@ -339,6 +339,33 @@ describe('the audit trail (API.md sections 4 and 6)', () => {
     expect(await audit.forgetUser('audit-erase', 'u-dave')).toBe(0);
   });
 
+  it("forgetUsersOf drops every end user's identifiers from a deleted tenant's rows, in batches", async () => {
+    await t.db.query(
+      `INSERT INTO audit_log (id, at, actor_kind, actor_id, action, tenant_id, target, user_id, outcome)
+       SELECT gen_random_uuid(), now(), 'connect_session', gen_random_uuid()::text, 'connection.created', 'audit-many',
+              'connections/' || gen_random_uuid(), 'user-' || g, 'success'
+         FROM generate_series(1, 4100) g`,
+    );
+    const named = async (tenantId: string) =>
+      Number(
+        (
+          await t.db.query<{ n: string }>(
+            'SELECT count(*) AS n FROM audit_log WHERE tenant_id = $1 AND (user_id IS NOT NULL OR target IS NOT NULL OR actor_id IS NOT NULL)',
+            [tenantId],
+          )
+        ).rows[0].n,
+      );
+    const othersBefore = await named('audit-conn');
+    expect(othersBefore).toBeGreaterThan(0);
+    expect(await audit.forgetUsersOf('audit-many')).toBe(4100);
+    expect(await named('audit-many')).toBe(0);
+    expect(Number((await t.db.query<{ n: string }>(`SELECT count(*) AS n FROM audit_log WHERE tenant_id = 'audit-many'`)).rows[0].n)).toBe(
+      4100,
+    );
+    expect(await named('audit-conn')).toBe(othersBefore);
+    await t.db.query(`DELETE FROM audit_log WHERE tenant_id = 'audit-many'`);
+  });
+
   it('keeps rows AUDIT_RETENTION_DAYS (400) and sweeps older ones in batches, by the service clock', async () => {
     const old = (days: number) => new Date(Date.now() - days * DAY);
     // 4,500 rows past the window (more than two sweep batches) and one just inside it, seeded directly.

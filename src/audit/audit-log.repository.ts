@@ -120,6 +120,27 @@ export class AuditLogRepository {
   }
 
   /**
+   * forgetUser for every end user of a deleted tenant, up to `batch` rows in one statement (on the partial
+   * ix_audit_log_tenant_user index, so it reads only rows that still name a user). Answers how many it scrubbed.
+   */
+  async forgetUsersOf(tenantId: string, batch: number): Promise<number> {
+    const rows: Array<{ n: number }> = await this.db.query(
+      `WITH named AS (
+         SELECT id FROM audit_log WHERE tenant_id = $1 AND user_id IS NOT NULL LIMIT $2 FOR UPDATE SKIP LOCKED),
+       scrubbed AS (
+         UPDATE audit_log a
+            SET user_id = NULL,
+                target = NULL,
+                actor_id = CASE WHEN a.actor_kind = 'connect_session' THEN NULL ELSE a.actor_id END
+           FROM named WHERE a.id = named.id
+         RETURNING 1)
+       SELECT count(*)::int AS n FROM scrubbed`,
+      [tenantId, batch],
+    );
+    return rows[0].n;
+  }
+
+  /**
    * Deletes up to `batch` rows older than `before`, oldest first, in a short transaction of its own; null
    * when another instance holds the sweep (it carries on). The batch bounds how long its row locks are held.
    */

@@ -75,6 +75,19 @@ export class AuditService {
   }
 
   /**
+   * For a deleted tenant: every end user's identifiers leave its rows (as forgetUser does for one), in batches of
+   * AUDIT_SWEEP_BATCH rows, each its own statement; the rows stay until AUDIT_RETENTION_DAYS. Answers how many.
+   */
+  async forgetUsersOf(tenantId: string): Promise<number> {
+    let scrubbed = 0;
+    for (;;) {
+      const n = await this.repo.forgetUsersOf(tenantId, AUDIT_SWEEP_BATCH);
+      scrubbed += n;
+      if (n < AUDIT_SWEEP_BATCH) return scrubbed;
+    }
+  }
+
+  /**
    * Removes rows older than AUDIT_RETENTION_DAYS in batches of AUDIT_SWEEP_BATCH, each its own transaction;
    * one instance at a time (the others find the lock taken and skip). Answers how many rows it removed.
    */
