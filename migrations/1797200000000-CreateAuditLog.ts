@@ -23,6 +23,7 @@ export class CreateAuditLog1797200000000 implements MigrationInterface {
         count       integer NOT NULL DEFAULT 1 CHECK (count >= 1),
         bucket      timestamptz
       )`);
+    // A new, empty table: its indexes are built with it in this transaction and lock nothing the previous release uses.
     // The operator's listing and the retention sweep (oldest first) read by time; a tenant's listing by tenant and time.
     await q.query(`CREATE INDEX ix_audit_log_at ON audit_log (at, id)`);
     await q.query(`CREATE INDEX ix_audit_log_tenant_at ON audit_log (tenant_id, at, id)`);
