@@ -73,6 +73,8 @@ export interface AppConfig {
     maintenanceSeconds: number;
     /** Group commits of inbound deliveries written at once (docs/webhooks.md, Inbound). */
     inboundCommitsInFlight: number;
+    /** EVENT_RETENTION_DAYS: days events and their attempts are kept, unless the tenant sets its own window. */
+    retentionDays: number;
   };
   logLevel: string;
   /** pretty: one readable line per entry, for a person at a terminal; json: one JSON object per line. */
@@ -260,6 +262,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
       jobExpireSeconds: int(env, 'EVENTS_JOB_EXPIRE_SECONDS', 120, 1, 86_400),
       maintenanceSeconds: int(env, 'EVENTS_MAINTENANCE_SECONDS', 60, 1, 3600),
       inboundCommitsInFlight: int(env, 'INBOUND_COMMITS_IN_FLIGHT', 1, 1, 8),
+      retentionDays: int(env, 'EVENT_RETENTION_DAYS', 30, 1, 400),
     },
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
     logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'], host.stdoutIsTty ? 'pretty' : 'json'),

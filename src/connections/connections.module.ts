@@ -20,6 +20,6 @@ import { ConnectionTokens } from './token-fields.js';
   imports: [UpstreamModule, VaultModule, EventsModule, TypeOrmModule.forFeature([ConnectionEntity, ConnectSessionEntity]), TenantsModule],
   controllers: [ConnectionsController, OAuthController, ConnectPopupController],
   providers: [ConnectionsRepository, ConnectSessionsRepository, ConnectionsService, ConnectService, ConnectPopupService, ConnectionTokens],
-  exports: [ConnectionsService, ConnectionsRepository, ConnectionTokens],
+  exports: [ConnectionsService, ConnectionsRepository, ConnectSessionsRepository, ConnectionTokens],
 })
 export class ConnectionsModule {}

@@ -16,6 +16,7 @@ import {
   type PagePosition,
   type RenewalRecord,
 } from './connections.repository.js';
+import { ConnectSessionsRepository } from './connect-sessions.repository.js';
 import { ConnectionTokens } from './token-fields.js';
 import { sha256 } from '../common/hash.js';
 
@@ -27,6 +28,7 @@ export class ConnectionsService {
     private readonly events: EventsRepository,
     private readonly clock: Clock,
     private readonly tenants: TenantsService,
+    private readonly sessions: ConnectSessionsRepository,
   ) {}
 
   /** A page of the tenant's connections in creation order; `next` (null on the last page) continues after it. */
@@ -61,7 +63,7 @@ export class ConnectionsService {
       const gone = await this.repo.delete(m, tenantId, id);
       if (gone) {
         await this.events.record(
-          { tenantId, source: 'service', type: 'connection.deleted', payload: eventPayload('connection.deleted', gone) },
+          { tenantId, source: 'service', type: 'connection.deleted', payload: eventPayload('connection.deleted', gone), userId: gone.userId },
           m,
         );
       }
@@ -85,6 +87,7 @@ export class ConnectionsService {
             source: 'service',
             type: 'connection.reauth_required',
             payload: eventPayload('connection.reauth_required', c),
+            userId: c.userId,
           },
           m,
         );
@@ -108,6 +111,12 @@ export class ConnectionsService {
       ...this.tokens.fields(id, tokens, now),
     });
     return this.repo.transaction(async (m) => {
+      if (session.kind === 'user' && session.userId !== null) {
+        // An erasure of this user that ran since the state was consumed deleted the session: nothing is stored.
+        await this.repo.lockUser(m, session.tenantId, session.userId);
+        if (!(await this.sessions.existsIn(m, session.id)))
+          throw new AppError('connect_state_invalid', 'The connect session is gone (its user was erased). Start the connection again.');
+      }
       let existing = await this.repo.findOwner(session.tenantId, session.kind, session.userId, m);
       if (!existing) {
         const id = randomUUID();
@@ -119,6 +128,7 @@ export class ConnectionsService {
               source: 'service',
               type: 'connection.created',
               payload: eventPayload('connection.created', created),
+              userId: session.userId,
             },
             m,
           );
@@ -135,6 +145,7 @@ export class ConnectionsService {
             source: 'service',
             type: 'connection.recovered',
             payload: eventPayload('connection.recovered', existing),
+            userId: existing.userId,
           },
           m,
         );
