@@ -28,11 +28,16 @@ export interface Partition {
 export class EventPartitions {
   constructor(@InjectDataSource() private readonly db: DataSource) {}
 
-  /** Makes sure the partitions of each day (UTC) in [from, from + days) exist; answers how many tables were made. */
+  /**
+   * Makes sure the partitions of each day (UTC) in [from, from + days) exist, but for the days the first
+   * partition (the tables from before partitioning, up to their cut-off) holds; answers how many tables were made.
+   */
   async ensure(from: Date, days: number): Promise<number> {
+    const first = (await this.list()).filter((p) => p.attached && p.name.includes('_pre_')).map((p) => p.until.getTime());
+    const end = startOfDay(from).getTime() + days * DAY_MS;
     let made = 0;
-    for (let d = 0; d < days; d++) {
-      const day = new Date(startOfDay(from).getTime() + d * DAY_MS).toISOString().slice(0, 10);
+    for (let at = Math.max(startOfDay(from).getTime(), ...first); at < end; at += DAY_MS) {
+      const day = new Date(at).toISOString().slice(0, 10);
       made += await this.db.transaction(async (m) => {
         await m.query(`SET LOCAL lock_timeout = '1s'`);
         const [row] = (await m.query(`SELECT cws_ensure_event_partitions($1::date) AS made`, [day])) as Array<{ made: number }>;
