@@ -63,7 +63,13 @@ export class ConnectionsService {
       const gone = await this.repo.delete(m, tenantId, id);
       if (gone) {
         await this.events.record(
-          { tenantId, source: 'service', type: 'connection.deleted', payload: eventPayload('connection.deleted', gone), userId: gone.userId },
+          {
+            tenantId,
+            source: 'service',
+            type: 'connection.deleted',
+            payload: eventPayload('connection.deleted', gone),
+            userId: gone.userId,
+          },
           m,
         );
       }

@@ -24,20 +24,13 @@ export class EventsRemoval {
     return this.db.transaction(async (m) => {
       await m.query(`SET LOCAL lock_timeout = '${BATCH_LOCK_TIMEOUT}'`);
       await m.query(`SET LOCAL statement_timeout = '${BATCH_STATEMENT_TIMEOUT}'`);
-      const [{ n }] = (await m.query(
-        `WITH doomed AS (
-           SELECT id, received_at FROM events
-            WHERE tenant_id = $1 AND ($2::timestamptz IS NULL OR received_at < $2)
-            ORDER BY received_at LIMIT $3 FOR UPDATE SKIP LOCKED),
-         attempts AS (
-           DELETE FROM event_attempts a
-            WHERE a.event_id IN (SELECT id FROM doomed) AND a.at >= (SELECT min(received_at) FROM doomed)),
-         gone AS (
-           DELETE FROM events e USING doomed d WHERE e.id = d.id AND e.received_at = d.received_at RETURNING 1)
-         SELECT count(*)::int AS n FROM gone`,
-        [tenantId, before, limit],
-      )) as Array<{ n: number }>;
-      return n;
+      const rows = (await m.query(
+        `SELECT id, received_at FROM events
+          WHERE tenant_id = $1 AND received_at < $2
+          ORDER BY received_at LIMIT $3 FOR UPDATE SKIP LOCKED`,
+        [tenantId, before ?? INFINITY, limit],
+      )) as Doomed[];
+      return removeRows(m, rows);
     });
   }
 
@@ -48,20 +41,39 @@ export class EventsRemoval {
    * user's. Answers how many events went.
    */
   async removeUser(manager: EntityManager, tenantId: string, userId: string): Promise<number> {
-    const [{ n }] = (await manager.query(
-      `WITH doomed AS (
-         SELECT id, received_at FROM events
-          WHERE tenant_id = $1 AND source = 'service'
-            AND (user_id = $2 OR (user_id IS NULL AND payload->>'userId' = $2))
-          FOR UPDATE),
-       attempts AS (
-         DELETE FROM event_attempts a
-          WHERE a.event_id IN (SELECT id FROM doomed) AND a.at >= (SELECT min(received_at) FROM doomed)),
-       gone AS (
-         DELETE FROM events e USING doomed d WHERE e.id = d.id AND e.received_at = d.received_at RETURNING 1)
-       SELECT count(*)::int AS n FROM gone`,
+    const rows = (await manager.query(
+      `SELECT id, received_at FROM events
+        WHERE tenant_id = $1 AND source = 'service'
+          AND (user_id = $2 OR (user_id IS NULL AND payload->>'userId' = $2))
+        FOR UPDATE`,
       [tenantId, userId],
-    )) as Array<{ n: number }>;
-    return n;
+    )) as Doomed[];
+    return removeRows(manager, rows);
   }
+}
+
+interface Doomed {
+  id: string;
+  received_at: Date;
+}
+
+const INFINITY = 'infinity';
+
+/**
+ * Deletes the given events and their attempts. The receipt times bound both statements, so each touches only
+ * the partitions those days are in (pruned when planned), never every partition: the cost is the batch's, not
+ * the table's. An attempt is never older than its event.
+ */
+async function removeRows(m: EntityManager, rows: Doomed[]): Promise<number> {
+  if (rows.length === 0) return 0;
+  const ids = rows.map((r) => r.id);
+  const times = rows.map((r) => r.received_at.getTime());
+  const from = new Date(Math.min(...times));
+  const to = new Date(Math.max(...times));
+  await m.query(`DELETE FROM event_attempts WHERE event_id = ANY($1::uuid[]) AND at >= $2`, [ids, from]);
+  const [, n] = (await m.query(`DELETE FROM events WHERE id = ANY($1::uuid[]) AND received_at BETWEEN $2 AND $3`, [ids, from, to])) as [
+    unknown,
+    number,
+  ];
+  return n;
 }

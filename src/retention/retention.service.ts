@@ -11,8 +11,8 @@ import { EventsRemoval } from '../events/events-removal.repository.js';
 import { TenantsRepository } from '../tenants/tenants.repository.js';
 import { TenantPurge } from './tenant-purge.js';
 
-/** Days of partitions kept ready ahead of the clock. */
-export const PARTITIONS_AHEAD_DAYS = 14;
+/** Days of partitions kept ready ahead of the clock (few: every partition costs each statement's planning). */
+export const PARTITIONS_AHEAD_DAYS = 3;
 /** How often an instance tries to run retention (one instance at a time runs it). */
 const INTERVAL_MS = 60_000;
 /** Rows per batch of a sweep or a tenant removal: one short transaction each. */
