@@ -192,8 +192,16 @@ async function main(): Promise<void> {
     // The aged database now runs at the same simulated time as the empty one.
     seedClock.at = clock.at;
     await retentionRun(aged, clock.now());
-    await aged.ds.query('ANALYZE');
-    await empty.ds.query('ANALYZE');
+    // Both hold the page that is read: the newest events of t2, received in the last hour.
+    for (const db of [empty, aged]) {
+      await db.ds.query(
+        `INSERT INTO events (id, tenant_id, source, type, payload, received_at, delivery_state)
+         SELECT gen_random_uuid(), 't2', 'upstream', 'workflow_step_updated', $2::jsonb, $1::timestamptz + g * interval '1 second', 'delivered'
+           FROM generate_series(1, 200) AS g`,
+        [new Date(clock.at - 3_600_000), DELIVERY_BODY],
+      );
+      await db.ds.query('ANALYZE');
+    }
 
     const figures = { inbound: [[], []] as number[][], newest: [[], []] as number[][], sweep: [[], []] as number[][] };
     for (let round = 0; round < ROUNDS; round++) {

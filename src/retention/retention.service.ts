@@ -61,8 +61,10 @@ export class RetentionService implements OnApplicationBootstrap, OnModuleDestroy
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
-    // Before serving: the days this instance may write into exist (the clock may be ahead of the last run).
-    await this.partitions.ensure(this.clock.now(), PARTITIONS_AHEAD_DAYS);
+    // Before serving: the days this instance may write into exist (the clock may be ahead of the last run). A
+    // failure here (a lock another instance's run holds past lock_timeout) is left to the next run: the days
+    // ahead made by earlier runs cover the meantime.
+    await this.partitions.ensure(this.clock.now(), PARTITIONS_AHEAD_DAYS).catch((e: unknown) => this.report(e));
     this.timer = setInterval(() => void this.tick(), INTERVAL_MS);
     this.timer.unref();
   }
@@ -74,16 +76,18 @@ export class RetentionService implements OnApplicationBootstrap, OnModuleDestroy
 
   private async tick(): Promise<void> {
     if (this.running) return;
-    this.running = this.runOnce().catch((e: unknown) => {
-      if (isDatabaseUnavailable(e)) databaseOutage.report(e, 'background');
-      else
-        this.logger.warn(
-          { err: e instanceof Error ? `${e.name}: ${e.message}` : 'unknown error' },
-          'retention run failed; next run in a minute',
-        );
-    });
+    this.running = this.runOnce().catch((e: unknown) => this.report(e));
     await this.running;
     this.running = null;
+  }
+
+  private report(e: unknown): void {
+    if (isDatabaseUnavailable(e)) databaseOutage.report(e, 'background');
+    else
+      this.logger.warn(
+        { err: e instanceof Error ? `${e.name}: ${e.message}` : 'unknown error' },
+        'retention run failed; next run in a minute',
+      );
   }
 
   /** One run, if no other instance is running one (then null). */
