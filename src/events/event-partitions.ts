@@ -66,7 +66,9 @@ export class EventPartitions {
   /** Drops every partition whose rows are all received (or attempted) before `cutoff`; answers their names. */
   async dropBefore(cutoff: Date): Promise<string[]> {
     const dropped: string[] = [];
-    for (const p of await this.list()) {
+    // A detach left pending first: while one is, PostgreSQL refuses another concurrent detach on its parent.
+    const parts = (await this.list()).sort((a, b) => Number(b.detachPending) - Number(a.detachPending));
+    for (const p of parts) {
       if (p.until.getTime() > cutoff.getTime()) continue;
       const runner = this.db.createQueryRunner();
       await runner.connect();
