@@ -9,6 +9,7 @@ import pg from 'pg';
 import { DataSource } from 'typeorm';
 import { v7 as timeOrderedUuid } from 'uuid';
 import { runMigrations } from '../src/database/migrate.js';
+import { SystemClock } from '../src/common/clock.js';
 import { EventsRepository, type NewEvent } from '../src/events/events.repository.js';
 import { cpuMs, DELIVERY_BODY, median } from './harness.js';
 
@@ -53,7 +54,7 @@ async function main(): Promise<void> {
     await ds.initialize();
     if (process.env.RECORD_SETUP) await ds.query(process.env.RECORD_SETUP);
     await ds.query(`INSERT INTO tenants (id, name, environment, events_secret_enc) VALUES ('bench', 'Bench', 'sandbox', 'x')`);
-    const repo = new EventsRepository(ds);
+    const repo = new EventsRepository(ds, new SystemClock());
     const groups = Array.from({ length: GROUPS }, group);
     for (let i = 0; i < 200; i++) await repo.recordMany(groups[i]); // warm-up: JIT, the statement prepared
     const backendPid = async (): Promise<number[]> =>

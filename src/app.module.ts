@@ -18,6 +18,7 @@ import { FacadeModule } from './facade/facade.module.js';
 import type { Logging } from './ops/logger.js';
 import { OpsModule } from './ops/ops.module.js';
 import { RefreshModule } from './refresh/refresh.module.js';
+import { RetentionModule } from './retention/retention.module.js';
 import { ApiKeyAuthGuard } from './tenants/api-key-auth.guard.js';
 import { TenantsModule } from './tenants/tenants.module.js';
 import { UpstreamModule } from './upstream/upstream.module.js';
@@ -49,6 +50,7 @@ export class AppModule {
         RefreshModule,
         FacadeModule,
         WebhooksModule,
+        RetentionModule,
         ConsoleModule,
         // The API-key guard below also accepts a console session.
         ConsoleSessionsModule,

@@ -153,6 +153,7 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
     await page.getByRole('heading', { level: 1, name: 'Tenants' }).waitFor();
     const row = page.getByRole('row', { name: /Console Co/ });
     await expect(row.textContent()).resolves.toContain('sandbox');
+    await expect(row.textContent()).resolves.toContain('30 days');
     // The figures come from the service's own metrics: one renewal ended reauth_required, and the sign-in
     // page's failed attempts are not renewals.
     const renewals = page.getByRole('article', { name: 'Renewals' });

@@ -19,6 +19,8 @@ export const ERROR_STATUS = {
   user_not_connected: 409,
   admin_not_connected: 409,
   reauth_required: 409,
+  /** The event is older than its tenant's retention window: kept no longer. */
+  event_expired: 410,
   environment_not_configured: 422,
   connect_session_expired: 400,
   connect_state_invalid: 400,

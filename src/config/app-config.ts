@@ -73,6 +73,8 @@ export interface AppConfig {
     maintenanceSeconds: number;
     /** Group commits of inbound deliveries written at once (docs/webhooks.md, Inbound). */
     inboundCommitsInFlight: number;
+    /** EVENT_RETENTION_DAYS: days events and their attempts are kept, unless the tenant sets its own window. */
+    retentionDays: number;
   };
   /** The audit trail (docs/operations.md, "Audit trail"): rows older than this many days are swept away. */
   audit: { retentionDays: number };
@@ -262,6 +264,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
       jobExpireSeconds: int(env, 'EVENTS_JOB_EXPIRE_SECONDS', 120, 1, 86_400),
       maintenanceSeconds: int(env, 'EVENTS_MAINTENANCE_SECONDS', 60, 1, 3600),
       inboundCommitsInFlight: int(env, 'INBOUND_COMMITS_IN_FLIGHT', 1, 1, 8),
+      retentionDays: int(env, 'EVENT_RETENTION_DAYS', 30, 1, 400),
     },
     audit: { retentionDays: int(env, 'AUDIT_RETENTION_DAYS', 400, 1, 3650) },
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { Repository } from 'typeorm';
+import { EntityManager, Repository } from 'typeorm';
 import { ConnectSessionEntity } from './connect-session.entity.js';
 
 @Injectable()
@@ -61,6 +61,30 @@ export class ConnectSessionsRepository {
   /** Reads without consuming: the callback needs the session's environment to pick the strategy. */
   findByStateHash(stateHash: Buffer): Promise<ConnectSessionEntity | null> {
     return this.repo.findOneBy({ stateHash });
+  }
+
+  /** Whether the session is still there, in the caller's transaction (an erasure deletes a user's sessions). */
+  async existsIn(manager: EntityManager, id: string): Promise<boolean> {
+    const rows = (await manager.query(`SELECT 1 FROM connect_sessions WHERE id = $1`, [id])) as unknown[];
+    return rows.length === 1;
+  }
+
+  /** Deletes the end user's connect sessions; answers how many. */
+  async deleteUser(manager: EntityManager, tenantId: string, userId: string): Promise<number> {
+    const [, n] = (await manager.query(`DELETE FROM connect_sessions WHERE tenant_id = $1 AND user_id = $2`, [tenantId, userId])) as [
+      unknown,
+      number,
+    ];
+    return n;
+  }
+
+  /** Removes up to `limit` of a deleted tenant's connect sessions; answers how many. */
+  async deleteSomeOfTenant(tenantId: string, limit: number): Promise<number> {
+    const [, n] = (await this.repo.query(
+      `DELETE FROM connect_sessions WHERE id IN (SELECT id FROM connect_sessions WHERE tenant_id = $1 LIMIT $2)`,
+      [tenantId, limit],
+    )) as [unknown, number];
+    return n;
   }
 
   async deleteExpired(before: Date): Promise<number> {

@@ -28,6 +28,6 @@ import { ConnectionTokens } from './token-fields.js';
   ],
   controllers: [ConnectionsController, OAuthController, ConnectPopupController],
   providers: [ConnectionsRepository, ConnectSessionsRepository, ConnectionsService, ConnectService, ConnectPopupService, ConnectionTokens],
-  exports: [ConnectionsService, ConnectionsRepository, ConnectionTokens],
+  exports: [ConnectionsService, ConnectionsRepository, ConnectSessionsRepository, ConnectionTokens],
 })
 export class ConnectionsModule {}

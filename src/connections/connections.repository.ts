@@ -442,6 +442,32 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
     });
   }
 
+  /**
+   * Serialises what writes an end user's data (a connect completing, an erasure) for one (tenant, user), until
+   * the caller's transaction ends: an erasure and a connect of the same user never interleave.
+   */
+  async lockUser(manager: EntityManager, tenantId: string, userId: string): Promise<void> {
+    await manager.query(`SELECT pg_advisory_xact_lock(hashtextextended('cws-user:' || $1 || '/' || $2, 0))`, [tenantId, userId]);
+  }
+
+  /** Deletes every connection of the partner's end user (their sealed tokens and renewal history with them); answers how many. */
+  async deleteUser(manager: EntityManager, tenantId: string, userId: string): Promise<number> {
+    const [, n] = (await manager.query(`DELETE FROM connections WHERE tenant_id = $1 AND kind = 'user' AND user_id = $2`, [
+      tenantId,
+      userId,
+    ])) as [unknown, number];
+    return n;
+  }
+
+  /** Removes up to `limit` of a deleted tenant's connections (tokens and history with them); answers how many. */
+  async deleteSomeOfTenant(tenantId: string, limit: number): Promise<number> {
+    const [, n] = (await this.db.query(
+      `DELETE FROM connections WHERE id IN (SELECT id FROM connections WHERE tenant_id = $1 LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+      [tenantId, limit],
+    )) as [unknown, number];
+    return n;
+  }
+
   // ---- Renewal. Leases and due times are compared with the database's now(), so that instances with
   // skewed clocks still agree on whose lease is live.
 

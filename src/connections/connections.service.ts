@@ -19,6 +19,7 @@ import {
   type PagePosition,
   type RenewalRecord,
 } from './connections.repository.js';
+import { ConnectSessionsRepository } from './connect-sessions.repository.js';
 import { ConnectionTokens } from './token-fields.js';
 import { sha256 } from '../common/hash.js';
 
@@ -31,6 +32,7 @@ export class ConnectionsService {
     private readonly clock: Clock,
     private readonly tenants: TenantsService,
     private readonly audit: AuditService,
+    private readonly sessions: ConnectSessionsRepository,
   ) {}
 
   /** A page of the tenant's connections in creation order; `next` (null on the last page) continues after it. */
@@ -65,7 +67,13 @@ export class ConnectionsService {
       const gone = await this.repo.delete(m, tenantId, id);
       if (gone) {
         await this.events.record(
-          { tenantId, source: 'service', type: 'connection.deleted', payload: eventPayload('connection.deleted', gone) },
+          {
+            tenantId,
+            source: 'service',
+            type: 'connection.deleted',
+            payload: eventPayload('connection.deleted', gone),
+            userId: gone.userId,
+          },
           m,
         );
         await this.audit.record(
@@ -96,6 +104,7 @@ export class ConnectionsService {
             source: 'service',
             type: 'connection.reauth_required',
             payload: eventPayload('connection.reauth_required', c),
+            userId: c.userId,
           },
           m,
         );
@@ -138,6 +147,12 @@ export class ConnectionsService {
         m,
       );
     return this.repo.transaction(async (m) => {
+      if (session.kind === 'user' && session.userId !== null) {
+        // An erasure of this user that ran since the state was consumed deleted the session: nothing is stored.
+        await this.repo.lockUser(m, session.tenantId, session.userId);
+        if (!(await this.sessions.existsIn(m, session.id)))
+          throw new AppError('connect_state_invalid', 'The connect session is gone (its user was erased). Start the connection again.');
+      }
       let existing = await this.repo.findOwner(session.tenantId, session.kind, session.userId, m);
       if (!existing) {
         const id = randomUUID();
@@ -149,6 +164,7 @@ export class ConnectionsService {
               source: 'service',
               type: 'connection.created',
               payload: eventPayload('connection.created', created),
+              userId: session.userId,
             },
             m,
           );
@@ -167,6 +183,7 @@ export class ConnectionsService {
             source: 'service',
             type: 'connection.recovered',
             payload: eventPayload('connection.recovered', existing),
+            userId: existing.userId,
           },
           m,
         );

@@ -64,10 +64,10 @@ export class EventsController {
   @ApiRoute(
     'redeliverEvent',
     'Deliver one event again, under the same webhook-id',
-    '`conflict` when the tenant has no eventsTargetUrl, or it is disabled after a 410 Gone.',
+    "`conflict` when the tenant has no eventsTargetUrl, or it is disabled after a 410 Gone; `event_expired` (410) when the event is older than the tenant's retention (`eventRetentionDays`).",
   )
   @ApiAcceptedResponse({ type: RedeliveredDto })
-  @ApiErrors('unauthorized', 'tenant_not_found', 'event_not_found', 'conflict')
+  @ApiErrors('unauthorized', 'tenant_not_found', 'event_not_found', 'conflict', 'event_expired')
   async redeliver(@Param('tenantId') tenantId: string, @Param('eventId', eventIdPipe) eventId: string): Promise<RedeliveredDto> {
     await this.events.redeliver(tenantId, eventId);
     return { id: eventId };

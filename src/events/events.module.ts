@@ -2,6 +2,8 @@ import { Module } from '@nestjs/common';
 import { TenantsModule } from '../tenants/tenants.module.js';
 import { EventDeliveryService } from './event-delivery.service.js';
 import { EventsController } from './events.controller.js';
+import { EventPartitions } from './event-partitions.js';
+import { EventsRemoval } from './events-removal.repository.js';
 import { EventsRepository } from './events.repository.js';
 import { EventsService } from './events.service.js';
 
@@ -12,7 +14,7 @@ import { EventsService } from './events.service.js';
 @Module({
   imports: [TenantsModule],
   controllers: [EventsController],
-  providers: [EventsRepository, EventsService, EventDeliveryService],
-  exports: [EventsRepository, EventDeliveryService],
+  providers: [EventsRepository, EventsRemoval, EventPartitions, EventsService, EventDeliveryService],
+  exports: [EventsRepository, EventsRemoval, EventPartitions, EventDeliveryService],
 })
 export class EventsModule {}

@@ -1,7 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import { v7 as timeOrderedUuid } from 'uuid';
+import { Clock } from '../common/clock.js';
 import { LOCKS, withAdvisoryLock } from '../database/advisory-lock.js';
 import { preparedQuery } from '../database/pg-pool.js';
 import { currentTraceparent } from '../ops/tracing.js';
@@ -32,6 +33,8 @@ export interface NewEvent {
   receiverId?: string | null;
   /** The trace that received or created it (ops/tracing.ts); `record` takes the one in progress. */
   traceparent?: string | null;
+  /** The partner's end user it is about (a user connection's events), for erasure; null: nobody's. */
+  userId?: string | null;
 }
 
 /**
@@ -67,7 +70,10 @@ export interface StoredEvent {
 
 @Injectable()
 export class EventsRepository {
-  constructor(@InjectDataSource() private readonly db: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    private readonly clock: Clock,
+  ) {}
 
   /** Runs the job queue's schema set-up one instance at a time (pg-boss deadlocks when two start together). */
   withQueueSetupLock<T>(work: () => Promise<T>): Promise<T> {
@@ -79,7 +85,8 @@ export class EventsRepository {
    * both commit together (or neither does).
    */
   async record(event: NewEvent, manager?: EntityManager): Promise<void> {
-    const id = randomUUID();
+    // Time-ordered, like inbound ids: an id names its time, so a redelivery of one past every window is 410.
+    const id = timeOrderedUuid();
     const stored = await this.insert(manager ?? this.db.manager, [
       { ...event, id, traceparent: event.traceparent ?? currentTraceparent() },
     ]);
@@ -93,15 +100,18 @@ export class EventsRepository {
   async recordMany(events: Array<NewEvent & { id: string }>): Promise<Map<string, DeliveryState>> {
     // A named prepared statement: each pooled connection parses and plans it once, not once per group.
     const rows = await preparedQuery<{ id: string; delivery_state: DeliveryState }>(this.db, {
-      name: 'cws_events_record',
+      name: 'cws_events_record_2',
       text: INSERT_EVENTS,
-      values: insertParams(events),
+      values: insertParams(events, this.clock.now()),
     });
     return new Map(rows.map((r) => [r.id, r.delivery_state]));
   }
 
   private async insert(runner: EntityManager, events: Array<NewEvent & { id: string }>): Promise<Map<string, DeliveryState>> {
-    const rows = (await runner.query(INSERT_EVENTS, insertParams(events))) as Array<{ id: string; delivery_state: DeliveryState }>;
+    const rows = (await runner.query(INSERT_EVENTS, insertParams(events, this.clock.now()))) as Array<{
+      id: string;
+      delivery_state: DeliveryState;
+    }>;
     return new Map(rows.map((r) => [r.id, r.delivery_state]));
   }
 
@@ -114,10 +124,10 @@ export class EventsRepository {
    * A transaction of another database (running now, per pg_stat_activity) can write no row here and does
    * not hold the mark back; one whose database is unknown (it ended meanwhile) does, for this read only.
    */
-  async listAfter(tenantId: string, after: EventPosition, limit: number): Promise<StoredEvent[]> {
+  async listAfter(tenantId: string, after: EventPosition, limit: number, keptSince: Date): Promise<StoredEvent[]> {
     const rows = (await this.db.query(
       `SELECT e.* FROM events e
-        WHERE e.tenant_id = $1 AND (e.writer_xid, e.seq) > ($2::xid8, $3::bigint)
+        WHERE e.tenant_id = $1 AND (e.writer_xid, e.seq) > ($2::xid8, $3::bigint) AND e.received_at >= $5
           AND e.writer_xid < (
             SELECT LEAST(pg_snapshot_xmax(s), (
                      SELECT min(x) FROM pg_snapshot_xip(s) x
@@ -126,7 +136,7 @@ export class EventsRepository {
                                WHERE a.backend_xid IS NOT NULL AND a.datname <> current_database())))
               FROM pg_current_snapshot() s)
         ORDER BY e.writer_xid, e.seq LIMIT $4`,
-      [tenantId, after.writerXid, after.seq, limit],
+      [tenantId, after.writerXid, after.seq, limit, keptSince],
     )) as Array<Record<string, unknown>>;
     return rows.map(toEvent);
   }
@@ -211,14 +221,14 @@ export class EventsRepository {
     ]);
   }
 
-  /** The attempts of one of the tenant's events, oldest first; null when the tenant has no such event. */
-  async listAttempts(tenantId: string, eventId: string): Promise<DeliveryAttempt[] | null> {
+  /** The attempts of one of the tenant's events kept since `keptSince`, oldest first; null when the tenant has no such event. */
+  async listAttempts(tenantId: string, eventId: string, keptSince: Date): Promise<DeliveryAttempt[] | null> {
     const rows = (await this.db.query(
       `SELECT e.id AS event_id, a.at, a.status, a.duration_ms, a.error
-         FROM events e LEFT JOIN event_attempts a ON a.event_id = e.id
-        WHERE e.tenant_id = $1 AND e.id = $2
+         FROM events e LEFT JOIN event_attempts a ON a.event_id = e.id AND a.at >= e.received_at
+        WHERE e.tenant_id = $1 AND e.id = $2 AND e.received_at >= $3
         ORDER BY a.id`,
-      [tenantId, eventId],
+      [tenantId, eventId, keptSince],
     )) as Array<{ at: Date | null; status: number | null; duration_ms: number | null; error: string | null }>;
     if (rows.length === 0) return null;
     return rows
@@ -229,18 +239,23 @@ export class EventsRepository {
   /**
    * Delivers one of the tenant's events again (same id, so the partner can de-duplicate): it becomes pending,
    * with a fresh retry span, and the relay queues it. An event on its way already is left as it is.
-   * Answers null for an unknown event, else whether it was queued now.
+   * Answers `queued`, `pending` (on its way already), `expired` (received before `keptSince`: kept no longer,
+   * whether or not its row is removed yet, or an id whose time is before it) or `unknown`.
    */
-  async redeliverOne(tenantId: string, eventId: string): Promise<boolean | null> {
+  async redeliverOne(tenantId: string, eventId: string, keptSince: Date): Promise<'queued' | 'pending' | 'expired' | 'unknown'> {
     const [rows] = (await this.db.query(
       `UPDATE events e SET delivery_state = 'pending', enqueued_at = NULL, next_attempt_at = now(), retry_from = now()
-        WHERE e.tenant_id = $1 AND e.id = $2 AND e.delivery_state <> 'pending'
+        WHERE e.tenant_id = $1 AND e.id = $2 AND e.delivery_state <> 'pending' AND e.received_at >= $3
         RETURNING e.id`,
-      [tenantId, eventId],
+      [tenantId, eventId, keptSince],
     )) as [Array<{ id: string }>, number];
-    if (rows.length === 1) return true;
-    const exists = (await this.db.query(`SELECT 1 FROM events WHERE tenant_id = $1 AND id = $2`, [tenantId, eventId])) as unknown[];
-    return exists.length === 1 ? false : null;
+    if (rows.length === 1) return 'queued';
+    const found = (await this.db.query(`SELECT received_at FROM events WHERE tenant_id = $1 AND id = $2`, [tenantId, eventId])) as Array<{
+      received_at: Date;
+    }>;
+    if (found[0]) return found[0].received_at < keptSince ? 'expired' : 'pending';
+    const minted = timeOfId(eventId);
+    return minted !== null && minted < keptSince ? 'expired' : 'unknown';
   }
 
   /**
@@ -255,7 +270,9 @@ export class EventsRepository {
     states: readonly DeliveryState[],
     max: number,
     maxPending: number,
+    keptSince: Date,
   ): Promise<{ queued: number; left: number }> {
+    if (since < keptSince) since = keptSince;
     return this.db.transaction(async (m) => {
       // Serialises bulk redeliveries of one tenant, so the room computed below is not spent twice.
       await m.query(`SELECT pg_advisory_xact_lock(hashtextextended('events-redeliver:' || $1, 0))`, [tenantId]);
@@ -290,20 +307,30 @@ export class EventsRepository {
   }
 }
 
-/** Inserts events in the given order; a row whose tenant no longer exists is left out (the join). */
-const INSERT_EVENTS = `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, traceparent, delivery_state, next_attempt_at)
-  SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, p.payload, v.traceparent,
+/**
+ * Inserts events in the given order, received at $8 (the service's clock: the day partition it lands in); a row
+ * whose tenant no longer exists or is deleted is left out (the join).
+ */
+const INSERT_EVENTS = `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, traceparent, user_id, received_at, delivery_state, next_attempt_at)
+  SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, p.payload, v.traceparent, v.user_id, $8::timestamptz,
          CASE WHEN t.events_target_url IS NULL OR t.events_target_disabled THEN 'no_target'
               WHEN t.event_types IS NOT NULL AND NOT (t.event_types ? v.type) THEN 'filtered'
               ELSE 'pending' END, now()
-    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
-         WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, traceparent, ord)
+    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[], $9::text[])
+         WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, traceparent, user_id, ord)
     JOIN jsonb_array_elements($7::jsonb) WITH ORDINALITY AS p(payload, ord) ON p.ord = v.ord
-    JOIN tenants t ON t.id = v.tenant_id
+    JOIN tenants t ON t.id = v.tenant_id AND t.deleted_at IS NULL
    ORDER BY v.ord
   RETURNING id, delivery_state`;
 
-function insertParams(events: Array<NewEvent & { id: string }>): unknown[] {
+/** When a time-ordered (v7) id was minted; null for any other id. */
+export function timeOfId(id: string): Date | null {
+  const hex = id.replaceAll('-', '');
+  if (!/^[0-9a-f]{12}7[0-9a-f]{19}$/i.test(hex)) return null;
+  return new Date(parseInt(hex.slice(0, 12), 16));
+}
+
+function insertParams(events: Array<NewEvent & { id: string }>, receivedAt: Date): unknown[] {
   return [
     events.map((e) => e.id),
     events.map((e) => e.tenantId),
@@ -313,6 +340,8 @@ function insertParams(events: Array<NewEvent & { id: string }>): unknown[] {
     events.map((e) => e.traceparent ?? null),
     // One JSON array of the payloads: no array-literal escaping of every payload's quotes on the way.
     `[${events.map((e) => e.payloadJson ?? JSON.stringify(e.payload ?? null)).join(',')}]`,
+    receivedAt,
+    events.map((e) => e.userId ?? null),
   ];
 }
 

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
+import type { TenantEntity } from '../tenants/tenant.entity.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { EventDeliveryService } from './event-delivery.service.js';
 import { type DeliveryAttempt, type DeliveryState, type EventPosition, EventsRepository, type StoredEvent } from './events.repository.js';
@@ -29,33 +30,46 @@ export class EventsService {
 
   /** Every delivery attempt of one of the tenant's events, oldest first. */
   async attempts(tenantId: string, eventId: string): Promise<DeliveryAttempt[]> {
-    await this.tenants.get(tenantId);
-    const attempts = await this.events.listAttempts(tenantId, eventId);
+    const tenant = await this.tenants.get(tenantId);
+    const attempts = await this.events.listAttempts(tenantId, eventId, this.tenants.keptSince(tenant));
     if (!attempts) throw eventNotFound();
     return attempts;
   }
 
-  /** Delivers one event again, under its own id (webhook-id), whatever its state; one on its way already stays as it is. */
+  /**
+   * Delivers one event again, under its own id (webhook-id), whatever its state; one on its way already stays as
+   * it is. One past the tenant's window is `event_expired`, whether or not its row is removed yet.
+   */
   async redeliver(tenantId: string, eventId: string): Promise<void> {
-    await this.requireTarget(tenantId);
-    const queued = await this.events.redeliverOne(tenantId, eventId);
-    if (queued === null) throw eventNotFound();
-    if (queued) this.delivery.kick();
+    const tenant = await this.requireTarget(tenantId);
+    const outcome = await this.events.redeliverOne(tenantId, eventId, this.tenants.keptSince(tenant));
+    if (outcome === 'unknown') throw eventNotFound();
+    if (outcome === 'expired')
+      throw new AppError('event_expired', `The event is older than the tenant's retention (${this.tenants.retentionDaysOf(tenant)} days).`);
+    if (outcome === 'queued') this.delivery.kick();
   }
 
   /** Delivers again the events received since `since` in `state` (bounded: see REDELIVER_PER_CALL and REDELIVER_MAX_PENDING). */
   async redeliverSince(tenantId: string, since: Date, state: RedeliverState): Promise<{ queued: number; remaining: number }> {
-    await this.requireTarget(tenantId);
-    const { queued, left } = await this.events.redeliverSince(tenantId, since, STATES_OF[state], REDELIVER_PER_CALL, REDELIVER_MAX_PENDING);
+    const tenant = await this.requireTarget(tenantId);
+    const { queued, left } = await this.events.redeliverSince(
+      tenantId,
+      since,
+      STATES_OF[state],
+      REDELIVER_PER_CALL,
+      REDELIVER_MAX_PENDING,
+      this.tenants.keptSince(tenant),
+    );
     if (queued > 0) this.delivery.kick();
     return { queued, remaining: left };
   }
 
-  private async requireTarget(tenantId: string): Promise<void> {
+  private async requireTarget(tenantId: string): Promise<TenantEntity> {
     const tenant = await this.tenants.get(tenantId);
     if (!tenant.eventsTargetUrl) throw new AppError('conflict', 'The tenant has no eventsTargetUrl: there is nowhere to deliver to.');
     if (tenant.eventsTargetDisabled)
       throw new AppError('conflict', 'The events target answered 410 Gone and is disabled: set eventsTargetUrl again first.');
+    return tenant;
   }
 
   /** A page of the tenant's events in the order they were recorded; `next` continues after the last one. */
@@ -68,8 +82,8 @@ export class EventsService {
     const size = limit === undefined ? DEFAULT_PAGE : Number(limit);
     if (!Number.isInteger(size) || size < 1 || size > MAX_PAGE)
       throw new AppError('validation_failed', `limit must be an integer between 1 and ${MAX_PAGE}.`);
-    await this.tenants.get(tenantId);
-    const events = await this.events.listAfter(tenantId, from, size);
+    const tenant = await this.tenants.get(tenantId);
+    const events = await this.events.listAfter(tenantId, from, size, this.tenants.keptSince(tenant));
     const last = events.at(-1);
     return { events, next: last ? encodeCursor(last) : (after ?? null) };
   }

@@ -45,6 +45,14 @@ export class TenantEntity {
   @Column({ name: 'events_target_disabled', type: 'boolean', default: false })
   eventsTargetDisabled: boolean;
 
+  /** How many days its events and their attempts are kept; null: EVENT_RETENTION_DAYS. */
+  @Column({ name: 'event_retention_days', type: 'integer', nullable: true })
+  eventRetentionDays: number | null;
+
+  /** Set by DELETE: the tenant is gone for every caller at once; its rows are removed in the background. */
+  @Column({ name: 'deleted_at', type: 'timestamptz', nullable: true })
+  deletedAt: Date | null;
+
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt: Date;
 

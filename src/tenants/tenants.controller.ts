@@ -38,7 +38,7 @@ export class TenantsController {
   @ApiCreatedResponse({ type: CreatedTenantResponseDto })
   async create(@Body() dto: CreateTenantDto): Promise<CreatedTenantResponseDto> {
     const { tenant, eventsSecret } = await this.tenants.create(dto);
-    return { ...TenantResponseDto.from(tenant), eventsSecret };
+    return { ...TenantResponseDto.from(tenant, this.tenants.retentionDaysOf(tenant)), eventsSecret };
   }
 
   @Get()
@@ -47,7 +47,7 @@ export class TenantsController {
   @ApiErrors('unauthorized', 'forbidden')
   @ApiOkResponse({ type: [TenantResponseDto] })
   async list(): Promise<TenantResponseDto[]> {
-    return (await this.tenants.list()).map(TenantResponseDto.from);
+    return (await this.tenants.list()).map((t) => TenantResponseDto.from(t, this.tenants.retentionDaysOf(t)));
   }
 
   @Get(':tenantId')
@@ -55,7 +55,8 @@ export class TenantsController {
   @ApiErrors('unauthorized', 'tenant_not_found')
   @ApiOkResponse({ type: TenantResponseDto })
   async get(@Param('tenantId') tenantId: string): Promise<TenantResponseDto> {
-    return TenantResponseDto.from(await this.tenants.get(tenantId));
+    const tenant = await this.tenants.get(tenantId);
+    return TenantResponseDto.from(tenant, this.tenants.retentionDaysOf(tenant));
   }
 
   @Patch(':tenantId')
@@ -65,7 +66,8 @@ export class TenantsController {
   @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_not_found')
   @ApiOkResponse({ type: TenantResponseDto })
   async update(@Param('tenantId') tenantId: string, @Body() dto: UpdateTenantDto): Promise<TenantResponseDto> {
-    return TenantResponseDto.from(await this.tenants.update(tenantId, dto));
+    const tenant = await this.tenants.update(tenantId, dto);
+    return TenantResponseDto.from(tenant, this.tenants.retentionDaysOf(tenant));
   }
 
   @Delete(':tenantId')
@@ -74,7 +76,10 @@ export class TenantsController {
   @HttpCode(204)
   @ApiRoute('deleteTenant', 'Delete a tenant and everything it owns')
   @ApiErrors('unauthorized', 'forbidden', 'tenant_not_found')
-  @ApiNoContentResponse({ description: 'The tenant and everything it owns (connections and their tokens, keys, events) are gone.' })
+  @ApiNoContentResponse({
+    description:
+      'The tenant is gone at once (404 on every route, its keys refused); everything it owns (connections and their tokens, sessions, keys, events, attempts) is removed in the background in small batches that never block other tenants.',
+  })
   async delete(@Param('tenantId') tenantId: string): Promise<void> {
     await this.tenants.delete(tenantId);
   }

@@ -15,6 +15,6 @@ import { TenantsService } from './tenants.service.js';
   imports: [VaultModule, TypeOrmModule.forFeature([TenantEntity, TenantApiKeyEntity]), ChangesModule],
   controllers: [TenantsController],
   providers: [TenantsRepository, TenantApiKeysRepository, TenantsService, ApiKeysService, ApiKeyCache],
-  exports: [TenantsService, ApiKeysService],
+  exports: [TenantsService, ApiKeysService, TenantsRepository, TenantApiKeysRepository],
 })
 export class TenantsModule {}

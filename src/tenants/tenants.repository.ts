@@ -1,22 +1,23 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { Repository } from 'typeorm';
+import { IsNull, Not, Repository } from 'typeorm';
 import { TenantEntity } from './tenant.entity.js';
 
 @Injectable()
 export class TenantsRepository {
   constructor(@InjectRepository(TenantEntity) private readonly repo: Repository<TenantEntity>) {}
 
+  /** A tenant that is not deleted (a deleted one is gone for every caller, while its rows are removed). */
   getById(id: string): Promise<TenantEntity | null> {
-    return this.repo.findOneBy({ id });
+    return this.repo.findOneBy({ id, deletedAt: IsNull() });
   }
 
   exists(id: string): Promise<boolean> {
-    return this.repo.existsBy({ id });
+    return this.repo.existsBy({ id, deletedAt: IsNull() });
   }
 
   list(): Promise<TenantEntity[]> {
-    return this.repo.find({ order: { createdAt: 'ASC', id: 'ASC' } });
+    return this.repo.find({ where: { deletedAt: IsNull() }, order: { createdAt: 'ASC', id: 'ASC' } });
   }
 
   /** Inserts; returns false when the id is taken. */
@@ -39,6 +40,7 @@ export class TenantsRepository {
         | 'eventsSecretPrevUntil'
         | 'eventTypes'
         | 'eventsTargetDisabled'
+        | 'eventRetentionDays'
       >
     >,
   ): Promise<TenantEntity | null> {
@@ -57,8 +59,45 @@ export class TenantsRepository {
     return (result.affected ?? 0) > 0;
   }
 
-  async delete(id: string): Promise<boolean> {
-    const result = await this.repo.delete({ id });
+  /** Marks the tenant deleted; false when there is no such tenant (or it is deleted already). */
+  async markDeleted(id: string, at: Date): Promise<boolean> {
+    const result = await this.repo.update({ id, deletedAt: IsNull() }, { deletedAt: at });
     return (result.affected ?? 0) > 0;
+  }
+
+  /** Tenants marked deleted whose rows are still being removed, oldest deletion first. */
+  async listDeleted(limit: number): Promise<string[]> {
+    const rows = await this.repo
+      .createQueryBuilder('t')
+      .select('t.id', 'id')
+      .where('t.deleted_at IS NOT NULL')
+      .orderBy('t.deleted_at')
+      .limit(limit)
+      .getRawMany<{ id: string }>();
+    return rows.map((r) => r.id);
+  }
+
+  /**
+   * The last step of a deletion: the tenant's row, once its rows elsewhere are gone (the foreign keys' cascade
+   * then finds at most what a previous release wrote meanwhile).
+   */
+  async removeDeleted(id: string): Promise<void> {
+    await this.repo.delete({ id, deletedAt: Not(IsNull()) });
+  }
+
+  /** The longest event retention window of any tenant (deleted ones included: their rows go anyway); null: none set its own. */
+  async longestRetention(): Promise<number | null> {
+    const rows = (await this.repo.query(`SELECT max(event_retention_days) AS days FROM tenants`)) as Array<{ days: number | null }>;
+    return rows[0]?.days ?? null;
+  }
+
+  /** Live tenants whose window (their own, else `defaultDays`) is shorter than `keptDays`: their older events are swept. */
+  async withRetentionBelow(defaultDays: number, keptDays: number): Promise<Array<{ id: string; days: number }>> {
+    const rows = (await this.repo.query(
+      `SELECT id, coalesce(event_retention_days, $1)::int AS days FROM tenants
+        WHERE deleted_at IS NULL AND coalesce(event_retention_days, $1) < $2 ORDER BY id`,
+      [defaultDays, keptDays],
+    )) as Array<{ id: string; days: number }>;
+    return rows.map((r) => ({ id: r.id, days: Number(r.days) }));
   }
 }

@@ -9,6 +9,7 @@ import { TokenVault, type SealedRef } from '../vault/token-vault.service.js';
 import type { CreateTenantDto, UpdateTenantDto } from './dto/tenant.dto.js';
 import { ApiKeyCache } from './api-key-cache.js';
 import { TenantEntity } from './tenant.entity.js';
+import { TenantApiKeysRepository } from './tenant-api-keys.repository.js';
 import { TenantsRepository } from './tenants.repository.js';
 
 @Injectable()
@@ -20,6 +21,7 @@ export class TenantsService {
     private readonly clock: Clock,
     private readonly environments: Environments,
     private readonly keyCache: ApiKeyCache,
+    private readonly keys: TenantApiKeysRepository,
   ) {}
 
   async create(dto: CreateTenantDto): Promise<{ tenant: TenantEntity; eventsSecret: string }> {
@@ -41,6 +43,8 @@ export class TenantsService {
         eventsSecretPrevUntil: null,
         eventTypes: dto.eventTypes ?? null,
         eventsTargetDisabled: false,
+        eventRetentionDays: dto.eventRetentionDays ?? null,
+        deletedAt: null,
         createdAt: now,
         updatedAt: now,
       });
@@ -73,14 +77,32 @@ export class TenantsService {
       changes.eventsTargetDisabled = false;
     }
     if (dto.eventTypes !== undefined) changes.eventTypes = dto.eventTypes;
+    if (dto.eventRetentionDays !== undefined) changes.eventRetentionDays = dto.eventRetentionDays;
     const updated = Object.keys(changes).length ? await this.repo.update(id, changes) : await this.repo.getById(id);
     if (!updated) throw new AppError('tenant_not_found', 'No such tenant.');
     return updated;
   }
 
+  /**
+   * Deletes a tenant: from this moment it answers 404 and its keys are revoked; its rows (connections and their
+   * tokens, sessions, receivers, events, attempts) are removed in the background in small batches
+   * (retention/tenant-purge.ts), so no transaction holds locks other tenants need.
+   */
   async delete(id: string): Promise<void> {
-    if (!(await this.repo.delete(id))) throw new AppError('tenant_not_found', 'No such tenant.');
+    const now = this.clock.now();
+    if (!(await this.repo.markDeleted(id, now))) throw new AppError('tenant_not_found', 'No such tenant.');
+    await this.keys.revokeAll(id, now);
     this.keyCache.dropTenant(id);
+  }
+
+  /** How many days the tenant's events are kept: its own window, else EVENT_RETENTION_DAYS. */
+  retentionDaysOf(tenant: Pick<TenantEntity, 'eventRetentionDays'>): number {
+    return tenant.eventRetentionDays ?? this.config.events.retentionDays;
+  }
+
+  /** The oldest receipt time of the tenant's events that are still kept (older ones are expired, even before removal). */
+  keptSince(tenant: Pick<TenantEntity, 'eventRetentionDays'>): Date {
+    return new Date(this.clock.now().getTime() - this.retentionDaysOf(tenant) * 86_400_000);
   }
 
   /**

@@ -8,6 +8,8 @@ export interface Tenant {
   allowedReturnUrls: string[];
   eventsTargetUrl: string | null;
   eventsTargetDisabled?: boolean;
+  /** Days its events and their attempts are kept (its own window, else EVENT_RETENTION_DAYS). */
+  eventRetentionDays: number;
   createdAt: string;
 }
 

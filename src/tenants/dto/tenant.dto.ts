@@ -46,6 +46,14 @@ const EventTypesField = () =>
     }),
   );
 
+const RETENTION_DOC: ApiPropertyOptions = {
+  type: Number,
+  minimum: 1,
+  maximum: 400,
+  description:
+    'How many days its events and their delivery attempts are kept (then they are not listed, not redeliverable, and removed); omitted: EVENT_RETENTION_DAYS (30 by default).',
+};
+
 export class CreateTenantDto {
   @ApiPropertyOptional({ description: 'A slug; generated from the name when omitted.', example: 'acme-legal' })
   @IsOptional()
@@ -87,6 +95,13 @@ export class CreateTenantDto {
 
   @EventTypesField()
   eventTypes?: string[] | null;
+
+  @ApiPropertyOptional(RETENTION_DOC)
+  @IsOptional()
+  @IsInt()
+  @Min(1)
+  @Max(400)
+  eventRetentionDays?: number;
 }
 
 export class UpdateTenantDto {
@@ -122,6 +137,17 @@ export class UpdateTenantDto {
 
   @EventTypesField()
   eventTypes?: string[] | null;
+
+  @ApiPropertyOptional({
+    ...RETENTION_DOC,
+    nullable: true,
+    description: `${RETENTION_DOC.description} null: back to EVENT_RETENTION_DAYS.`,
+  })
+  @ValidateIf((_, v) => v !== null && v !== undefined)
+  @IsInt()
+  @Min(1)
+  @Max(400)
+  eventRetentionDays?: number | null;
 }
 
 export class RotateEventsSecretDto {
@@ -149,10 +175,17 @@ export class TenantResponseDto {
   @ApiProperty({ description: 'The target answered 410 Gone: nothing is delivered until eventsTargetUrl is set again.' })
   eventsTargetDisabled: boolean;
   @ApiProperty(EVENT_TYPES_DOC) eventTypes: string[] | null;
+  @ApiProperty({
+    minimum: 1,
+    maximum: 400,
+    description: 'How many days its events and their attempts are kept (its own window, else EVENT_RETENTION_DAYS).',
+  })
+  eventRetentionDays: number;
   @ApiProperty() createdAt: string;
   @ApiProperty() updatedAt: string;
 
-  static from(t: TenantEntity): TenantResponseDto {
+  /** `retentionDays`: the tenant's window in effect (TenantsService.retentionDaysOf). */
+  static from(t: TenantEntity, retentionDays: number): TenantResponseDto {
     return {
       id: t.id,
       name: t.name,
@@ -162,6 +195,7 @@ export class TenantResponseDto {
       eventsTargetUrl: t.eventsTargetUrl,
       eventsTargetDisabled: t.eventsTargetDisabled,
       eventTypes: t.eventTypes,
+      eventRetentionDays: retentionDays,
       createdAt: t.createdAt.toISOString(),
       updatedAt: t.updatedAt.toISOString(),
     };

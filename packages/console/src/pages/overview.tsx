@@ -109,6 +109,7 @@ export function Overview() {
                 <th scope="col">Environment</th>
                 <th scope="col">Design</th>
                 <th scope="col">Events target</th>
+                <th scope="col">Events kept</th>
                 <th scope="col">Created</th>
                 <th scope="col">Open</th>
               </tr>
@@ -122,6 +123,7 @@ export function Overview() {
                   <td>{t.environment}</td>
                   <td>{t.design}</td>
                   <td>{t.eventsTargetUrl ? (t.eventsTargetDisabled ? 'disabled (410 Gone)' : t.eventsTargetUrl) : 'none'}</td>
+                  <td>{t.eventRetentionDays === 1 ? '1 day' : `${t.eventRetentionDays} days`}</td>
                   <td>{when(t.createdAt)}</td>
                   <td>
                     <div className="links">

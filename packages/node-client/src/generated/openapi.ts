@@ -397,7 +397,7 @@ export interface paths {
         put?: never;
         /**
          * Deliver one event again, under the same webhook-id
-         * @description `conflict` when the tenant has no eventsTargetUrl, or it is disabled after a 410 Gone.
+         * @description `conflict` when the tenant has no eventsTargetUrl, or it is disabled after a 410 Gone; `event_expired` (410) when the event is older than the tenant's retention (`eventRetentionDays`).
          */
         post: operations["redeliverEvent"];
         delete?: never;
@@ -488,6 +488,26 @@ export interface paths {
          * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
          */
         patch: operations["facadeProxy_patch"];
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/users/{userId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Erase one of the partner's end users
+         * @description Their connections (sealed tokens destroyed; the upstream's spec shows no revocation, so none is sent), renewal history, connect sessions, and the events attributed to them with their delivery attempts are gone when this answers; the tenant's target then gets a `user.erased` event carrying counts, no personal data. Idempotent: erasing again answers 204 too.
+         */
+        delete: operations["eraseUser"];
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/tenants/{tenantId}/webhooks": {
@@ -754,6 +774,8 @@ export interface components {
             design: "admin" | "users" | "admin+users";
             /** @enum {string} */
             environment: "na" | "eu" | "demo" | "sandbox";
+            /** @description How many days its events and their attempts are kept (its own window, else EVENT_RETENTION_DAYS). */
+            eventRetentionDays: number;
             /** @description The secret that signs events (whsec_…). Shown only here and on rotation. */
             eventsSecret: string;
             /** @description The target answered 410 Gone: nothing is delivered until eventsTargetUrl is set again. */
@@ -786,6 +808,8 @@ export interface components {
             design?: "admin" | "users" | "admin+users";
             /** @enum {string} */
             environment: "na" | "eu" | "demo" | "sandbox";
+            /** @description How many days its events and their delivery attempts are kept (then they are not listed, not redeliverable, and removed); omitted: EVENT_RETENTION_DAYS (30 by default). */
+            eventRetentionDays?: number;
             /** @description Where events are delivered, signed (Standard Webhooks). */
             eventsTargetUrl?: string;
             /**
@@ -962,6 +986,8 @@ export interface components {
             design: "admin" | "users" | "admin+users";
             /** @enum {string} */
             environment: "na" | "eu" | "demo" | "sandbox";
+            /** @description How many days its events and their attempts are kept (its own window, else EVENT_RETENTION_DAYS). */
+            eventRetentionDays: number;
             /** @description The target answered 410 Gone: nothing is delivered until eventsTargetUrl is set again. */
             eventsTargetDisabled: boolean;
             eventsTargetUrl: string | null;
@@ -981,6 +1007,8 @@ export interface components {
             allowedReturnUrls?: string[];
             /** @enum {string} */
             design?: "admin" | "users" | "admin+users";
+            /** @description How many days its events and their delivery attempts are kept (then they are not listed, not redeliverable, and removed); omitted: EVENT_RETENTION_DAYS (30 by default). null: back to EVENT_RETENTION_DAYS. */
+            eventRetentionDays?: number | null;
             /** @description null stops event delivery. Setting it (even to the same URL) delivers again to a target that answered 410 Gone. */
             eventsTargetUrl?: string | null;
             /**
@@ -1502,7 +1530,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The tenant and everything it owns (connections and their tokens, keys, events) are gone. */
+            /** @description The tenant is gone at once (404 on every route, its keys refused); everything it owns (connections and their tokens, sessions, keys, events, attempts) is removed in the background in small batches that never block other tenants. */
             204: {
                 headers: {
                     [name: string]: unknown;
@@ -2328,6 +2356,15 @@ export interface operations {
             };
             /** @description `conflict` */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `event_expired` */
+            410: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3625,6 +3662,54 @@ export interface operations {
                             requestId: string;
                         };
                     };
+                };
+            };
+        };
+    };
+    eraseUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                tenantId: string;
+                userId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Everything of that user is gone. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
         };
