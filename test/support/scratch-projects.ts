@@ -16,7 +16,7 @@ const [step, connectionId] = process.argv.slice(2);
 if (step === 'session') {
   const session = await client.createConnectSession({ kind: 'user', userId: env('CWS_USER'), returnUrl: env('RETURN_URL') });
   console.log(JSON.stringify({ connectUrl: session.connectUrl }));
-} else {
+} else if (step === 'check') {
   const connection = await client.getConnection(connectionId);
   const delivery = JSON.parse(readFileSync(env('EVENT_FILE'), 'utf8'));
   const event = ${verified};
@@ -63,6 +63,7 @@ ${steps(`verifyEvent(delivery.headers, delivery.raw, env('CWS_EVENTS_SECRET')) s
   'cjs/main.js': `// @ts-check
 const { readFileSync } = require('node:fs');
 const { CwsConnectClient, EventVerificationError, verifyEvent } = require('@cws-connect/node-client');
+const { CwsConnectError, resultFromUrl } = require('@cws-connect/connect-browser');
 
 /** @param {string} name */
 function env(name) {
@@ -79,6 +80,11 @@ async function typesAreStrict(client) {
 module.exports = { typesAreStrict };
 
 async function main() {${steps(`verifyEvent(delivery.headers, delivery.raw, env('CWS_EVENTS_SECRET'))`)}
+  if (step === 'returned') {
+    // The browser module's reading of a returnUrl, required (a partner's CommonJS tests do this).
+    const outcome = resultFromUrl(env('RETURN_URL') + '?status=error&error=access_denied');
+    console.log(JSON.stringify(outcome instanceof CwsConnectError ? { name: outcome.name, code: outcome.code } : outcome));
+  }
 }
 main().catch((e) => {
   console.error(e);
