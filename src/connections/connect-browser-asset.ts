@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 
 export interface BrowserAsset {
   body: Buffer;
@@ -12,10 +13,14 @@ export interface BrowserAsset {
 
 let loaded: BrowserAsset | undefined;
 
-/** The browser module (packages/connect-browser, a workspace package), read once. */
+/**
+ * The browser module (packages/connect-browser, a workspace package), read once: its ES module, the file its
+ * `import` condition names (its `require` condition names a CommonJS copy, for bundlers and tests, not browsers).
+ */
 export function connectBrowserModule(): BrowserAsset {
   if (!loaded) {
-    const body = readFileSync(createRequire(import.meta.url).resolve('@cws-connect/connect-browser'));
+    const manifest = createRequire(import.meta.url).resolve('@cws-connect/connect-browser/package.json');
+    const body = readFileSync(join(dirname(manifest), 'connect-browser.js'));
     const digest = createHash('sha256').update(body).digest('hex');
     loaded = { body, etag: `"${digest}"`, hash: digest.slice(0, 12) };
   }
