@@ -1,4 +1,4 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Post } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Post, Query } from '@nestjs/common';
 import { ApiBearerAuth, ApiBody, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
 import { uuidParam } from '../common/params.js';
@@ -12,6 +12,7 @@ import {
   RotateEventsSecretDto,
   TenantResponseDto,
   UpdateTenantDto,
+  ListTenantsQueryDto,
 } from './dto/tenant.dto.js';
 import { TenantsService } from './tenants.service.js';
 
@@ -39,11 +40,15 @@ export class TenantsController {
 
   @Get()
   @OperatorOnly()
-  @ApiRoute('listTenants', 'List the tenants')
-  @ApiErrors('unauthorized', 'forbidden')
+  @ApiRoute(
+    'listTenants',
+    'List the tenants',
+    'In creation order. With `limit`, one page of at most that many; the next page starts `after` the last id answered (a page shorter than `limit` is the last).',
+  )
+  @ApiErrors('validation_failed', 'unauthorized', 'forbidden')
   @ApiOkResponse({ type: [TenantResponseDto] })
-  async list(): Promise<TenantResponseDto[]> {
-    return (await this.tenants.list()).map(TenantResponseDto.from);
+  async list(@Query() query: ListTenantsQueryDto): Promise<TenantResponseDto[]> {
+    return (await this.tenants.list(query.limit, query.after)).map(TenantResponseDto.from);
   }
 
   @Get(':tenantId')
