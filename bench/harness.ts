@@ -281,8 +281,22 @@ export async function callgrindInstructions(pid: number, requests: number, send:
 /**
  * The heaviest self-time items of the V8 CPU profiles in `dir` (written by BENCH_PROFILE runs when the app
  * exits), each with its share of the sampled time: what holds a missed goal. `cpuUsPerOp` (the app's CPU per
- * operation in the run) turns a share into µs per operation; the profile covers the whole run, set-up included.
+ * operation in the run) turns a share into µs per operation; the profile covers the whole run, set-up included
+ * (module loading, the app's start-up, is left out).
  */
+/** Native functions a profile shows only while modules load (start-up). */
+const STARTUP_NATIVES = new Set([
+  'wrapSafe',
+  'compileSourceTextModule',
+  'compileFunction',
+  'internalModuleStat',
+  'readFileUtf8',
+  'openFileHandle',
+  'fstat',
+  'realpathSync',
+  'lstat',
+]);
+
 export function profileTop(dir: string, cpuUsPerOp: number, n = 12): string[] {
   const self = new Map<string, number>();
   let total = 0;
@@ -295,6 +309,8 @@ export function profileTop(dir: string, cpuUsPerOp: number, n = 12): string[] {
     for (const id of profile.samples) {
       const f = byId.get(id);
       if (!f || f.functionName === '(idle)' || f.functionName === '(program)') continue;
+      // The app's start-up (loading and compiling modules) is in the profile too, and is not an operation's cost.
+      if (f.url.startsWith('node:internal/modules/') || (f.url === '' && STARTUP_NATIVES.has(f.functionName))) continue;
       const where = f.url ? `${f.url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*\/dist\//, '')}:${f.lineNumber + 1}` : '';
       const key = `${f.functionName || '(anonymous)'} ${where}`.trim();
       self.set(key, (self.get(key) ?? 0) + 1);

@@ -23,6 +23,8 @@ const SECONDS = Number(process.env.SCALE_SECONDS ?? 3);
 const PAGE_SAMPLES = 100;
 /** Distinct users called once each for the cold-cache facade figure. */
 const COLD_USERS = 1000;
+/** Calls before a measured phase of the facade or of /inbound. */
+const WARMUP_CALLS = 5000;
 const CLIENT_ID = 'cws-scale';
 const CLIENT_SECRET = randomBytes(24).toString('base64url');
 
@@ -118,7 +120,7 @@ async function runSize(size: number, sandboxUrl: string): Promise<Figure[]> {
   const figures: Figure[] = [];
   const add = (name: string, unit: string, value: number, goal: string, check: Figure['check']) => {
     figures.push({ name, unit, value, goal, check });
-    console.log(`  ${name}: ${value.toFixed(unit === 'µs' || unit === 'ms' ? 1 : 0)} ${unit}`);
+    console.log(`  ${name}: ${value.toFixed(unit === 'x' ? 2 : 1)} ${unit}`);
   };
   const dbName = `cws_scale_${size}_${randomBytes(3).toString('hex')}`;
   const admin = new pg.Client({ connectionString: SERVER_URL });
@@ -193,7 +195,8 @@ async function runSize(size: number, sandboxUrl: string): Promise<Figure[]> {
 
     // Facade: warm (one user, again and again) and cold (a thousand users never called before, each once).
     const warmHeaders = { ...tk, 'x-user-id': 'u-0', accept: 'application/json' };
-    await autocannon({ url: `${base}/workflows`, headers: warmHeaders, connections: 20, duration: 1 });
+    // Warm-up by count, not time: the JIT's tiers are reached by calls, and a loaded machine serves few a second.
+    await autocannon({ url: `${base}/workflows`, headers: warmHeaders, connections: 20, amount: WARMUP_CALLS, timeout: 60 });
     let warmRate = 0;
     const warm = await cpuPerOp(db, dbName, pid, async () => {
       const r = await autocannon({ url: `${base}/workflows`, headers: warmHeaders, connections: 20, duration: SECONDS });
@@ -202,6 +205,7 @@ async function runSize(size: number, sandboxUrl: string): Promise<Figure[]> {
       return r.requests.total;
     });
     add('facade CPU per request, warm cache (app + database)', 'µs', warm.app + warm.db, '<= 1.1x', within(1.1));
+    console.log(`    app ${warm.app.toFixed(0)} + database ${warm.db.toFixed(0)} µs, ${warmRate.toFixed(0)} requests/s`);
     const bigCount = Math.floor(size / 2);
     const coldUsers = Math.min(COLD_USERS, Math.floor(bigCount / 2));
     const cold = await cpuPerOp(db, dbName, pid, async () => {
@@ -216,6 +220,7 @@ async function runSize(size: number, sandboxUrl: string): Promise<Figure[]> {
       return coldUsers;
     });
     add('facade CPU per request, cold cache (app + database)', 'µs', cold.app + cold.db, '<= 1.1x', within(1.1));
+    console.log(`    app ${cold.app.toFixed(0)} + database ${cold.db.toFixed(0)} µs, ${coldUsers} users`);
 
     // Connections pages: first and deep (the 500th, or the last there is), for each filter, p99 of PAGE_SAMPLES.
     const filters: Array<[string, string]> = [
@@ -234,7 +239,8 @@ async function runSize(size: number, sandboxUrl: string): Promise<Figure[]> {
       add(`connections page 1 (${label}) p99`, 'ms', await samples(`${base}/connections?limit=100${q}`), '<= 1.2x', within(1.2));
       let after: string | null = null;
       let depth = 1;
-      for (; depth < 500; depth++) {
+      // Follow `next` to the 500th page (or the last there is).
+      for (; depth < 499; depth++) {
         const page = JSON.parse(
           (await timed(`${base}/connections?limit=100${q}${after ? `&after=${encodeURIComponent(after)}` : ''}`, tk)).body,
         ) as {
@@ -269,7 +275,15 @@ async function runSize(size: number, sandboxUrl: string): Promise<Figure[]> {
     ]);
     const inboundUrl = `${appUrl}/inbound/${BIG_TENANT}/${receiverId}`;
     const inboundHeaders = { 'content-type': 'application/json', authorization };
-    await autocannon({ url: inboundUrl, method: 'POST', headers: inboundHeaders, body: DELIVERY_BODY, connections: 20, duration: 1 });
+    await autocannon({
+      url: inboundUrl,
+      method: 'POST',
+      headers: inboundHeaders,
+      body: DELIVERY_BODY,
+      connections: 20,
+      amount: WARMUP_CALLS,
+      timeout: 60,
+    });
     const inbound = await cpuPerOp(db, dbName, pid, async () => {
       const r = await autocannon({
         url: inboundUrl,
@@ -306,19 +320,27 @@ async function runSize(size: number, sandboxUrl: string): Promise<Figure[]> {
     });
     add('renewals/s of a due batch', '/s', DUE / dueSeconds, '>= 0.9x', atLeast(0.9));
     add('CPU per renewal (app + database)', 'µs', renewal.app + renewal.db, '<= 1.1x', within(1.1));
-    add('database CPU per renewal (claim and save)', 'µs', renewal.db, '<= 1.1x', within(1.1));
+    add('database CPU per renewal (the claim and the save)', 'µs', renewal.db, '<= 1.1x', within(1.1));
 
     // A backlog after an outage: time to renew it, and the facade's rate meanwhile against its rate alone.
+    // Only a size that holds the whole backlog (twice over: in the big tenant, after the due batch) measures it.
     const backlog = Math.min(BACKLOG, bigCount - DUE - 1);
+    const holdsBacklog = backlog === BACKLOG;
     const backlogPairs = await inParallel(backlog, 32, () => sandboxCall('alice'));
     const overdue = await makeDue(db, vaultKeys, DUE + 1, backlogPairs);
     const during = autocannon({ url: `${base}/workflows`, headers: warmHeaders, connections: 20, duration: SECONDS });
     const backlogSeconds = renewed(db, overdue.at, overdue.ids, 1800);
     const rateDuring = (await during).requests.average;
     const seconds = await backlogSeconds;
-    add(`time to renew a backlog of ${backlog}`, 's', seconds, 'linear (per connection <= 1.1x)', () => true);
-    add('backlog renewals per second', '/s', backlog / seconds, '>= 0.9x', atLeast(0.9));
-    add('facade rate during the backlog / alone', 'x', rateDuring / warmRate, '>= 0.8', (_r, v) => v >= 0.8);
+    console.log(`    backlog: ${backlog} overdue connections renewed in ${seconds.toFixed(1)} s`);
+    add(
+      'time to renew the backlog, per 1,000 overdue (linear: flat)',
+      's',
+      holdsBacklog ? (1000 * seconds) / backlog : Number.NaN,
+      '<= 1.1x',
+      within(1.1),
+    );
+    add('facade rate during the backlog / alone', 'x', holdsBacklog ? rateDuring / warmRate : Number.NaN, '>= 0.8', (_r, v) => v >= 0.8);
     add('RSS after the work above', 'MiB', rssMiB(pid), '<= +64 MiB', (_r, v, first) => v - first <= 64);
   } finally {
     await app?.stop('SIGTERM');
@@ -351,15 +373,17 @@ async function main(): Promise<void> {
     const results: Figure[][] = [];
     for (const size of SIZES) results.push(await runSize(size, sandboxUrl));
     const first = results[0];
-    console.log(`\n| figure | goal | ${SIZES.join(' | ')} | ratio ${SIZES.at(-1)} / ${SIZES[0]} | |`);
+    console.log(`\n| figure | goal | ${SIZES.join(' | ')} | ratio ${SIZES.at(-1)} / smallest | |`);
     console.log(`|---|---|${SIZES.map(() => '---:').join('|')}|---:|---|`);
     for (const f of first) {
       const values = results.map((r) => r.find((x) => x.name === f.name)?.value ?? Number.NaN);
+      // The ratio is to the smallest size that has the figure (the backlog's needs a size that holds it).
+      const base = values.find((v) => !Number.isNaN(v)) ?? Number.NaN;
       const last = results.at(-1)?.find((x) => x.name === f.name);
-      const ratio = (last?.value ?? Number.NaN) / f.value;
-      const ok = last ? last.check(ratio, last.value, f.value) : false;
+      const ratio = (last?.value ?? Number.NaN) / base;
+      const ok = last ? last.check(ratio, last.value, base) : false;
       console.log(
-        `| ${f.name} (${f.unit}) | ${f.goal} | ${values.map((v) => v.toFixed(f.unit === 'x' ? 2 : 1)).join(' | ')} | ${ratio.toFixed(2)} | ${ok ? 'met' : 'MISSED'} |`,
+        `| ${f.name} (${f.unit}) | ${f.goal} | ${values.map((v) => (Number.isNaN(v) ? 'n/a' : v.toFixed(f.unit === 'x' ? 2 : 1))).join(' | ')} | ${ratio.toFixed(2)} | ${ok ? 'met' : 'MISSED'} |`,
       );
     }
     console.log(
