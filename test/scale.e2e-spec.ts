@@ -38,11 +38,17 @@ function nodes(plan: PlanNode): PlanNode[] {
   return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
 }
 
+/** A scan of `table`, or of one of its partitions (`<table>_…`: the events tables are partitioned by day). */
+function scans(plan: PlanNode, table: string): PlanNode[] {
+  return nodes(plan).filter((n) => n['Relation Name'] === table || n['Relation Name']?.startsWith(`${table}_`));
+}
+
 /** Rows a plan read from a table: what its scans returned plus what their filters threw away. */
 function rowsRead(plan: PlanNode, table: string): number {
-  return nodes(plan)
-    .filter((n) => n['Relation Name'] === table)
-    .reduce((sum, n) => sum + ((n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0)) * (n['Actual Loops'] ?? 1), 0);
+  return scans(plan, table).reduce(
+    (sum, n) => sum + ((n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0)) * (n['Actual Loops'] ?? 1),
+    0,
+  );
 }
 
 describe('at 100k connections and 10k tenants: indexes, bounded reads, bounded caches', () => {
@@ -66,9 +72,9 @@ describe('at 100k connections and 10k tenants: indexes, bounded reads, bounded c
     }
   };
   const expectIndexed = (plan: PlanNode, table: string) => {
-    const scans = nodes(plan).filter((n) => n['Relation Name'] === table);
-    expect(scans.length).toBeGreaterThan(0);
-    for (const scan of scans) expect(scan['Node Type']).not.toBe('Seq Scan');
+    const found = scans(plan, table);
+    expect(found.length).toBeGreaterThan(0);
+    for (const scan of found) expect(scan['Node Type']).not.toBe('Seq Scan');
   };
 
   beforeAll(async () => {
@@ -159,11 +165,6 @@ describe('at 100k connections and 10k tenants: indexes, bounded reads, bounded c
         const plan = await explain(page!.sql, page!.params);
         expectIndexed(plan, 'connections');
         // One page (101 rows), and for a rare status the rows the partial index skips: never the tenant's 50,000.
-        expect({ filter, after: after !== null, read: rowsRead(plan, 'connections') }).toEqual({
-          filter,
-          after: after !== null,
-          read: expect.any(Number),
-        });
         expect(rowsRead(plan, 'connections')).toBeLessThanOrEqual(500);
       }
     }
