@@ -73,12 +73,14 @@ export function cpuMs(pid: number | undefined): number {
 
 /**
  * CPU time so far, in ms, of each PostgreSQL backend serving a database (not the server's shared processes:
- * WAL writer, checkpointer). Compare two snapshots with `databaseCpuSince`.
+ * WAL writer, checkpointer), optionally only those of one client (`applicationName`, a LIKE pattern: the app's
+ * pool names itself `cws-connect…`). Compare two snapshots with `databaseCpuSince`.
  */
-export async function databaseCpu(client: pg.Client, database: string): Promise<Map<number, number>> {
-  const r = await client.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [
-    database,
-  ]);
+export async function databaseCpu(client: pg.Client, database: string, applicationName = '%'): Promise<Map<number, number>> {
+  const r = await client.query<{ pid: number }>(
+    'SELECT pid FROM pg_stat_activity WHERE datname = $1 AND application_name LIKE $2 AND pid <> pg_backend_pid()',
+    [database, applicationName],
+  );
   return new Map(r.rows.map((row) => [row.pid, cpuMs(row.pid)]));
 }
 
@@ -274,4 +276,49 @@ export async function callgrindInstructions(pid: number, requests: number, send:
   const totals = /^totals:\s+(\d+)/m.exec(readFileSync(dumps[0], 'utf8'));
   if (!totals) throw new Error(`no totals in ${dumps[0]}`);
   return Number(totals[1]) / requests;
+}
+
+/**
+ * The heaviest self-time items of the V8 CPU profiles in `dir` (written by BENCH_PROFILE runs when the app
+ * exits), each with its share of the sampled time: what holds a missed goal. `cpuUsPerOp` (the app's CPU per
+ * operation in the run) turns a share into µs per operation; the profile covers the whole run, set-up included
+ * (module loading, the app's start-up, is left out).
+ */
+/** Native functions a profile shows only while modules load (start-up). */
+const STARTUP_NATIVES = new Set([
+  'wrapSafe',
+  'compileSourceTextModule',
+  'compileFunction',
+  'internalModuleStat',
+  'readFileUtf8',
+  'openFileHandle',
+  'fstat',
+  'realpathSync',
+  'lstat',
+]);
+
+export function profileTop(dir: string, cpuUsPerOp: number, n = 12): string[] {
+  const self = new Map<string, number>();
+  let total = 0;
+  for (const file of readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'))) {
+    const profile = JSON.parse(readFileSync(join(dir, file), 'utf8')) as {
+      nodes: Array<{ id: number; callFrame: { functionName: string; url: string; lineNumber: number } }>;
+      samples: number[];
+    };
+    const byId = new Map(profile.nodes.map((node) => [node.id, node.callFrame]));
+    for (const id of profile.samples) {
+      const f = byId.get(id);
+      if (!f || f.functionName === '(idle)' || f.functionName === '(program)') continue;
+      // The app's start-up (loading and compiling modules) is in the profile too, and is not an operation's cost.
+      if (f.url.startsWith('node:internal/modules/') || (f.url === '' && STARTUP_NATIVES.has(f.functionName))) continue;
+      const where = f.url ? `${f.url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*\/dist\//, '')}:${f.lineNumber + 1}` : '';
+      const key = `${f.functionName || '(anonymous)'} ${where}`.trim();
+      self.set(key, (self.get(key) ?? 0) + 1);
+      total++;
+    }
+  }
+  return [...self.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, n)
+    .map(([k, v]) => `${((100 * v) / total).toFixed(1).padStart(5)} %  ~${((cpuUsPerOp * v) / total).toFixed(1).padStart(5)} µs/op  ${k}`);
 }

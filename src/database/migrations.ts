@@ -16,6 +16,7 @@ import { EventTraceparent1796800000000 } from '../../migrations/1796800000000-Ev
 import { EventCommitOrder1796900000000 } from '../../migrations/1796900000000-EventCommitOrder.js';
 import { EventRetention1797000000000 } from '../../migrations/1797000000000-EventRetention.js';
 import { CreateAuditLog1797200000000 } from '../../migrations/1797200000000-CreateAuditLog.js';
+import { TenantsPaging1797300000000 } from '../../migrations/1797300000000-TenantsPaging.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
@@ -40,4 +41,5 @@ export const MIGRATIONS = [
   EventCommitOrder1796900000000,
   EventRetention1797000000000,
   CreateAuditLog1797200000000,
+  TenantsPaging1797300000000,
 ];

@@ -1,4 +1,4 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Post } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Post, Query } from '@nestjs/common';
 import { ApiBearerAuth, ApiBody, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { Audited } from '../audit/audited.decorator.js';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
@@ -13,6 +13,7 @@ import {
   RotateEventsSecretDto,
   TenantResponseDto,
   UpdateTenantDto,
+  ListTenantsQueryDto,
 } from './dto/tenant.dto.js';
 import { TenantsService } from './tenants.service.js';
 
@@ -43,11 +44,15 @@ export class TenantsController {
 
   @Get()
   @OperatorOnly()
-  @ApiRoute('listTenants', 'List the tenants')
-  @ApiErrors('unauthorized', 'forbidden')
+  @ApiRoute(
+    'listTenants',
+    'List the tenants',
+    'In creation order. With `limit`, one page of at most that many; the next page starts `after` the last id answered (a page shorter than `limit` is the last).',
+  )
+  @ApiErrors('validation_failed', 'unauthorized', 'forbidden')
   @ApiOkResponse({ type: [TenantResponseDto] })
-  async list(): Promise<TenantResponseDto[]> {
-    return (await this.tenants.list()).map((t) => TenantResponseDto.from(t, this.tenants.retentionDaysOf(t)));
+  async list(@Query() query: ListTenantsQueryDto): Promise<TenantResponseDto[]> {
+    return (await this.tenants.list(query.limit, query.after)).map((t) => TenantResponseDto.from(t, this.tenants.retentionDaysOf(t)));
   }
 
   @Get(':tenantId')

@@ -20,6 +20,17 @@ export class TenantsRepository {
     return this.repo.find({ where: { deletedAt: IsNull() }, order: { createdAt: 'ASC', id: 'ASC' } });
   }
 
+  /**
+   * At most `limit` tenants after the tenant `after` (none: from the first), in list()'s order: a keyset read
+   * on ix_tenants_created, so a page costs the same at any depth and with any number of tenants. A tenant
+   * `after` that no longer exists starts nothing: the page is empty.
+   */
+  listPage(limit: number, after: string | null): Promise<TenantEntity[]> {
+    const q = this.repo.createQueryBuilder('t').where('t.deleted_at IS NULL');
+    if (after !== null) q.andWhere('(t.created_at, t.id) > (SELECT a.created_at, a.id FROM tenants a WHERE a.id = :after)', { after });
+    return q.orderBy('t.created_at', 'ASC').addOrderBy('t.id', 'ASC').limit(limit).getMany();
+  }
+
   /** Inserts; returns false when the id is taken. */
   async insert(tenant: TenantEntity): Promise<boolean> {
     const result = await this.repo.createQueryBuilder().insert().into(TenantEntity).values(tenant).orIgnore().returning(['id']).execute();

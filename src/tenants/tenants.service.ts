@@ -54,8 +54,9 @@ export class TenantsService {
     throw new AppError('tenant_exists', 'Could not find a free id for this name; pass an explicit id.');
   }
 
-  list(): Promise<TenantEntity[]> {
-    return this.repo.list();
+  /** Every tenant, or (with `limit`) one page of them after the tenant `after`. */
+  list(limit?: number, after?: string): Promise<TenantEntity[]> {
+    return limit === undefined ? this.repo.list() : this.repo.listPage(limit, after ?? null);
   }
 
   async get(id: string): Promise<TenantEntity> {

@@ -143,6 +143,9 @@ function query(params: Record<string, string | undefined>): string {
   return s ? `?${s}` : '';
 }
 
+/** Tenants per page of the console's tenants list: the service is never asked for all of them at once. */
+export const TENANTS_PAGE = 100;
+
 export const api = {
   async resume(): Promise<boolean> {
     try {
@@ -160,7 +163,8 @@ export const api = {
     csrfToken = null;
   },
   figures: () => call<Figures>('GET', '/console/api/figures'),
-  tenants: () => call<Tenant[]>('GET', '/v1/tenants'),
+  /** One page of tenants (at most TENANTS_PAGE), after the tenant `after`. */
+  tenants: (after?: string) => call<Tenant[]>('GET', `/v1/tenants${query({ limit: String(TENANTS_PAGE), after })}`),
   tenant: (t: string) => call<Tenant>('GET', `/v1/tenants/${enc(t)}`),
   connections: (t: string, filter: Record<string, string | undefined>) =>
     call<ConnectionPage>('GET', `/v1/tenants/${enc(t)}/connections${query(filter)}`),

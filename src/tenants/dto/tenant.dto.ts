@@ -17,6 +17,7 @@ import {
   Min,
   ValidateIf,
 } from 'class-validator';
+import { Type } from 'class-transformer';
 import { ENVIRONMENT_NAMES, type EnvironmentName } from '../../config/app-config.js';
 import { DESIGNS, TENANT_ID, type Design, type TenantEntity } from '../tenant.entity.js';
 
@@ -163,6 +164,29 @@ export class RotateEventsSecretDto {
   @Min(0)
   @Max(604800)
   overlapSeconds?: number;
+}
+
+/** The most tenants one page of GET /v1/tenants answers. */
+export const MAX_TENANTS_PAGE = 500;
+
+export class ListTenantsQueryDto {
+  @ApiPropertyOptional({
+    description: `Page size, 1 to ${MAX_TENANTS_PAGE}. Without it, every tenant is answered (one array); with it, at most this many, in the same order.`,
+    minimum: 1,
+    maximum: MAX_TENANTS_PAGE,
+  })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt({ message: `limit must be an integer between 1 and ${MAX_TENANTS_PAGE}` })
+  @Min(1, { message: `limit must be an integer between 1 and ${MAX_TENANTS_PAGE}` })
+  @Max(MAX_TENANTS_PAGE, { message: `limit must be an integer between 1 and ${MAX_TENANTS_PAGE}` })
+  limit?: number;
+
+  @ApiPropertyOptional({ description: 'The id of the last tenant of the previous page: the page starts after it.' })
+  @IsOptional()
+  @IsString()
+  @Matches(TENANT_ID, { message: 'after must be a tenant id' })
+  after?: string;
 }
 
 export class TenantResponseDto {

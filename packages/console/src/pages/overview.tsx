@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useState } from 'react';
-import { api, type Figures, type Tenant } from '../api';
+import { api, TENANTS_PAGE, type Figures, type Tenant } from '../api';
 import { ErrorNote, Heading } from '../components';
 import { ms, when } from '../format';
 import { href } from '../router';
@@ -83,10 +83,19 @@ function FiguresPanel() {
 
 export function Overview() {
   const [tenants, setTenants] = useState<Tenant[] | null>(null);
+  const [more, setMore] = useState(false);
   const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    api.tenants().then(setTenants, (e: Error) => setError(`Tenants could not be read: ${e.message}`));
+  // A page at a time: with tens of thousands of tenants, the list never asks for all of them.
+  const load = useCallback((after?: string) => {
+    api.tenants(after).then(
+      (page) => {
+        setTenants((shown) => [...(after ? (shown ?? []) : []), ...page]);
+        setMore(page.length === TENANTS_PAGE);
+      },
+      (e: Error) => setError(`Tenants could not be read: ${e.message}`),
+    );
   }, []);
+  useEffect(() => load(), [load]);
   return (
     <>
       <Heading>Tenants</Heading>
@@ -142,6 +151,11 @@ export function Overview() {
               ))}
             </tbody>
           </table>
+        ) : null}
+        {tenants && more ? (
+          <button type="button" onClick={() => load(tenants.at(-1)?.id)}>
+            More tenants
+          </button>
         ) : null}
       </section>
     </>

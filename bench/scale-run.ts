@@ -1,0 +1,405 @@
+// bench/scale.ts's body (see there for the command and the environment).
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { parseVaultKeys } from '../src/config/app-config.js';
+import { freePort } from '../src/common/free-port.js';
+import { runMigrations } from '../src/database/migrate.js';
+import { TokenVault } from '../src/vault/token-vault.service.js';
+import { spawnApp, type SpawnedApp } from '../test/support/spawn-app.js';
+import { cpuMs, databaseCpu, databaseCpuSince, DELIVERY_BODY, json, ready, start } from './harness.js';
+import { BIG_TENANT, makeDue, seedConnections, seedEvents, seedTenants } from './scale-seed.js';
+
+const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const SIZES = (process.env.SCALE_SIZES ?? '1000,100000,1000000').split(',').map(Number);
+const TENANTS = Number(process.env.SCALE_TENANTS ?? 10_000);
+const DUE = Number(process.env.SCALE_DUE ?? 400);
+const BACKLOG = Number(process.env.SCALE_BACKLOG ?? 50_000);
+const SECONDS = Number(process.env.SCALE_SECONDS ?? 3);
+/** Requests per page measurement (its p99 is the second highest of them). */
+const PAGE_SAMPLES = 100;
+/** Distinct users called once each for the cold-cache facade figure. */
+const COLD_USERS = 1000;
+/** Calls before a measured phase of the facade or of /inbound. */
+const WARMUP_CALLS = 5000;
+const CLIENT_ID = 'cws-scale';
+const CLIENT_SECRET = randomBytes(24).toString('base64url');
+
+interface Pair {
+  access_token: string;
+  refresh_token: string;
+  expiresIn: number;
+}
+
+/** One figure at one size: a value and how it compares (lower is better unless `higherIsBetter`). */
+interface Figure {
+  name: string;
+  unit: string;
+  value: number;
+  goal: string;
+  /** true: the goal is on the ratio to the first size (else on the absolute difference, for RSS). */
+  check: (ratio: number, value: number, first: number) => boolean;
+}
+
+const within = (max: number) => (r: number) => r <= max;
+const atLeast = (min: number) => (r: number) => r >= min;
+
+function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : 0;
+}
+
+function p99(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(s.length * 0.99))];
+}
+
+function withDatabase(url: string, db: string): string {
+  const u = new URL(url);
+  u.pathname = `/${db}`;
+  return u.toString();
+}
+
+async function inParallel<T>(n: number, concurrency: number, work: (i: number) => Promise<T>): Promise<T[]> {
+  const out = new Array<T>(n);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, n) }, async () => {
+      while (next < n) {
+        const i = next++;
+        out[i] = await work(i);
+      }
+    }),
+  );
+  return out;
+}
+
+/** CPU of the app's process and its PostgreSQL backends over `work`, in µs per operation. */
+async function cpuPerOp(
+  db: pg.Client,
+  database: string,
+  pid: number,
+  work: () => Promise<number>,
+): Promise<{ app: number; db: number; ops: number }> {
+  const appBefore = cpuMs(pid);
+  const dbBefore = await databaseCpu(db, database, 'cws-connect%');
+  const ops = Math.max(1, await work());
+  const dbMs = databaseCpuSince(dbBefore, await databaseCpu(db, database, 'cws-connect%'));
+  return { app: ((cpuMs(pid) - appBefore) * 1000) / ops, db: (dbMs * 1000) / ops, ops };
+}
+
+async function timed(url: string, headers: Record<string, string>): Promise<{ ms: number; body: string }> {
+  const t = performance.now();
+  const res = await fetch(url, { headers });
+  const body = await res.text();
+  if (res.status !== 200) throw new Error(`${url} answered ${res.status}: ${body}`);
+  return { ms: performance.now() - t, body };
+}
+
+/**
+ * Waits until the connections made due (`ids`, at `since`, the database's clock) are all renewed; answers the
+ * seconds from `since` to the last renewal's commit (last_refreshed_at: the app's clock, same machine).
+ */
+async function renewed(db: pg.Client, since: Date, ids: string[], timeoutS: number): Promise<number> {
+  const t0 = Date.now();
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 250));
+    const r = await db.query<{ n: number; last: Date | null }>(
+      `SELECT count(*)::int AS n, max(last_refreshed_at) AS last FROM connections WHERE id = ANY($1::uuid[]) AND last_refreshed_at >= $2`,
+      [ids, since],
+    );
+    if (r.rows[0].n >= ids.length && r.rows[0].last) return (r.rows[0].last.getTime() - since.getTime()) / 1000;
+    if (Date.now() - t0 > timeoutS * 1000) throw new Error(`only ${r.rows[0].n} of ${ids.length} renewed in ${timeoutS} s`);
+  }
+}
+
+async function runSize(size: number, sandboxUrl: string): Promise<Figure[]> {
+  const figures: Figure[] = [];
+  const add = (name: string, unit: string, value: number, goal: string, check: Figure['check']) => {
+    figures.push({ name, unit, value, goal, check });
+    console.log(`  ${name}: ${value.toFixed(unit === 'x' ? 2 : 1)} ${unit}`);
+  };
+  const dbName = `cws_scale_${size}_${randomBytes(3).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: SERVER_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${dbName}`);
+  const databaseUrl = withDatabase(SERVER_URL, dbName);
+  const db = new pg.Client({ connectionString: databaseUrl, application_name: 'cws-scale-bench' });
+  await db.connect();
+  let app: SpawnedApp | null = null;
+  try {
+    await runMigrations(databaseUrl);
+    const vaultKeys = `scale:${randomBytes(32).toString('base64')}`;
+    const sandboxCall = async (userId: string) =>
+      json<Pair>(
+        await fetch(`${sandboxUrl}/_sandbox/tokens`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ userId }),
+        }),
+      );
+    const shared = await sandboxCall('alice');
+    const events = Number(process.env.SCALE_EVENTS ?? size);
+    let t = performance.now();
+    await seedTenants(db, vaultKeys, TENANTS);
+    await seedConnections(db, vaultKeys, {
+      tenants: TENANTS,
+      connections: size,
+      accessToken: shared.access_token,
+      accessExpiresAt: new Date(Date.now() + shared.expiresIn * 1000),
+    });
+    await seedEvents(db, TENANTS, events, DELIVERY_BODY);
+    await db.query('VACUUM ANALYZE');
+    console.log(`\n${size} connections, ${TENANTS} tenants, ${events} events: seeded in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+
+    // Start-up to ready, and memory after start.
+    const operatorKey = `cwsop_scale_${randomBytes(24).toString('base64url')}`;
+    t = performance.now();
+    app = await spawnApp(
+      {
+        DATABASE_URL: databaseUrl,
+        DATA_DIR: mkdtempSync(join(tmpdir(), 'cws-scale-')),
+        NODE_ENV: 'production',
+        PUBLIC_URL: 'http://127.0.0.1:1',
+        SANDBOX: 'off',
+        CWS_SANDBOX_AUTH_URL: sandboxUrl,
+        CWS_SANDBOX_CLIENT_ID: CLIENT_ID,
+        CWS_SANDBOX_CLIENT_SECRET: CLIENT_SECRET,
+        CWS_SANDBOX_SCOPES: 'workflows.read workflows.write webhooks.manage userinfo.read',
+        VAULT_KEYS: vaultKeys,
+        OPERATOR_API_KEY: operatorKey,
+        REFRESH_INTERVAL_MS: '100',
+        LOG_LEVEL: 'warn',
+      },
+      { readyTimeoutMs: 120_000 },
+    );
+    add('start-up to ready', 'ms', performance.now() - t, '<= 1.5x', within(1.5));
+    const rssStart = rssMiB(app.pid);
+    add('RSS after start', 'MiB', rssStart, '<= +64 MiB', (_r, v, first) => v - first <= 64);
+    const appUrl = app.url;
+    const pid = app.pid;
+    const op = { authorization: `Bearer ${operatorKey}` };
+
+    const { key } = await json<{ key: string }>(
+      await fetch(`${appUrl}/v1/tenants/${BIG_TENANT}/api-keys`, {
+        method: 'POST',
+        headers: { ...op, 'content-type': 'application/json' },
+        body: '{}',
+      }),
+    );
+    const tk = { authorization: `Bearer ${key}` };
+    const base = `${appUrl}/v1/tenants/${BIG_TENANT}`;
+
+    // Facade: warm (one user, again and again) and cold (a thousand users never called before, each once).
+    const warmHeaders = { ...tk, 'x-user-id': 'u-0', accept: 'application/json' };
+    // Warm-up by count, not time: the JIT's tiers are reached by calls, and a loaded machine serves few a second.
+    await autocannon({ url: `${base}/workflows`, headers: warmHeaders, connections: 20, amount: WARMUP_CALLS, timeout: 60 });
+    let warmRate = 0;
+    const warm = await cpuPerOp(db, dbName, pid, async () => {
+      const r = await autocannon({ url: `${base}/workflows`, headers: warmHeaders, connections: 20, duration: SECONDS });
+      if (r.non2xx + r.errors) throw new Error(`facade: ${r.non2xx + r.errors} failed`);
+      warmRate = r.requests.average;
+      return r.requests.total;
+    });
+    add('facade CPU per request, warm cache (app + database)', 'µs', warm.app + warm.db, '<= 1.1x', within(1.1));
+    console.log(`    app ${warm.app.toFixed(0)} + database ${warm.db.toFixed(0)} µs, ${warmRate.toFixed(0)} requests/s`);
+    const bigCount = Math.floor(size / 2);
+    const coldUsers = Math.min(COLD_USERS, Math.floor(bigCount / 2));
+    const cold = await cpuPerOp(db, dbName, pid, async () => {
+      await inParallel(coldUsers, 10, async (i) => {
+        // Users spread over the big tenant's whole range (its rows everywhere in the table), none reauth_required.
+        const n = Math.floor((i * bigCount) / coldUsers);
+        const user = `u-${n % 100 === 99 ? n - 1 : n}`;
+        const res = await fetch(`${base}/workflows`, { headers: { ...tk, 'x-user-id': user, accept: 'application/json' } });
+        await res.arrayBuffer();
+        if (res.status !== 200) throw new Error(`facade (cold, ${user}) answered ${res.status}`);
+      });
+      return coldUsers;
+    });
+    add('facade CPU per request, cold cache (app + database)', 'µs', cold.app + cold.db, '<= 1.1x', within(1.1));
+    console.log(`    app ${cold.app.toFixed(0)} + database ${cold.db.toFixed(0)} µs, ${coldUsers} users`);
+
+    // Connections pages: first and deep (the 500th, or the last there is), for each filter, p99 of PAGE_SAMPLES.
+    const filters: Array<[string, string]> = [
+      ['no filter', ''],
+      ['userId', `&userId=u-${Math.floor(bigCount / 2)}`],
+      ['kind=user', '&kind=user'],
+      ['status=reauth_required', '&status=reauth_required'],
+      ['environment=sandbox', '&environment=sandbox'],
+    ];
+    for (const [label, q] of filters) {
+      const samples = async (url: string) => {
+        const ms: number[] = [];
+        for (let k = 0; k < PAGE_SAMPLES; k++) ms.push((await timed(url, tk)).ms);
+        return p99(ms);
+      };
+      add(`connections page 1 (${label}) p99`, 'ms', await samples(`${base}/connections?limit=100${q}`), '<= 1.2x', within(1.2));
+      let after: string | null = null;
+      let depth = 1;
+      // Follow `next` to the 500th page (or the last there is).
+      for (; depth < 499; depth++) {
+        const page = JSON.parse(
+          (await timed(`${base}/connections?limit=100${q}${after ? `&after=${encodeURIComponent(after)}` : ''}`, tk)).body,
+        ) as {
+          next: string | null;
+        };
+        if (!page.next) break;
+        after = page.next;
+      }
+      if (after) console.log(`    deep page: page ${depth + 1}`);
+      if (after)
+        add(
+          `connections deep page (${label}) p99`,
+          'ms',
+          await samples(`${base}/connections?limit=100${q}&after=${encodeURIComponent(after)}`),
+          '<= 1.2x',
+          within(1.2),
+        );
+    }
+
+    // Inbound: CPU per delivery, a receiver of the big tenant (no events target: stored, not delivered).
+    const receiverId = randomUUID();
+    const authorization = `Bearer ${randomBytes(32).toString('base64url')}`;
+    const sealed = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) }).seal(authorization, {
+      table: 'webhook_receivers',
+      id: receiverId,
+      column: 'secret_enc',
+    });
+    await db.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, $2, 'bearer', $3)`, [
+      receiverId,
+      BIG_TENANT,
+      sealed,
+    ]);
+    const inboundUrl = `${appUrl}/inbound/${BIG_TENANT}/${receiverId}`;
+    const inboundHeaders = { 'content-type': 'application/json', authorization };
+    await autocannon({
+      url: inboundUrl,
+      method: 'POST',
+      headers: inboundHeaders,
+      body: DELIVERY_BODY,
+      connections: 20,
+      amount: WARMUP_CALLS,
+      timeout: 60,
+    });
+    const inbound = await cpuPerOp(db, dbName, pid, async () => {
+      const r = await autocannon({
+        url: inboundUrl,
+        method: 'POST',
+        headers: inboundHeaders,
+        body: DELIVERY_BODY,
+        connections: 20,
+        duration: SECONDS,
+      });
+      return r['2xx'];
+    });
+    add('inbound CPU per delivery (app + database)', 'µs', inbound.app + inbound.db, '<= 1.1x', within(1.1));
+
+    // Console pages: what each answers and how many rows (it must never be all of them).
+    const tenantsPage = await timed(`${appUrl}/v1/tenants?limit=100`, op);
+    add('console tenants page answer', 'ms', tenantsPage.ms, '<= 1.2x', within(1.2));
+    console.log(`    rows answered: ${(JSON.parse(tenantsPage.body) as unknown[]).length} of ${TENANTS} tenants`);
+    const connectionsPage = await timed(`${base}/connections?limit=50`, op);
+    add('console connections page answer', 'ms', connectionsPage.ms, '<= 1.2x', within(1.2));
+    console.log(`    rows answered: ${(JSON.parse(connectionsPage.body) as { connections: unknown[] }).connections.length} of ${bigCount}`);
+    const eventsPage = await timed(`${base}/events?limit=50`, op);
+    add('console deliveries page answer', 'ms', eventsPage.ms, '<= 1.2x', within(1.2));
+    console.log(
+      `    rows answered: ${(JSON.parse(eventsPage.body) as { events: unknown[] }).events.length} of ${events / 2} events of the tenant`,
+    );
+
+    // A due batch: renewals per second and CPU per renewal.
+    const duePairs = await inParallel(DUE, 32, () => sandboxCall('alice'));
+    let dueSeconds = 0;
+    const renewal = await cpuPerOp(db, dbName, pid, async () => {
+      const due = await makeDue(db, vaultKeys, 1, duePairs);
+      dueSeconds = await renewed(db, due.at, due.ids, 600);
+      return DUE;
+    });
+    add('renewals/s of a due batch', '/s', DUE / dueSeconds, '>= 0.9x', atLeast(0.9));
+    add('CPU per renewal (app + database)', 'µs', renewal.app + renewal.db, '<= 1.1x', within(1.1));
+    add('database CPU per renewal (the claim and the save)', 'µs', renewal.db, '<= 1.1x', within(1.1));
+
+    // A backlog after an outage: time to renew it, and the facade's rate meanwhile against its rate alone.
+    // Only a size that holds the whole backlog (twice over: in the big tenant, after the due batch) measures it.
+    const backlog = Math.min(BACKLOG, bigCount - DUE - 1);
+    const holdsBacklog = backlog === BACKLOG;
+    const backlogPairs = await inParallel(backlog, 32, () => sandboxCall('alice'));
+    const overdue = await makeDue(db, vaultKeys, DUE + 1, backlogPairs);
+    const during = autocannon({ url: `${base}/workflows`, headers: warmHeaders, connections: 20, duration: SECONDS });
+    const backlogSeconds = renewed(db, overdue.at, overdue.ids, 1800);
+    const rateDuring = (await during).requests.average;
+    const seconds = await backlogSeconds;
+    console.log(`    backlog: ${backlog} overdue connections renewed in ${seconds.toFixed(1)} s`);
+    add(
+      'time to renew the backlog, per 1,000 overdue (linear: flat)',
+      's',
+      holdsBacklog ? (1000 * seconds) / backlog : Number.NaN,
+      '<= 1.1x',
+      within(1.1),
+    );
+    add('facade rate during the backlog / alone', 'x', holdsBacklog ? rateDuring / warmRate : Number.NaN, '>= 0.8', (_r, v) => v >= 0.8);
+    add('RSS after the work above', 'MiB', rssMiB(pid), '<= +64 MiB', (_r, v, first) => v - first <= 64);
+  } finally {
+    await app?.stop('SIGTERM');
+    await db.end();
+    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`).catch(() => undefined);
+    await admin.end();
+  }
+  return figures;
+}
+
+async function main(): Promise<void> {
+  console.log(
+    `bench/scale.ts: sizes ${SIZES.join(', ')} connections over ${TENANTS} tenants; ${cpus()[0]?.model ?? '?'} x ${availableParallelism()}, ` +
+      `node ${process.version}, load average ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}`,
+  );
+  const sandboxPort = await freePort();
+  const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
+  const sandbox = start('sandbox', ['--import', 'tsx', 'packages/cws-sandbox/src/standalone.ts'], {
+    SANDBOX_PORT: String(sandboxPort),
+    SANDBOX_CLIENT_ID: CLIENT_ID,
+    SANDBOX_CLIENT_SECRET: CLIENT_SECRET,
+    SANDBOX_REDIRECT_URIS: 'http://127.0.0.1:1/oauth/callback',
+    SANDBOX_RECORD_LIMIT: '0',
+    SANDBOX_TOKEN_TTL_SECONDS: '21600',
+  });
+  try {
+    await ready(`${sandboxUrl}/_sandbox/users`);
+    const results: Figure[][] = [];
+    for (const size of SIZES) results.push(await runSize(size, sandboxUrl));
+    const first = results[0];
+    console.log(`\n| figure | goal | ${SIZES.join(' | ')} | ratio ${SIZES.at(-1)} / smallest | |`);
+    console.log(`|---|---|${SIZES.map(() => '---:').join('|')}|---:|---|`);
+    for (const f of first) {
+      const values = results.map((r) => r.find((x) => x.name === f.name)?.value ?? Number.NaN);
+      // The ratio is to the smallest size that has the figure (the backlog's needs a size that holds it).
+      const base = values.find((v) => !Number.isNaN(v)) ?? Number.NaN;
+      const last = results.at(-1)?.find((x) => x.name === f.name);
+      const ratio = (last?.value ?? Number.NaN) / base;
+      const ok = last ? last.check(ratio, last.value, base) : false;
+      console.log(
+        `| ${f.name} (${f.unit}) | ${f.goal} | ${values.map((v) => (Number.isNaN(v) ? 'n/a' : v.toFixed(f.unit === 'x' ? 2 : 1))).join(' | ')} | ${ratio.toFixed(2)} | ${ok ? 'met' : 'MISSED'} |`,
+      );
+    }
+    console.log(
+      `\nload average at the end: ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}`,
+    );
+  } finally {
+    sandbox.kill('SIGTERM');
+  }
+}
+
+await main().then(
+  () => process.exit(0),
+  (e: unknown) => {
+    console.error(e);
+    process.exit(1);
+  },
+);

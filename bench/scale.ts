@@ -1,0 +1,16 @@
+// How the service's costs move as stored data grows: the figures of issue 24 at each size, as ratios to the
+// first (smallest) size, against the real service (compiled, its own process) on data seeded through SQL.
+//
+//   npx tsx bench/scale.ts
+//
+// Env: SCALE_SIZES (connections per size, comma-separated; default 1000,100000,1000000), SCALE_TENANTS (10000),
+// SCALE_EVENTS (events stored at each size; default = the connections), SCALE_DUE (2000: the due batch),
+// SCALE_BACKLOG (50000: overdue connections after an outage, capped at half of the size), SCALE_SECONDS (3: each
+// load phase), DATABASE_URL (a PostgreSQL server; a database per size is created and dropped), BENCH_SKIP_BUILD=1,
+// BENCH_VERBOSE=1 (children's stderr). Not part of `npm test`.
+//
+// The build comes first: the rest of the bench imports the compiled sandbox package.
+import { buildApp } from '../test/support/spawn-app.js';
+
+if (!process.env.BENCH_SKIP_BUILD) buildApp();
+await import('./scale-run.js');

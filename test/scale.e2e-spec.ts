@@ -1,0 +1,242 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { DataSource, type QueryRunner } from 'typeorm';
+import { BIG_TENANT, seedConnections, seedEvents, seedTenants } from '../bench/scale-seed.js';
+import { ConnectionEntity } from '../src/connections/connection.entity.js';
+import { CLAIM_DUE_SQL, ConnectionsRepository } from '../src/connections/connections.repository.js';
+import { EventsRepository } from '../src/events/events.repository.js';
+import { MAX_OWNERS, ownerKey, RouteCache } from '../src/routing/route-cache.js';
+import { RoutingService } from '../src/routing/routing.service.js';
+import { TenantsRepository } from '../src/tenants/tenants.repository.js';
+import { startTestApp, testVaultKey, type TestApp } from './support/test-app.js';
+
+/**
+ * The shape of the service's reads at 100,000 connections over 10,000 tenants (bench/scale.ts measures the
+ * figures): every statement that serves a request or the scheduler reads through an index and a bounded
+ * number of rows, whatever the table holds, and the route cache stays within its bound. No timing here.
+ */
+const VAULT_KEYS = testVaultKey('scale');
+const CONNECTIONS = 100_000;
+const TENANTS = 10_000;
+const EVENTS = 100_000;
+
+setFlagsFromString('--expose-gc');
+const collectGarbage = runInNewContext('gc') as () => void;
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  'Actual Rows'?: number;
+  'Actual Loops'?: number;
+  'Rows Removed by Filter'?: number;
+  Plans?: PlanNode[];
+}
+
+function nodes(plan: PlanNode): PlanNode[] {
+  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+}
+
+/** A scan of `table`, or of one of its partitions (`<table>_…`: the events tables are partitioned by day). */
+function scans(plan: PlanNode, table: string): PlanNode[] {
+  return nodes(plan).filter((n) => n['Relation Name'] === table || n['Relation Name']?.startsWith(`${table}_`));
+}
+
+/** Rows a plan read from a table: what its scans returned plus what their filters threw away. */
+function rowsRead(plan: PlanNode, table: string): number {
+  return scans(plan, table).reduce(
+    (sum, n) => sum + ((n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0)) * (n['Actual Loops'] ?? 1),
+    0,
+  );
+}
+
+describe('at 100k connections and 10k tenants: indexes, bounded reads, bounded caches', () => {
+  let t: TestApp;
+  let ds: DataSource;
+  /** The statements TypeORM sends while `work` runs, with their parameters (the exact SQL the service runs). */
+  let capture: <T>(work: () => Promise<T>) => Promise<Array<{ sql: string; params: unknown[] }>>;
+
+  /** The plan of a statement, as PostgreSQL runs it (EXPLAIN ANALYZE, rolled back: a claim leases nothing). */
+  const explain = async (sql: string, params: unknown[], generic = false): Promise<PlanNode> => {
+    const client = await t.db.connect();
+    try {
+      await client.query('BEGIN');
+      // The claim runs as a named prepared statement: its generic plan (no parameter values) is the one that must hold.
+      if (generic) await client.query(`SET LOCAL plan_cache_mode = force_generic_plan`);
+      const r = await client.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, params);
+      return r.rows[0]['QUERY PLAN'][0].Plan;
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  };
+  const expectIndexed = (plan: PlanNode, table: string) => {
+    const found = scans(plan, table);
+    expect(found.length).toBeGreaterThan(0);
+    for (const scan of found) expect(scan['Node Type']).not.toBe('Seq Scan');
+  };
+
+  beforeAll(async () => {
+    t = await startTestApp({ env: { VAULT_KEYS, REFRESH_SCHEDULER: 'off' } });
+    ds = t.app.get(DataSource);
+    const client = await t.db.connect();
+    try {
+      await seedTenants(client, VAULT_KEYS, TENANTS);
+      await seedConnections(client, VAULT_KEYS, {
+        tenants: TENANTS,
+        connections: CONNECTIONS,
+        accessToken: 'scale-access-token',
+        accessExpiresAt: new Date(Date.now() + 3_600_000),
+      });
+      await seedEvents(client, TENANTS, EVENTS, '{"event":"workflow_step_updated"}');
+      await client.query('ANALYZE');
+    } finally {
+      client.release();
+    }
+    capture = async (work) => {
+      const seen: Array<{ sql: string; params: unknown[] }> = [];
+      const create = ds.createQueryRunner.bind(ds);
+      ds.createQueryRunner = (...args: Parameters<DataSource['createQueryRunner']>): QueryRunner => {
+        const runner = create(...args);
+        const query = runner.query.bind(runner);
+        runner.query = ((sql: string, params?: unknown[], ...rest: unknown[]) => {
+          seen.push({ sql, params: params ?? [] });
+          return (query as (...a: unknown[]) => Promise<unknown>)(sql, params, ...rest);
+        }) as QueryRunner['query'];
+        return runner;
+      };
+      try {
+        await work();
+      } finally {
+        ds.createQueryRunner = create;
+      }
+      return seen.filter((s) => /^\s*SELECT/i.test(s.sql));
+    };
+  }, 170_000);
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it("the scheduler's claim reads the due index, in its generic plan too, and leases a batch without reading the table", async () => {
+    // A batch's worth of connections due now.
+    await t.db.query(
+      `UPDATE connections SET refresh_due_at = now() - interval '1 minute' WHERE id IN (SELECT id FROM connections WHERE status = 'active' ORDER BY id LIMIT 250)`,
+    );
+    for (const generic of [false, true]) {
+      const plan = await explain(CLAIM_DUE_SQL, ['scale-test', 60_000, 100], generic);
+      expectIndexed(plan, 'connections');
+      expect(nodes(plan).some((n) => n['Index Name'] === 'ix_connections_refresh_due')).toBe(true);
+      expect(rowsRead(plan, 'connections')).toBeLessThanOrEqual(400);
+    }
+  });
+
+  it("the facade's token lookup (the owner's connection) reads one row through the tenant's user index", async () => {
+    const repo = t.app.get(ConnectionsRepository);
+    const [lookup] = await capture(() => repo.findUser(BIG_TENANT, 'u-20000'));
+    expect(lookup.sql).toMatch(/FROM "connections"/);
+    const plan = await explain(lookup.sql, lookup.params);
+    expectIndexed(plan, 'connections');
+    expect(rowsRead(plan, 'connections')).toBe(1);
+  });
+
+  it('every list page of a big tenant, first and deep, with each filter, reads an index and about one page of rows', async () => {
+    const repo = t.app.get(ConnectionsRepository);
+    const deep = (
+      await t.db.query<{ at: string; id: string }>(
+        `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at, id::text FROM connections
+          WHERE tenant_id = $1 ORDER BY created_at, id OFFSET 40000 LIMIT 1`,
+        [BIG_TENANT],
+      )
+    ).rows[0];
+    const filters = [
+      {},
+      { userId: 'u-777' },
+      { kind: 'user' as const },
+      { kind: 'admin' as const },
+      { status: 'reauth_required' as const },
+      { status: 'active' as const },
+    ];
+    for (const filter of filters) {
+      for (const after of [null, { createdAt: deep.at, id: deep.id }]) {
+        const statements = await capture(() => repo.listPage(BIG_TENANT, filter, after, 100));
+        const page = statements.find((s) => /FROM "connections"/.test(s.sql));
+        expect(page).toBeDefined();
+        const plan = await explain(page!.sql, page!.params);
+        expectIndexed(plan, 'connections');
+        // One page (101 rows), and for a rare status the rows the partial index skips: never the tenant's 50,000.
+        expect(rowsRead(plan, 'connections')).toBeLessThanOrEqual(500);
+      }
+    }
+  });
+
+  it("the console's tenants page reads one page of tenants through the index, and answers at most its limit", async () => {
+    const res = await t.request<Array<{ id: string }>>('GET', '/v1/tenants?limit=100');
+    expect(res.status).toBe(200);
+    expect(res.body).toHaveLength(100);
+    const next = await t.request<Array<{ id: string }>>('GET', `/v1/tenants?limit=100&after=${res.body[99].id}`);
+    expect(next.body[0].id).not.toBe(res.body[99].id);
+    expect(new Set([...res.body, ...next.body].map((x) => x.id)).size).toBe(200);
+    const repo = t.app.get(TenantsRepository);
+    for (const after of [null, res.body[99].id]) {
+      const [page] = await capture(() => repo.listPage(100, after));
+      const plan = await explain(page.sql, page.params);
+      expectIndexed(plan, 'tenants');
+      expect(rowsRead(plan, 'tenants')).toBeLessThanOrEqual(102);
+    }
+    const bad = await t.request<{ error: { code: string } }>('GET', '/v1/tenants?limit=0');
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.code).toBe('validation_failed');
+  });
+
+  it("the console's connections and deliveries pages answer one page, read through indexes", async () => {
+    const connections = await t.request<{ connections: unknown[] }>('GET', `/v1/tenants/${BIG_TENANT}/connections?limit=50`);
+    expect(connections.status).toBe(200);
+    expect(connections.body.connections).toHaveLength(50);
+    const events = await t.request<{ events: unknown[] }>('GET', `/v1/tenants/${BIG_TENANT}/events?limit=50`);
+    expect(events.status).toBe(200);
+    expect(events.body.events).toHaveLength(50);
+    const [page] = await capture(() => t.app.get(EventsRepository).listAfter(BIG_TENANT, { writerXid: '0', seq: 0 }, 50));
+    const plan = await explain(page.sql, page.params);
+    expectIndexed(plan, 'events');
+    expect(rowsRead(plan, 'events')).toBeLessThanOrEqual(200);
+  });
+
+  it('the route cache fills from calls and stays within its bound (and 64 MiB of heap) when more owners are touched than it holds', async () => {
+    const cache = t.app.get(RouteCache);
+    const routing = t.app.get(RoutingService);
+    // Calls fill it: a thousand users of the big tenant, each a distinct owner.
+    for (let i = 0; i < 1000; i += 50)
+      await Promise.all(Array.from({ length: 50 }, (_, k) => routing.resolve(BIG_TENANT, 'user', `u-${(i + k) * 2}`)));
+    expect(cache.size().owners).toBeGreaterThanOrEqual(1000);
+    // Then more owners than it may hold, each with its row and token as a call stores them (without a call
+    // each: the bound, not the lookup, is under test here), read a page at a time so that only the cache keeps them.
+    const repo = t.app.get(DataSource).getRepository(ConnectionEntity);
+    collectGarbage();
+    const before = process.memoryUsage().heapUsed;
+    let atBound = Number.NaN;
+    let largest = 0;
+    const pageSize = 5000;
+    for (let skip = 0; skip < MAX_OWNERS + pageSize; skip += pageSize) {
+      const rows = await repo.find({ where: { tenantId: BIG_TENANT }, order: { createdAt: 'ASC', id: 'ASC' }, skip, take: pageSize });
+      for (const row of rows) {
+        cache.setOwner(BIG_TENANT, ownerKey('user', row.userId), row, cache.mark());
+        cache.setToken(
+          row.id,
+          { accessToken: `scale-access-${row.id}`, version: Number(row.version), expiresAt: Date.now() + 3_600_000 },
+          cache.mark(),
+        );
+        largest = Math.max(largest, cache.size().owners);
+      }
+      if (largest === MAX_OWNERS && Number.isNaN(atBound)) {
+        collectGarbage();
+        atBound = process.memoryUsage().heapUsed - before;
+      }
+    }
+    expect(largest).toBe(MAX_OWNERS);
+    expect(cache.size().owners).toBeLessThanOrEqual(MAX_OWNERS);
+    expect(cache.size().tokens).toBeLessThanOrEqual(MAX_OWNERS + pageSize);
+    // Full, the cache (owners, their rows and tokens) holds less than 64 MiB of heap.
+    expect(atBound).toBeLessThan(64 * 1024 * 1024);
+  }, 120_000);
+});
