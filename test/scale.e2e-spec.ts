@@ -196,7 +196,7 @@ describe('at 100k connections and 10k tenants: indexes, bounded reads, bounded c
     const events = await t.request<{ events: unknown[] }>('GET', `/v1/tenants/${BIG_TENANT}/events?limit=50`);
     expect(events.status).toBe(200);
     expect(events.body.events).toHaveLength(50);
-    const [page] = await capture(() => t.app.get(EventsRepository).listAfter(BIG_TENANT, { writerXid: '0', seq: 0 }, 50));
+    const [page] = await capture(() => t.app.get(EventsRepository).listAfter(BIG_TENANT, { writerXid: '0', seq: 0 }, 50, new Date(0)));
     const plan = await explain(page.sql, page.params);
     expectIndexed(plan, 'events');
     expect(rowsRead(plan, 'events')).toBeLessThanOrEqual(200);
