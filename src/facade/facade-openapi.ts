@@ -1,19 +1,10 @@
 import type { OpenAPIObject } from '@nestjs/swagger';
+import { upstreamAnswer } from '../upstream/upstream-openapi.js';
 import { FACADE_ROUTES, TENANT_PREFIX, type FacadeRoute } from './facade-routes.js';
 
 type Operation = Record<string, unknown>;
 
-const ERROR_SCHEMA = {
-  type: 'object',
-  properties: {
-    error: {
-      type: 'object',
-      properties: { code: { type: 'string' }, message: { type: 'string' }, requestId: { type: 'string' } },
-      required: ['code', 'message', 'requestId'],
-    },
-  },
-  required: ['error'],
-};
+const ERROR_SCHEMA = { $ref: '#/components/schemas/ErrorResponseDto' };
 
 /** The methods an `ANY` route is documented with (OpenAPI names only these). */
 const STANDARD_METHODS = ['get', 'post', 'put', 'patch', 'delete', 'head', 'options'] as const;
@@ -23,10 +14,24 @@ const PASSED_THROUGH =
 
 function error(codes: string): Record<string, unknown> {
   return {
-    description: `Error codes: ${codes}. (An upstream answer with this status is passed through instead, with \`x-upstream-status\`.)`,
+    description: `Error codes: ${codes}.`,
     content: { 'application/json': { schema: ERROR_SCHEMA } },
   };
 }
+
+/**
+ * The query string goes to the upstream untouched, and the spec shows none of its parameters (docs/upstream.md
+ * 4.3): a free-form parameter (`style: form`, `explode: true`), so each of its entries is one `name=value` pair.
+ */
+const UPSTREAM_QUERY = {
+  name: 'upstreamQuery',
+  in: 'query',
+  required: false,
+  style: 'form',
+  explode: true,
+  description: 'Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`.',
+  schema: { type: 'object', additionalProperties: { type: 'string' } },
+};
 
 function tokenText(route: FacadeRoute): string {
   if (route.token === 'by-path') {
@@ -53,13 +58,14 @@ function operation(route: FacadeRoute, method: string): Operation {
             name,
             in: 'path',
             required: true,
-            description: 'The upstream path (a plain relative path; see the operation).',
+            description:
+              'The upstream path, a plain relative path of one or more segments. As OpenAPI path parameters do, its slashes are sent percent-encoded (`workflows%2Fwf_1`, what generated clients send); raw slashes (`/proxy/workflows/wf_1`) are accepted too.',
             schema: { type: 'string' },
           }
         : { name, in: 'path', required: true, schema: { type: 'string' } },
     );
   }
-  params.push({
+  params.push(UPSTREAM_QUERY, {
     name: 'X-User-Id',
     in: 'header',
     required: false,
@@ -74,9 +80,7 @@ function operation(route: FacadeRoute, method: string): Operation {
     security: [{ bearer: [] }],
     parameters: params,
     responses: {
-      [String(route.answer.status)]: {
-        description: `${route.answer.description} From the upstream, passed through with \`x-upstream-status\`.`,
-      },
+      [String(route.answer.status)]: upstreamAnswer(route.answer.description, route.answer.schema),
       '400': error(
         route.token === 'by-path'
           ? '`user_id_required`, `invalid_path`, `validation_failed`'

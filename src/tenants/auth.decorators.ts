@@ -1,5 +1,7 @@
-import { createParamDecorator, ExecutionContext, SetMetadata } from '@nestjs/common';
+import { applyDecorators, createParamDecorator, ExecutionContext, SetMetadata } from '@nestjs/common';
+import { ApiExtension } from '@nestjs/swagger';
 import type { Request } from 'express';
+import { SHOWS_SECRET_EXTENSION } from '../common/openapi-document.js';
 
 export type Principal = { kind: 'operator' } | { kind: 'tenant'; tenantId: string; keyId: string };
 
@@ -13,8 +15,11 @@ export const Public = () => SetMetadata(PUBLIC_ROUTE, true);
 /** Only the operator key; a tenant key on its own tenant gets 403, on another tenant 404. */
 export const OperatorOnly = () => SetMetadata(OPERATOR_ONLY, true);
 
-/** The answer shows a secret once (a key, an events secret): refused to a console session, which never holds one. */
-export const ShowsSecret = () => SetMetadata(SHOWS_SECRET, true);
+/**
+ * The answer shows a secret once (a key, an events secret): refused to a console session, which never holds one.
+ * The OpenAPI document then names the keys only (common/openapi-document.ts, withConsoleSessions).
+ */
+export const ShowsSecret = () => applyDecorators(SetMetadata(SHOWS_SECRET, true), ApiExtension(SHOWS_SECRET_EXTENSION, true));
 
 export interface AuthenticatedRequest extends Request {
   principal?: Principal;
