@@ -41,7 +41,7 @@ function tokenText(route: FacadeRoute): string {
   return `Calls the upstream \`${upstream}\` with the token of the user named by X-User-Id. Without X-User-Id, a tenant of design \`admin\` uses its admin connection; any other design answers 400 \`user_id_required\`.`;
 }
 
-function operation(route: FacadeRoute, method: string): Operation {
+function operation(route: FacadeRoute, method: string, path: string, depth: number): Operation {
   const params: Array<Record<string, unknown>> = [
     {
       name: 'tenantId',
@@ -51,15 +51,14 @@ function operation(route: FacadeRoute, method: string): Operation {
       schema: { type: 'string' },
     },
   ];
-  for (const [, name] of route.path.matchAll(/\{(\w+)\}/g)) {
+  for (const [, name] of path.matchAll(/\{(\w+)\}/g)) {
     params.push(
-      name === 'path'
+      /^path\d*$/.test(name)
         ? {
             name,
             in: 'path',
             required: true,
-            description:
-              'The upstream path, a plain relative path of one or more segments. As OpenAPI path parameters do, its slashes are sent percent-encoded (`workflows%2Fwf_1`, what generated clients send); raw slashes (`/proxy/workflows/wf_1`) are accepted too.',
+            description: `Segment ${name === 'path' ? 1 : name.slice(4)} of the upstream path (one plain segment: no encoded \`/\`, no dot segment).`,
             schema: { type: 'string' },
           }
         : { name, in: 'path', required: true, schema: { type: 'string' } },
@@ -73,7 +72,7 @@ function operation(route: FacadeRoute, method: string): Operation {
     schema: { type: 'string' },
   });
   const op: Operation = {
-    operationId: route.method === 'ANY' ? `${route.id}_${method}` : route.id,
+    operationId: route.method === 'ANY' ? `${route.id}${depth > 1 ? depth : ''}_${method}` : route.id,
     summary: route.summary,
     description: `${tokenText(route)} An upstream 401 causes one token renewal and one retry (when the request body can be sent again). ${PASSED_THROUGH}`,
     tags: ['facade'],
@@ -108,14 +107,32 @@ function operation(route: FacadeRoute, method: string): Operation {
   return op;
 }
 
+/**
+ * How many segments of a `{path}` rest the document spells out. An OpenAPI path parameter holds one segment
+ * (a `/` in its value is sent as `%2F`, which the facade refuses as not plain: upstream-path.ts), and a
+ * validator matches a request segment by segment: a rest of n segments is the path `{path}/{path2}/…/{pathN}`.
+ * Four cover every upstream path the spec shows (at most three segments, docs/upstream.md 4.2); longer paths
+ * work the same and are simply not spelled out.
+ */
+export const DOCUMENTED_REST_SEGMENTS = 4;
+
+/** The templates a route's path is documented under: itself, or for a `{path}` rest one per number of segments. */
+function templates(route: FacadeRoute): string[] {
+  if (!route.path.endsWith('/{path}')) return [route.path];
+  return Array.from({ length: DOCUMENTED_REST_SEGMENTS }, (_, i) =>
+    [route.path, ...Array.from({ length: i }, (_, k) => `{path${k + 2}}`)].join('/'),
+  );
+}
+
 /** The facade's paths for the OpenAPI document, from the route table. */
 export function facadePaths(): Record<string, Record<string, Operation>> {
   const paths: Record<string, Record<string, Operation>> = {};
   for (const route of FACADE_ROUTES) {
-    const key = `${TENANT_PREFIX}{tenantId}${route.path}`;
-    const item = (paths[key] ??= {});
-    const methods = route.method === 'ANY' ? STANDARD_METHODS : [route.method.toLowerCase()];
-    for (const method of methods) item[method] = operation(route, method);
+    templates(route).forEach((path, i) => {
+      const item = (paths[`${TENANT_PREFIX}{tenantId}${path}`] ??= {});
+      const methods = route.method === 'ANY' ? STANDARD_METHODS : [route.method.toLowerCase()];
+      for (const method of methods) item[method] = operation(route, method, path, i + 1);
+    });
   }
   return paths;
 }
