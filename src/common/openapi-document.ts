@@ -84,15 +84,19 @@ export function finishDocument(document: OpenAPIObject): OpenAPIObject {
         'retry-after': { description: 'Seconds to wait before trying again.', schema: { type: 'string' } },
       });
     }
-    if (Object.values(op.responses).some(isUpstreamAnswer)) withUpstreamErrors(op);
   }
-  const components = (document.components ?? {}) as Json & { schemas?: Json; securitySchemes?: Json };
+  const components = (document.components ?? {}) as Json & { schemas?: Json; responses?: Record<string, Json>; securitySchemes?: Json };
+  const shared = new Set<Json>();
+  for (const op of operations(document)) {
+    if (Object.values(op.responses).some(isUpstreamAnswer)) withUpstreamErrors(op, components.responses ?? {}, shared);
+  }
   const finished = {
     ...document,
     openapi: OPENAPI_VERSION,
     components: {
       ...components,
       schemas: { ...components.schemas, ...structuredClone(UPSTREAM_SCHEMAS) },
+      responses: { ...components.responses, ...structuredClone(UPSTREAM_RESPONSES) },
       securitySchemes: { ...components.securitySchemes, ...CONSOLE_SECURITY_SCHEMES },
     },
   };
@@ -104,31 +108,41 @@ export function finishDocument(document: OpenAPIObject): OpenAPIObject {
  * upstream's body and `x-upstream-status` (API.md section 3). Statuses this service also uses for its own
  * errors take either body; the header tells them apart.
  */
-function withUpstreamErrors(op: Operation): void {
+function withUpstreamErrors(op: Operation, components: Record<string, Json>, shared: Set<Json>): void {
   const responses = op.responses;
-  for (const [status, response] of Object.entries(responses)) {
-    if (!/^[45]\d\d$/.test(status) || isUpstreamAnswer(response)) continue;
+  for (const [status, given] of Object.entries(responses)) {
+    if (!/^[45]\d\d$/.test(status)) continue;
+    // A shared answer (`components.responses`, used by pass-through operations only) is extended once.
+    const name = typeof given.$ref === 'string' ? given.$ref.replace('#/components/responses/', '') : undefined;
+    const response = name === undefined ? given : components[name];
+    if (response === undefined || isUpstreamAnswer(response) || shared.has(response)) continue;
+    if (name !== undefined) shared.add(response);
     const content = response.content as Record<string, { schema?: Json }> | undefined;
     response.content = upstreamErrorContent(content?.['application/json']?.schema);
     response.headers = { ...(response.headers as Json | undefined), ...upstreamStatusHeader(false) };
-    response.description = `${String(response.description)}; or the upstream's answer with this status, passed through with \`${UPSTREAM_STATUS_HEADER}\`.`;
+    response.description = `${String(response.description).replace(/\.$/, '')}; or the upstream's answer with this status, passed through with \`${UPSTREAM_STATUS_HEADER}\`.`;
   }
   const success = Object.entries(responses).find(([status]) => /^2/.test(status));
   if (success && success[0] !== '2XX') {
     responses['2XX'] ??= { ...success[1], description: 'Another success status of the upstream, with the same body, passed through.' };
   }
-  responses['3XX'] ??= {
+  responses['3XX'] ??= { $ref: '#/components/responses/UpstreamRedirect' };
+  responses['4XX'] ??= { $ref: '#/components/responses/UpstreamError' };
+  responses['5XX'] ??= { $ref: '#/components/responses/UpstreamError' };
+}
+
+/** The upstream's answers every pass-through operation shares, written once in the document. */
+const UPSTREAM_RESPONSES = {
+  UpstreamRedirect: {
     description: 'A redirect of the upstream, passed through (never followed).',
     headers: upstreamStatusHeader(true),
-  };
-  for (const range of ['4XX', '5XX']) {
-    responses[range] ??= {
-      description: "Any other error status of the upstream, with the upstream's body, passed through.",
-      headers: upstreamStatusHeader(true),
-      content: upstreamErrorContent(undefined),
-    };
-  }
-}
+  },
+  UpstreamError: {
+    description: "Any other error status of the upstream, with the upstream's body, passed through.",
+    headers: upstreamStatusHeader(true),
+    content: upstreamErrorContent(undefined),
+  },
+};
 
 /** OpenAPI 3.0's `nullable` as JSON Schema 2020-12 says it: `null` among the types, or a `oneOf` with null. */
 function toJsonSchema2020(value: unknown): unknown {

@@ -12,12 +12,28 @@ const STANDARD_METHODS = ['get', 'post', 'put', 'patch', 'delete', 'head', 'opti
 const PASSED_THROUGH =
   'Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.';
 
-function error(codes: string): Record<string, unknown> {
-  return {
-    description: `Error codes: ${codes}.`,
-    content: { 'application/json': { schema: ERROR_SCHEMA } },
-  };
-}
+/** The facade's own error answers, by status: the same on every facade operation, so written once in the document. */
+const FACADE_ERRORS: Record<string, [name: string, codes: string]> = {
+  '400': ['FacadeBadRequest', '`user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter)'],
+  '401': ['FacadeUnauthorized', '`unauthorized` (no or bad API key)'],
+  '404': ['FacadeTenantNotFound', '`tenant_not_found`'],
+  '409': ['FacadeNotConnected', '`user_not_connected`, `admin_not_connected`, `reauth_required`'],
+  '422': ['FacadeEnvironmentNotConfigured', '`environment_not_configured`'],
+  '429': [
+    'FacadeTooManyRequests',
+    '`too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After)',
+  ],
+  '502': ['FacadeUpstreamUnavailable', '`upstream_unavailable` (the upstream could not be reached)'],
+  '503': ['FacadeServiceUnavailable', '`service_unavailable` (the database cannot be reached; see Retry-After)'],
+  '504': ['FacadeUpstreamTimeout', '`upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS)'],
+};
+
+const FACADE_RESPONSES = Object.fromEntries(
+  Object.values(FACADE_ERRORS).map(([name, codes]) => [
+    name,
+    { description: `Error codes: ${codes}.`, content: { 'application/json': { schema: ERROR_SCHEMA } } },
+  ]),
+);
 
 /**
  * The query string goes to the upstream untouched, and the spec shows none of its parameters (docs/upstream.md
@@ -80,20 +96,7 @@ function operation(route: FacadeRoute, method: string, path: string, depth: numb
     parameters: params,
     responses: {
       [String(route.answer.status)]: upstreamAnswer(route.answer.description, route.answer.schema),
-      '400': error(
-        route.token === 'by-path'
-          ? '`user_id_required`, `invalid_path`, `validation_failed`'
-          : '`user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter)',
-      ),
-      '401': error('`unauthorized` (no or bad API key)'),
-      '404': error('`tenant_not_found`'),
-      '409': error('`user_not_connected`, `admin_not_connected`, `reauth_required`'),
-      '422': error('`environment_not_configured`'),
-      '429': error(
-        '`too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After)',
-      ),
-      '502': error('`upstream_unavailable` (the upstream could not be reached)'),
-      '504': error('`upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS)'),
+      ...Object.fromEntries(Object.entries(FACADE_ERRORS).map(([status, [name]]) => [status, { $ref: `#/components/responses/${name}` }])),
     },
   };
   if (route.streamed.length > 0 && method !== 'get' && method !== 'head') {
@@ -144,5 +147,6 @@ export function withFacadePaths(document: OpenAPIObject): OpenAPIObject {
   const tags = document.tags?.some((t) => t.name === 'facade')
     ? document.tags
     : [...(document.tags ?? []), { name: 'facade', description: 'Upstream calls with the right token (API.md section 7).' }];
-  return { ...document, paths, tags };
+  const components = { ...document.components, responses: { ...document.components?.responses, ...structuredClone(FACADE_RESPONSES) } };
+  return { ...document, paths, tags, components };
 }

@@ -1120,7 +1120,137 @@ export interface components {
             [key: string]: unknown;
         };
     };
-    responses: never;
+    responses: {
+        /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter); or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeBadRequest: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Error codes: `environment_not_configured`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeEnvironmentNotConfigured: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeNotConnected: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Error codes: `service_unavailable` (the database cannot be reached; see Retry-After); or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeServiceUnavailable: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Error codes: `tenant_not_found`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeTenantNotFound: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After); or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeTooManyRequests: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Error codes: `unauthorized` (no or bad API key); or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeUnauthorized: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS); or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeUpstreamTimeout: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Error codes: `upstream_unavailable` (the upstream could not be reached); or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeUpstreamUnavailable: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Any other error status of the upstream, with the upstream's body, passed through. */
+        UpstreamError: {
+            headers: {
+                /** @description The upstream's status: this answer is the upstream's, passed through. */
+                "x-upstream-status": string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description A redirect of the upstream, passed through (never followed). */
+        UpstreamRedirect: {
+            headers: {
+                /** @description The upstream's status: this answer is the upstream's, passed through. */
+                "x-upstream-status": string;
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+    };
     parameters: never;
     requestBodies: never;
     headers: never;
@@ -2760,39 +2890,9 @@ export interface operations {
                     "application/json": components["schemas"]["UpstreamUserInfo"];
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
             /** @description The token's user: id, e-mail, username, granted scopes. Passed through from the upstream with `x-upstream-status`. */
             200: {
                 headers: {
@@ -2804,116 +2904,15 @@ export interface operations {
                     "application/json": components["schemas"]["UpstreamUserInfo"];
                 };
             };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy_get: {
@@ -2950,149 +2949,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy_put: {
@@ -3142,149 +3010,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy_post: {
@@ -3334,149 +3071,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy_delete: {
@@ -3526,149 +3132,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy_options: {
@@ -3718,149 +3193,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy_head: {
@@ -3897,149 +3241,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy_patch: {
@@ -4089,149 +3302,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy2_get: {
@@ -4270,149 +3352,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy2_put: {
@@ -4464,149 +3415,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy2_post: {
@@ -4658,149 +3478,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy2_delete: {
@@ -4852,149 +3541,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy2_options: {
@@ -5046,149 +3604,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy2_head: {
@@ -5227,149 +3654,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy2_patch: {
@@ -5421,149 +3717,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy3_get: {
@@ -5604,149 +3769,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy3_put: {
@@ -5800,149 +3834,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy3_post: {
@@ -5996,149 +3899,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy3_delete: {
@@ -6192,149 +3964,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy3_options: {
@@ -6388,149 +4029,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy3_head: {
@@ -6571,149 +4081,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy3_patch: {
@@ -6767,149 +4146,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy4_get: {
@@ -6952,149 +4200,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy4_put: {
@@ -7150,149 +4267,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy4_post: {
@@ -7348,149 +4334,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy4_delete: {
@@ -7546,149 +4401,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy4_options: {
@@ -7744,149 +4468,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy4_head: {
@@ -7929,149 +4522,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy4_patch: {
@@ -8127,149 +4589,18 @@ export interface operations {
                     "application/json": unknown;
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     listWebhooks: {
@@ -8294,39 +4625,9 @@ export interface operations {
                     "application/json": components["schemas"]["UpstreamWebhookList"];
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
             /** @description The upstream's webhooks, every Authorization value redacted. Passed through from the upstream with `x-upstream-status`. */
             200: {
                 headers: {
@@ -8350,7 +4651,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route); or the upstream's answer with this status, passed through with `x-upstream-status`. */
             403: {
                 headers: {
                     /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
@@ -8410,7 +4711,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -8464,39 +4765,9 @@ export interface operations {
                     "application/json": components["schemas"]["UpstreamWebhook"];
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
             /** @description The new webhook, every Authorization value redacted. Passed through from the upstream with `x-upstream-status`. */
             201: {
                 headers: {
@@ -8532,7 +4803,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route); or the upstream's answer with this status, passed through with `x-upstream-status`. */
             403: {
                 headers: {
                     /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
@@ -8592,7 +4863,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             503: {
                 headers: {
                     /** @description Seconds to wait before trying again. */
@@ -8651,39 +4922,9 @@ export interface operations {
                     "application/json": components["schemas"]["UpstreamWorkflowList"];
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
             /** @description The workflows (query string passed through untouched); each carries versionNumber, lastModified and Author. Passed through from the upstream with `x-upstream-status`. */
             200: {
                 headers: {
@@ -8695,116 +4936,15 @@ export interface operations {
                     "application/json": components["schemas"]["UpstreamWorkflowList"];
                 };
             };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeLaunchWorkflow: {
@@ -8848,39 +4988,9 @@ export interface operations {
                     "application/json": components["schemas"]["UpstreamWorkflow"];
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
             /** @description The new workflow. Passed through from the upstream with `x-upstream-status`. */
             201: {
                 headers: {
@@ -8892,116 +5002,15 @@ export interface operations {
                     "application/json": components["schemas"]["UpstreamWorkflow"];
                 };
             };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeGetWorkflow: {
@@ -9036,39 +5045,9 @@ export interface operations {
                     "application/json": components["schemas"]["UpstreamWorkflow"];
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
             /** @description The workflow with versionNumber, lastModified and Author. Passed through from the upstream with `x-upstream-status`. */
             200: {
                 headers: {
@@ -9080,116 +5059,15 @@ export interface operations {
                     "application/json": components["schemas"]["UpstreamWorkflow"];
                 };
             };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeApproveWorkflow: {
@@ -9231,39 +5109,9 @@ export interface operations {
                     "application/json": components["schemas"]["UpstreamWorkflow"];
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
             /** @description The workflow after the approval. Passed through from the upstream with `x-upstream-status`. */
             200: {
                 headers: {
@@ -9275,116 +5123,15 @@ export interface operations {
                     "application/json": components["schemas"]["UpstreamWorkflow"];
                 };
             };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeUploadSigned: {
@@ -9426,39 +5173,9 @@ export interface operations {
                     "application/json": components["schemas"]["UpstreamWorkflow"];
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
             /** @description The workflow with the signed document. Passed through from the upstream with `x-upstream-status`. */
             200: {
                 headers: {
@@ -9470,116 +5187,15 @@ export interface operations {
                     "application/json": components["schemas"]["UpstreamWorkflow"];
                 };
             };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeLaunchWorkflowAsync: {
@@ -9623,39 +5239,9 @@ export interface operations {
                     "application/json": components["schemas"]["UpstreamObject"];
                 };
             };
-            /** @description A redirect of the upstream, passed through (never followed). */
-            "3XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "4XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Any other error status of the upstream, with the upstream's body, passed through. */
-            "5XX": {
-                headers: {
-                    /** @description The upstream's status: this answer is the upstream's, passed through. */
-                    "x-upstream-status": string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
             /** @description Accepted. Passed through from the upstream with `x-upstream-status`. */
             202: {
                 headers: {
@@ -9667,116 +5253,15 @@ export interface operations {
                     "application/json": components["schemas"]["UpstreamObject"];
                 };
             };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            400: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `unauthorized` (no or bad API key).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            401: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `tenant_not_found`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            404: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            409: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `environment_not_configured`.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            422: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            429: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            502: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description `service_unavailable`: the database cannot be reached; see Retry-After.; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            503: {
-                headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS).; or the upstream's answer with this status, passed through with `x-upstream-status`. */
-            504: {
-                headers: {
-                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
-                    "x-upstream-status"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "*/*": string;
-                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
-                };
-            };
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
 }
