@@ -1,8 +1,10 @@
 import { DynamicModule, Module, ValidationPipe } from '@nestjs/common';
-import { APP_FILTER, APP_GUARD, APP_PIPE } from '@nestjs/core';
+import { APP_FILTER, APP_GUARD, APP_INTERCEPTOR, APP_PIPE } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { LoggerModule } from 'nestjs-pino';
 import type { DestinationStream } from 'pino';
+import { AuditInterceptor } from './audit/audit.interceptor.js';
+import { AuditModule } from './audit/audit.module.js';
 import { AppExceptionFilter } from './common/app-exception.filter.js';
 import { Clock, SystemClock } from './common/clock.js';
 import type { AppConfig } from './config/app-config.js';
@@ -50,10 +52,12 @@ export class AppModule {
         ConsoleModule,
         // The API-key guard below also accepts a console session.
         ConsoleSessionsModule,
+        AuditModule,
       ],
-      // What applies to every route: the API-key check, the one error shape, DTO validation.
+      // What applies to every route: the API-key check, the one error shape, DTO validation, the audit of @Audited routes.
       providers: [
         { provide: APP_GUARD, useClass: ApiKeyAuthGuard },
+        { provide: APP_INTERCEPTOR, useClass: AuditInterceptor },
         { provide: APP_FILTER, useClass: AppExceptionFilter },
         {
           provide: APP_PIPE,

@@ -268,6 +268,59 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
         .waitFor({ timeout: 20_000 });
   });
 
+  it('shows the audit trail a page at a time: who signed in, who failed to, what the console deleted', async () => {
+    await page.getByRole('link', { name: 'Audit trail' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Audit trail' }).waitFor();
+    const deleted = page.getByRole('row', { name: /connection\.deleted/ });
+    await expect(deleted.textContent()).resolves.toContain('Console session');
+    await expect(deleted.textContent()).resolves.toContain('success');
+    await expect(deleted.textContent()).resolves.toContain('user console-bob');
+    const signedIn = page.getByRole('row', { name: /console\.login/ }).filter({ hasText: 'success' });
+    await expect(signedIn.count()).resolves.toBe(1);
+    // The two refused sign-ins: one row a minute, counted.
+    const failed = (
+      await t.request<{ items: Array<{ action: string; outcome: string; count: number }> }>('GET', '/v1/audit')
+    ).body.items.filter((i) => i.action === 'console.login' && i.outcome === 'failure');
+    expect(failed.reduce((n, i) => n + i.count, 0)).toBe(2);
+    await expect(
+      page
+        .getByRole('row', { name: /console\.login/ })
+        .filter({ hasText: 'failure' })
+        .count(),
+    ).resolves.toBe(failed.length);
+    await shot('audit');
+
+    // A tenant with more rows than a page: the console reads 50 at a time and pages on.
+    expect(
+      (
+        await t.request('POST', '/v1/tenants', {
+          body: { id: 'paged-co', name: 'Paged', environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] },
+        })
+      ).status,
+    ).toBe(201);
+    for (let i = 0; i < 54; i++)
+      expect((await t.request('POST', '/v1/tenants/paged-co/api-keys', { body: { name: `k${i}` } })).status).toBe(201);
+    await page.getByLabel('Tenant id').fill('paged-co');
+    await page.getByRole('button', { name: 'Apply filter' }).click();
+    await page.waitForURL(/tenantId=paged-co/);
+    await page.getByRole('link', { name: 'Next page' }).waitFor();
+    await expect(page.getByRole('table').getByRole('row').count()).resolves.toBe(51); // the header and 50 rows
+    await expect(page.getByRole('row', { name: /tenant\.created/ }).count()).resolves.toBe(0);
+    await page.getByRole('link', { name: 'Next page' }).click();
+    await page.getByRole('row', { name: /tenant\.created/ }).waitFor();
+    await expect(page.getByRole('table').getByRole('row').count()).resolves.toBe(6); // the header and the last 5
+    await expect(page.getByRole('link', { name: 'Next page' }).count()).resolves.toBe(0);
+    await shot('audit-paged');
+    const auditCalls = requested.filter((u) => u.includes('/audit'));
+    expect(auditCalls.length).toBeGreaterThanOrEqual(3);
+    expect(auditCalls.every((u) => new URL(u).searchParams.get('limit') === '50')).toBe(true);
+
+    await page.goto(`${t.url}/console/#/tenants/${TENANT}/audit`);
+    await page.getByRole('heading', { level: 1, name: `Audit trail of ${TENANT}` }).waitFor();
+    await page.getByRole('row', { name: /api_key\.created/ }).waitFor();
+    await expect(page.getByRole('row', { name: /api_key\.created/ }).textContent()).resolves.toContain('Operator key');
+  });
+
   it('never sends the page a token, key or secret, and loads nothing from elsewhere', async () => {
     const cookie = (await context.cookies()).find((c) => c.name === 'cws_console');
     expect(cookie).toBeDefined();

@@ -74,6 +74,8 @@ export interface AppConfig {
     /** Group commits of inbound deliveries written at once (docs/webhooks.md, Inbound). */
     inboundCommitsInFlight: number;
   };
+  /** The audit trail (docs/operations.md, "Audit trail"): rows older than this many days are swept away. */
+  audit: { retentionDays: number };
   logLevel: string;
   /** pretty: one readable line per entry, for a person at a terminal; json: one JSON object per line. */
   logFormat: 'json' | 'pretty';
@@ -261,6 +263,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
       maintenanceSeconds: int(env, 'EVENTS_MAINTENANCE_SECONDS', 60, 1, 3600),
       inboundCommitsInFlight: int(env, 'INBOUND_COMMITS_IN_FLIGHT', 1, 1, 8),
     },
+    audit: { retentionDays: int(env, 'AUDIT_RETENTION_DAYS', 400, 1, 3650) },
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
     logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'], host.stdoutIsTty ? 'pretty' : 'json'),
     instanceId: env.INSTANCE_ID?.trim() || `${process.pid}-${randomBytes(3).toString('hex')}`,

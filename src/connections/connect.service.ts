@@ -5,6 +5,7 @@ import type { NextFunction, Request, Response } from 'express';
 import passport from 'passport';
 import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
+import { requestIdOf } from '../common/request-id.js';
 import type { AppConfig, CwsEnvironment } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { Environments } from '../config/environments.js';
@@ -149,7 +150,7 @@ export class ConnectService {
 
     const { tokens, user, session } = outcome.result;
     const isAdmin = session.kind === 'admin' ? await this.checkAdmin(env, tokens) : false;
-    const connectionId = await this.connections.saveFromConnect(session, tokens, user, isAdmin);
+    const connectionId = await this.connections.saveFromConnect(session, tokens, user, isAdmin, requestIdOf(req));
     if (session.kind === 'admin' && !isAdmin) return redirectBack(res, session, { status: 'error', error: 'not_admin', connectionId });
     return redirectBack(res, session, { status: 'connected', connectionId });
   }

@@ -1,5 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
 import { ApiBearerAuth, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { AuditBy, type AuditContext } from '../audit/audit-context.js';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
 import { connectionIdPipe } from '../common/params.js';
 import { ConnectService } from './connect.service.js';
@@ -64,7 +65,11 @@ export class ConnectionsController {
   @ApiRoute('deleteConnection', 'Delete a connection and its tokens')
   @ApiNoContentResponse({ description: 'The connection and its tokens are destroyed.' })
   @ApiErrors('unauthorized', 'tenant_not_found', 'connection_not_found')
-  async delete(@Param('tenantId') tenantId: string, @Param('connectionId', connectionIdPipe) id: string): Promise<void> {
-    await this.connections.delete(tenantId, id);
+  async delete(
+    @Param('tenantId') tenantId: string,
+    @Param('connectionId', connectionIdPipe) id: string,
+    @AuditBy() by: AuditContext,
+  ): Promise<void> {
+    await this.connections.delete(tenantId, id, by);
   }
 }

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { AuditModule } from '../audit/audit.module.js';
 import { EventsModule } from '../events/events.module.js';
 import { VaultModule } from '../vault/vault.module.js';
 import { UpstreamModule } from '../upstream/upstream.module.js';
@@ -17,7 +18,14 @@ import { OAuthController } from './oauth.controller.js';
 import { ConnectionTokens } from './token-fields.js';
 
 @Module({
-  imports: [UpstreamModule, VaultModule, EventsModule, TypeOrmModule.forFeature([ConnectionEntity, ConnectSessionEntity]), TenantsModule],
+  imports: [
+    UpstreamModule,
+    VaultModule,
+    EventsModule,
+    TypeOrmModule.forFeature([ConnectionEntity, ConnectSessionEntity]),
+    TenantsModule,
+    AuditModule,
+  ],
   controllers: [ConnectionsController, OAuthController, ConnectPopupController],
   providers: [ConnectionsRepository, ConnectSessionsRepository, ConnectionsService, ConnectService, ConnectPopupService, ConnectionTokens],
   exports: [ConnectionsService, ConnectionsRepository, ConnectionTokens],

@@ -1,8 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
+import type { AuditContext } from '../audit/audit-context.js';
+import { AuditService } from '../audit/audit.service.js';
 import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
 import type { EnvironmentName } from '../config/app-config.js';
+import type { EntityManager } from 'typeorm';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { EventsRepository } from '../events/events.repository.js';
 import type { TokenSet, UpstreamUser } from '../upstream/upstream.types.js';
@@ -27,6 +30,7 @@ export class ConnectionsService {
     private readonly events: EventsRepository,
     private readonly clock: Clock,
     private readonly tenants: TenantsService,
+    private readonly audit: AuditService,
   ) {}
 
   /** A page of the tenant's connections in creation order; `next` (null on the last page) continues after it. */
@@ -55,8 +59,8 @@ export class ConnectionsService {
     return history;
   }
 
-  /** Deletes a connection and its tokens; the partner hears of it as connection.deleted. */
-  async delete(tenantId: string, id: string): Promise<void> {
+  /** Deletes a connection and its tokens; the partner hears of it as connection.deleted, the audit trail in the same transaction. */
+  async delete(tenantId: string, id: string, by: AuditContext): Promise<void> {
     const deleted = await this.repo.transaction(async (m) => {
       const gone = await this.repo.delete(m, tenantId, id);
       if (gone) {
@@ -64,10 +68,17 @@ export class ConnectionsService {
           { tenantId, source: 'service', type: 'connection.deleted', payload: eventPayload('connection.deleted', gone) },
           m,
         );
+        await this.audit.record(
+          { action: 'connection.deleted', ...by, tenantId, target: `connections/${id}`, userId: gone.userId, outcome: 'success' },
+          m,
+        );
       }
       return gone;
     });
-    if (!deleted) throw new AppError('connection_not_found', 'No such connection.');
+    if (!deleted) {
+      await this.audit.recordAfter({ action: 'connection.deleted', ...by, tenantId, target: `connections/${id}`, outcome: 'failure' });
+      throw new AppError('connection_not_found', 'No such connection.');
+    }
   }
 
   /**
@@ -95,9 +106,15 @@ export class ConnectionsService {
   /**
    * Stores the outcome of a completed authorization: a new connection, or new tokens on the owner's
    * existing one (same id). Tokens are sealed with the row id in their AAD, so the id is settled first.
-   * Answers the connection's id.
+   * Answers the connection's id. Audited in the same transaction, the connect session as the actor.
    */
-  async saveFromConnect(session: ConnectSessionEntity, tokens: TokenSet, user: UpstreamUser, isAdmin: boolean): Promise<string> {
+  async saveFromConnect(
+    session: ConnectSessionEntity,
+    tokens: TokenSet,
+    user: UpstreamUser,
+    isAdmin: boolean,
+    requestId: string,
+  ): Promise<string> {
     const now = this.clock.now();
     const fieldsFor = (id: string): ConnectedFields => ({
       upstreamUserId: user.id,
@@ -107,6 +124,19 @@ export class ConnectionsService {
       scopes: tokens.scope ?? session.scopes,
       ...this.tokens.fields(id, tokens, now),
     });
+    const audited = (action: 'connection.created' | 'connection.reconnected', id: string, m: EntityManager) =>
+      this.audit.record(
+        {
+          action,
+          actor: { kind: 'connect_session', id: session.id },
+          tenantId: session.tenantId,
+          target: `connections/${id}`,
+          userId: session.userId,
+          requestId,
+          outcome: 'success',
+        },
+        m,
+      );
     return this.repo.transaction(async (m) => {
       let existing = await this.repo.findOwner(session.tenantId, session.kind, session.userId, m);
       if (!existing) {
@@ -122,12 +152,14 @@ export class ConnectionsService {
             },
             m,
           );
+          await audited('connection.created', id, m);
           return id;
         }
         existing = await this.repo.findOwner(session.tenantId, session.kind, session.userId, m);
         if (!existing) throw new Error('connection vanished during a reconnect');
       }
       await this.repo.replaceTokens(m, existing.id, fieldsFor(existing.id));
+      await audited('connection.reconnected', existing.id, m);
       if (existing.status === 'reauth_required') {
         await this.events.record(
           {

@@ -16,8 +16,17 @@ export class ConsoleSessionsRepository {
     return this.repo.createQueryBuilder('s').where('s.token_hash = :tokenHash AND s.expires_at > :now', { tokenHash, now }).getOne();
   }
 
-  async deleteByTokenHash(tokenHash: Buffer): Promise<void> {
-    await this.repo.createQueryBuilder().delete().from(ConsoleSessionEntity).where('token_hash = :tokenHash', { tokenHash }).execute();
+  /** The id of the session deleted, null when none had this secret. */
+  async deleteByTokenHash(tokenHash: Buffer): Promise<string | null> {
+    const result = await this.repo
+      .createQueryBuilder()
+      .delete()
+      .from(ConsoleSessionEntity)
+      .where('token_hash = :tokenHash', { tokenHash })
+      .returning('id')
+      .execute();
+    const rows = result.raw as Array<{ id: string }>;
+    return rows[0]?.id ?? null;
   }
 
   async deleteExpired(before: Date): Promise<number> {

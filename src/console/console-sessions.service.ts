@@ -50,15 +50,14 @@ export class ConsoleSessionsService {
     return req.headers.authorization === undefined && sessionTokenOf(req) !== null;
   }
 
-  async start(): Promise<ConsoleSessionView & { token: string }> {
+  async start(): Promise<ConsoleSessionView & { id: string; token: string }> {
     const now = this.clock.now();
     await this.repo.deleteExpired(now);
     const token = randomBytes(32).toString('base64url');
     const expiresAt = new Date(now.getTime() + CONSOLE_SESSION_LIFETIME_MS);
-    await this.repo.insert(
-      Object.assign(new ConsoleSessionEntity(), { id: randomUUID(), tokenHash: sha256(token), createdAt: now, expiresAt }),
-    );
-    return { token, csrfToken: csrfTokenFor(token), expiresAt };
+    const id = randomUUID();
+    await this.repo.insert(Object.assign(new ConsoleSessionEntity(), { id, tokenHash: sha256(token), createdAt: now, expiresAt }));
+    return { id, token, csrfToken: csrfTokenFor(token), expiresAt };
   }
 
   /** The signed-in session of this browser, for the page to learn its CSRF token. */
@@ -82,16 +81,17 @@ export class ConsoleSessionsService {
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
       throw new AppError('forbidden', `A console session needs its CSRF token in the ${CSRF_HEADER} header.`);
     }
-    if (!(await this.repo.findLive(sha256(token), this.clock.now())))
-      throw new AppError('unauthorized', 'The console session has ended: sign in again.');
+    const session = await this.repo.findLive(sha256(token), this.clock.now());
+    if (!session) throw new AppError('unauthorized', 'The console session has ended: sign in again.');
     if (showsSecret)
       throw new AppError('forbidden', 'This answer shows a secret once: call it with the operator key, not from the console.');
-    return { kind: 'operator' };
+    return { kind: 'operator', consoleSessionId: session.id };
   }
 
-  async end(req: Request): Promise<void> {
+  /** Ends this browser's session; answers the id of the session that ended, null when there was none. */
+  async end(req: Request): Promise<string | null> {
     const token = sessionTokenOf(req);
-    if (token) await this.repo.deleteByTokenHash(sha256(token));
+    return token ? this.repo.deleteByTokenHash(sha256(token)) : null;
   }
 
   cookieOptions(expiresAt?: Date): CookieOptions {

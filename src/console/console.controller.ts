@@ -68,7 +68,7 @@ export class ConsoleController {
   async signIn(@Req() req: Request, @Body() dto: SignInDto, @Res({ passthrough: true }) res: Response): Promise<ConsoleSessionDto> {
     // A form another site posts cannot be JSON without a preflight this service never grants.
     if (!req.is('application/json')) throw new UnsupportedMediaTypeException('Send the operator key as JSON.');
-    const session = await this.console.signIn(dto.operatorKey);
+    const session = await this.console.signIn(dto.operatorKey, req);
     res.cookie(CONSOLE_COOKIE, session.token, this.sessions.cookieOptions(session.expiresAt));
     res.setHeader('cache-control', 'no-store');
     return { csrfToken: session.csrfToken, expiresAt: session.expiresAt.toISOString() };
@@ -98,7 +98,7 @@ export class ConsoleController {
   @ApiNoContentResponse({ description: 'The session is gone and the cookie cleared.' })
   @ApiErrors('unauthorized', 'forbidden')
   async signOut(@Req() req: Request, @Res({ passthrough: true }) res: Response): Promise<void> {
-    await this.sessions.end(req);
+    await this.console.signOut(req);
     res.clearCookie(CONSOLE_COOKIE, this.sessions.cookieOptions());
   }
 

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { AuditModule } from '../audit/audit.module.js';
 import { MetricsModule } from '../ops/metrics.module.js';
 import { TenantsModule } from '../tenants/tenants.module.js';
 import { ConsoleFiguresService } from './console-figures.service.js';
@@ -8,7 +9,7 @@ import { ConsoleService } from './console.service.js';
 
 /** The operator's web console at /console: a static page that calls the same /v1 API the partner uses. */
 @Module({
-  imports: [TenantsModule, ConsoleSessionsModule, MetricsModule],
+  imports: [TenantsModule, ConsoleSessionsModule, MetricsModule, AuditModule],
   controllers: [ConsoleController],
   providers: [ConsoleService, ConsoleFiguresService],
 })

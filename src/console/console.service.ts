@@ -1,5 +1,8 @@
 import { Injectable } from '@nestjs/common';
+import type { Request } from 'express';
+import { AuditService } from '../audit/audit.service.js';
 import { AppError } from '../common/app-error.js';
+import { requestIdOf } from '../common/request-id.js';
 import { ApiKeysService } from '../tenants/api-keys.service.js';
 import { ConsoleSessionsService, type ConsoleSessionView } from './console-sessions.service.js';
 
@@ -8,12 +11,48 @@ export class ConsoleService {
   constructor(
     private readonly keys: ApiKeysService,
     private readonly sessions: ConsoleSessionsService,
+    private readonly audit: AuditService,
   ) {}
 
-  /** Only the operator key opens the console; the same check as the API's, then a new session. */
-  async signIn(operatorKey: string): Promise<ConsoleSessionView & { token: string }> {
+  /**
+   * Only the operator key opens the console; the same check as the API's, then a new session. Both outcomes
+   * are audited: a success as the new session, a failure with no actor id (failures within a minute share a row).
+   */
+  async signIn(operatorKey: string, req: Request): Promise<ConsoleSessionView & { token: string }> {
+    const requestId = requestIdOf(req);
     const principal = await this.keys.authenticate(operatorKey).catch(() => null);
-    if (principal?.kind !== 'operator') throw new AppError('unauthorized', 'That is not the operator key.');
-    return this.sessions.start();
+    if (principal?.kind !== 'operator') {
+      await this.audit.recordAfter({
+        action: 'console.login',
+        actor: { kind: 'console', id: null },
+        tenantId: null,
+        requestId,
+        outcome: 'failure',
+      });
+      throw new AppError('unauthorized', 'That is not the operator key.');
+    }
+    const session = await this.sessions.start();
+    await this.audit.recordAfter({
+      action: 'console.login',
+      actor: { kind: 'console', id: session.id },
+      tenantId: null,
+      requestId,
+      outcome: 'success',
+    });
+    return session;
+  }
+
+  /** Ends the browser's session everywhere; audited when there was one to end. */
+  async signOut(req: Request): Promise<void> {
+    const ended = await this.sessions.end(req);
+    if (ended) {
+      await this.audit.recordAfter({
+        action: 'console.logout',
+        actor: { kind: 'console', id: ended },
+        tenantId: null,
+        requestId: requestIdOf(req),
+        outcome: 'success',
+      });
+    }
   }
 }

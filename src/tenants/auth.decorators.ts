@@ -3,7 +3,8 @@ import { ApiExtension } from '@nestjs/swagger';
 import type { Request } from 'express';
 import { SHOWS_SECRET_EXTENSION } from '../common/openapi-document.js';
 
-export type Principal = { kind: 'operator' } | { kind: 'tenant'; tenantId: string; keyId: string };
+/** The operator, by its key or by a console session (`consoleSessionId`: which one, for the audit trail); or a tenant key. */
+export type Principal = { kind: 'operator'; consoleSessionId?: string } | { kind: 'tenant'; tenantId: string; keyId: string };
 
 export const PUBLIC_ROUTE = 'cws:public';
 export const OPERATOR_ONLY = 'cws:operator-only';

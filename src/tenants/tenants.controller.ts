@@ -1,5 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Post } from '@nestjs/common';
 import { ApiBearerAuth, ApiBody, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { Audited } from '../audit/audited.decorator.js';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
 import { uuidParam } from '../common/params.js';
 import { ApiKeysService } from './api-keys.service.js';
@@ -15,6 +16,8 @@ import {
 } from './dto/tenant.dto.js';
 import { TenantsService } from './tenants.service.js';
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 export const keyIdPipe = uuidParam('api_key_not_found', 'No such API key.');
 
 @ApiTags('tenants')
@@ -29,6 +32,7 @@ export class TenantsController {
   @Post()
   @OperatorOnly()
   @ShowsSecret()
+  @Audited('tenant.created', (_, result) => ({ tenantId: (result as CreatedTenantResponseDto | undefined)?.id ?? null, target: null }))
   @ApiRoute('createTenant', 'Create a tenant', "The answer carries the tenant's `eventsSecret`, shown only here.")
   @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_exists', 'environment_not_configured')
   @ApiCreatedResponse({ type: CreatedTenantResponseDto })
@@ -56,6 +60,7 @@ export class TenantsController {
 
   @Patch(':tenantId')
   @OperatorOnly()
+  @Audited('tenant.updated')
   @ApiRoute('updateTenant', 'Change a tenant', 'Its environment cannot be changed.')
   @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_not_found')
   @ApiOkResponse({ type: TenantResponseDto })
@@ -65,6 +70,7 @@ export class TenantsController {
 
   @Delete(':tenantId')
   @OperatorOnly()
+  @Audited('tenant.deleted')
   @HttpCode(204)
   @ApiRoute('deleteTenant', 'Delete a tenant and everything it owns')
   @ApiErrors('unauthorized', 'forbidden', 'tenant_not_found')
@@ -75,6 +81,7 @@ export class TenantsController {
 
   @Post(':tenantId/events-secret')
   @OperatorOnly()
+  @Audited('events_secret.rotated')
   @ShowsSecret()
   @ApiRoute(
     'rotateEventsSecret',
@@ -90,6 +97,10 @@ export class TenantsController {
 
   @Post(':tenantId/api-keys')
   @OperatorOnly()
+  @Audited('api_key.created', (params, result) => ({
+    tenantId: params.tenantId,
+    target: result ? `api-keys/${(result as CreatedApiKeyResponseDto).id}` : null,
+  }))
   @ShowsSecret()
   @ApiRoute('createApiKey', 'Create a tenant API key', 'The key is in this answer only.')
   @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_not_found')
@@ -110,6 +121,11 @@ export class TenantsController {
 
   @Delete(':tenantId/api-keys/:keyId')
   @OperatorOnly()
+  // A key id that is not a UUID named nothing, and the path is the caller's text: it is not copied into the row.
+  @Audited('api_key.revoked', (params) => ({
+    tenantId: params.tenantId,
+    target: UUID.test(params.keyId) ? `api-keys/${params.keyId}` : null,
+  }))
   @HttpCode(204)
   @ApiRoute('revokeApiKey', 'Revoke a tenant API key')
   @ApiErrors('unauthorized', 'forbidden', 'tenant_not_found', 'api_key_not_found')

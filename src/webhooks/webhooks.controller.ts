@@ -1,5 +1,6 @@
 import { Body, Controller, Get, Param, Post, Res } from '@nestjs/common';
 import { ApiBearerAuth, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { Audited } from '../audit/audited.decorator.js';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
 import { upstreamAnswer } from '../upstream/upstream-openapi.js';
 import type { Response } from 'express';
@@ -13,6 +14,7 @@ export class WebhooksController {
   constructor(private readonly webhooks: WebhooksService) {}
 
   @Post()
+  @Audited('webhook.provisioned', (params, result) => ({ tenantId: params.tenantId, target: webhookTarget(result) }))
   @ApiRoute(
     'createWebhook',
     'Provision an upstream webhook',
@@ -62,4 +64,10 @@ function passUpstream(res: Response, answer: UpstreamAnswer): unknown {
     return undefined;
   }
   return answer.body;
+}
+
+/** The upstream's id of the webhook it created, when its answer names one. */
+function webhookTarget(answer: unknown): string | null {
+  const id = typeof answer === 'object' && answer !== null ? (answer as { id?: unknown }).id : undefined;
+  return typeof id === 'string' || typeof id === 'number' ? `webhooks/${id}` : null;
 }

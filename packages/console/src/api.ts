@@ -63,6 +63,24 @@ export interface Attempt {
   error: string | null;
 }
 
+export interface AuditItem {
+  id: string;
+  at: string;
+  actor: { kind: 'operator' | 'tenant_key' | 'console' | 'connect_session'; id: string | null };
+  action: string;
+  tenantId: string | null;
+  target: string | null;
+  userId: string | null;
+  requestId: string | null;
+  outcome: 'success' | 'failure';
+  count: number;
+}
+
+export interface AuditPage {
+  items: AuditItem[];
+  next: string | null;
+}
+
 export interface Figures {
   instanceId: string;
   startedAt: string;
@@ -154,4 +172,9 @@ export const api = {
   redeliver: (t: string, id: string) => call<{ id: string }>('POST', `/v1/tenants/${enc(t)}/events/${enc(id)}/redeliver`),
   redeliverSince: (t: string, since: string, state: 'dead' | 'delivered' | 'any') =>
     call<{ queued: number }>('POST', `/v1/tenants/${enc(t)}/events/redeliver`, { since, state }),
+  /** One page of the audit trail, newest first: a tenant's own rows, or every row (optionally one tenant's, deleted ones included). */
+  audit: (scope: { tenantId?: string; all?: boolean }, after: string | undefined, limit = 50) =>
+    scope.all
+      ? call<AuditPage>('GET', `/v1/audit${query({ tenantId: scope.tenantId, after, limit: String(limit) })}`)
+      : call<AuditPage>('GET', `/v1/tenants/${enc(scope.tenantId ?? '')}/audit${query({ after, limit: String(limit) })}`),
 };

@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'react';
 import { api, whenSignedOut } from './api';
 import { Heading } from './components';
+import { Audit } from './pages/audit';
 import { Connection } from './pages/connection';
 import { Connections } from './pages/connections';
 import { Events } from './pages/events';
@@ -11,6 +12,9 @@ import { href, useRoute, type Route } from './router';
 function View({ route }: { route: Route }) {
   const [first, tenantId, section, id] = route.path;
   if (!first) return <Overview />;
+  if (first === 'audit' && !tenantId) return <Audit key={route.params.toString()} params={route.params} />;
+  if (first === 'tenants' && tenantId && section === 'audit')
+    return <Audit key={`${tenantId}?${route.params.toString()}`} tenantId={tenantId} params={route.params} />;
   if (first === 'tenants' && tenantId && section === 'connections' && id)
     return <Connection key={`${tenantId}/${id}`} tenantId={tenantId} connectionId={id} />;
   if (first === 'tenants' && tenantId && section === 'connections')
@@ -71,6 +75,11 @@ export function App() {
                 Tenants
               </a>
             </li>
+            <li>
+              <a href={href(['audit'])} aria-current={route.path[0] === 'audit' ? 'page' : undefined}>
+                Audit trail
+              </a>
+            </li>
             {tenantId ? (
               <>
                 <li>
@@ -81,6 +90,11 @@ export function App() {
                 <li>
                   <a href={href(['tenants', tenantId, 'events'])} aria-current={route.path[2] === 'events' ? 'page' : undefined}>
                     {tenantId}: events
+                  </a>
+                </li>
+                <li>
+                  <a href={href(['tenants', tenantId, 'audit'])} aria-current={route.path[2] === 'audit' ? 'page' : undefined}>
+                    {tenantId}: audit
                   </a>
                 </li>
               </>

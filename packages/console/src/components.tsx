@@ -10,6 +10,8 @@ const TONES: Record<string, string> = {
   pending: 'warn',
   no_target: 'muted',
   filtered: 'muted',
+  success: 'good',
+  failure: 'bad',
 };
 
 /** A state in words and colour (the words carry it; the colour only helps). */

@@ -107,6 +107,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A page of the audit trail: every change of credentials or data
+         * @description Newest first, in a stable order; pass `next` back as `after` until it is null; an `after` this service did not give out for this listing is `validation_failed`. Operator key only.
+         */
+        get: operations["listAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/tenants": {
         parameters: {
             query?: never;
@@ -183,6 +203,26 @@ export interface paths {
         post?: never;
         /** Revoke a tenant API key */
         delete: operations["revokeApiKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A page of the tenant's own audit rows
+         * @description Newest first, in a stable order; pass `next` back as `after` until it is null; an `after` this service did not give out for this listing is `validation_failed`.
+         */
+        get: operations["listTenantAudit"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -739,6 +779,40 @@ export interface components {
         AttemptsDto: {
             /** @description Oldest first. Never a body, a header or a URL. */
             attempts: components["schemas"]["AttemptDto"][];
+        };
+        AuditActorDto: {
+            /** @description The key's id, the console session's id, `operator` for the operator key, the connect session's id; never a secret. */
+            id: string | null;
+            /**
+             * @description `connect_session`: the browser that completed a connect session (a reconnect replaces the tokens through it).
+             * @enum {string}
+             */
+            kind: "operator" | "tenant_key" | "console" | "connect_session";
+        };
+        AuditEntryDto: {
+            /** @enum {string} */
+            action: "tenant.created" | "tenant.updated" | "tenant.deleted" | "api_key.created" | "api_key.revoked" | "events_secret.rotated" | "webhook.provisioned" | "connection.created" | "connection.reconnected" | "connection.deleted" | "user.erased" | "console.login" | "console.logout";
+            actor: components["schemas"]["AuditActorDto"];
+            /** Format: date-time */
+            at: string;
+            /** @description How many times it happened: failures of the same action by the same actor on the same tenant within a minute share one row. */
+            count: number;
+            /** Format: uuid */
+            id: string;
+            /** @enum {string} */
+            outcome: "success" | "failure";
+            requestId: string | null;
+            /** @description What was acted on, as `<kind>/<id>`: `api-keys/<id>`, `connections/<id>`, ... */
+            target: string | null;
+            tenantId: string | null;
+            /** @description The partner's end user the change concerns; null once that user is erased. */
+            userId: string | null;
+        };
+        AuditPageDto: {
+            /** @description Newest first. */
+            items: components["schemas"]["AuditEntryDto"][];
+            /** @description Pass as `after` for the next page (opaque); null on the last page. */
+            next: string | null;
         };
         ConnectionPageDto: {
             connections: components["schemas"]["ConnectionResponseDto"][];
@@ -1564,6 +1638,70 @@ export interface operations {
             };
         };
     };
+    listAudit: {
+        parameters: {
+            query?: {
+                /** @description The `next` of the previous page (opaque). */
+                after?: string;
+                /** @description Page size, 1 to 500. */
+                limit?: number;
+                /** @description One tenant's rows only, a deleted tenant's included. */
+                tenantId?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPageDto"];
+                };
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden` */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
     listTenants: {
         parameters: {
             query?: never;
@@ -2048,6 +2186,79 @@ export interface operations {
                 };
             };
             /** @description `tenant_not_found`, `api_key_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    listTenantAudit: {
+        parameters: {
+            query?: {
+                /** @description The `next` of the previous page (opaque). */
+                after?: string;
+                /** @description Page size, 1 to 500. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPageDto"];
+                };
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -1,0 +1,60 @@
+/**
+ * What the audit trail records (docs/api.md section 4): every change of credentials or data. An action is
+ * named `<what>.<done>`; a failed attempt keeps the action's name with outcome `failure`.
+ */
+export const AUDIT_ACTIONS = [
+  'tenant.created',
+  'tenant.updated',
+  'tenant.deleted',
+  'api_key.created',
+  'api_key.revoked',
+  'events_secret.rotated',
+  'webhook.provisioned',
+  'connection.created',
+  'connection.reconnected',
+  'connection.deleted',
+  'user.erased',
+  'console.login',
+  'console.logout',
+] as const;
+export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+
+export const ACTOR_KINDS = ['operator', 'tenant_key', 'console', 'connect_session'] as const;
+export type ActorKind = (typeof ACTOR_KINDS)[number];
+
+/**
+ * Who acted, never by a secret: the operator key is `operator` (the key itself names nobody else), a tenant
+ * key by its id, a console session by its id (null for a sign-in that failed: there is no session), and the
+ * browser that completed a connect session by that session's id.
+ */
+export interface AuditActor {
+  kind: ActorKind;
+  id: string | null;
+}
+
+export type AuditOutcome = 'success' | 'failure';
+
+export interface AuditRecord {
+  action: AuditAction;
+  actor: AuditActor;
+  tenantId: string | null;
+  /** What was acted on, as `<kind>/<id>` (`api-keys/<uuid>`, `connections/<uuid>`...); null when the tenant itself is. */
+  target?: string | null;
+  /** The partner's end user the change concerns; cleared when that user is erased (AuditService.forgetUser). */
+  userId?: string | null;
+  requestId: string | null;
+  outcome: AuditOutcome;
+}
+
+/** A stored row. Failures of the same action by the same actor on the same tenant within a minute are one row with a count. */
+export interface AuditRow extends Required<AuditRecord> {
+  id: string;
+  at: Date;
+  count: number;
+}
+
+/** Where a page starts: after this (at, id), at as PostgreSQL's exact text (microseconds). */
+export interface AuditPosition {
+  at: string;
+  id: string;
+}

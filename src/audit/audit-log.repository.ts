@@ -1,0 +1,160 @@
+import { randomUUID } from 'node:crypto';
+import { Injectable } from '@nestjs/common';
+import { InjectDataSource } from '@nestjs/typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
+import type { ActorKind, AuditAction, AuditOutcome, AuditPosition, AuditRecord, AuditRow } from './audit-entry.js';
+
+/** Advisory lock of the retention sweep: one instance sweeps at a time, the others skip their turn. */
+const SWEEP_LOCK = 7_310_442_101;
+
+interface RawRow {
+  id: string;
+  at: Date;
+  position_at: string;
+  actor_kind: ActorKind;
+  actor_id: string | null;
+  action: AuditAction;
+  tenant_id: string | null;
+  target: string | null;
+  user_id: string | null;
+  request_id: string | null;
+  outcome: AuditOutcome;
+  count: number;
+}
+
+/** Every read and write of the audit_log table. */
+@Injectable()
+export class AuditLogRepository {
+  constructor(@InjectDataSource() private readonly db: DataSource) {}
+
+  /**
+   * One row; in `manager`'s transaction when given, so the row commits with the change it records. A failure
+   * lands on its minute's row for the same action, actor and tenant (count + 1), so that a flood of failed
+   * attempts (sign-ins above all) adds at most one row a minute.
+   */
+  async insert(r: AuditRecord, at: Date, manager?: EntityManager): Promise<void> {
+    const bucket = r.outcome === 'failure' ? new Date(Math.floor(at.getTime() / 60_000) * 60_000) : null;
+    await (manager ?? this.db).query(
+      `INSERT INTO audit_log (id, at, actor_kind, actor_id, action, tenant_id, target, user_id, request_id, outcome, bucket)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+       ON CONFLICT (bucket, action, actor_kind, COALESCE(actor_id, ''), COALESCE(tenant_id, '')) WHERE bucket IS NOT NULL
+       DO UPDATE SET count = audit_log.count + 1`,
+      [
+        randomUUID(),
+        at,
+        r.actor.kind,
+        r.actor.id,
+        r.action,
+        r.tenantId,
+        r.target ?? null,
+        r.userId ?? null,
+        r.requestId,
+        r.outcome,
+        bucket,
+      ],
+    );
+  }
+
+  /**
+   * A page, newest first ((at, id) descending), of one tenant's rows or of every row (tenantId null): a
+   * keyset read on ix_audit_log_tenant_at or ix_audit_log_at, so a page costs the same at any depth. Answers
+   * `limit + 1` rows at most.
+   */
+  async listPage(
+    tenantId: string | null,
+    before: AuditPosition | null,
+    limit: number,
+  ): Promise<Array<AuditRow & { position: AuditPosition }>> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (tenantId !== null) {
+      params.push(tenantId);
+      where.push(`tenant_id = $${params.length}`);
+    }
+    if (before) {
+      params.push(before.at, before.id);
+      where.push(`(at, id) < (CAST($${params.length - 1} AS timestamptz), CAST($${params.length} AS uuid))`);
+    }
+    params.push(limit + 1);
+    const rows: RawRow[] = await this.db.query(
+      `SELECT id, at, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_at, actor_kind, actor_id,
+              action, tenant_id, target, user_id, request_id, outcome, count
+         FROM audit_log ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+        ORDER BY at DESC, id DESC
+        LIMIT $${params.length}`,
+      params,
+    );
+    return rows.map((r) => ({
+      id: r.id,
+      at: r.at,
+      actor: { kind: r.actor_kind, id: r.actor_id },
+      action: r.action,
+      tenantId: r.tenant_id,
+      target: r.target,
+      userId: r.user_id,
+      requestId: r.request_id,
+      outcome: r.outcome,
+      count: r.count,
+      position: { at: r.position_at, id: r.id },
+    }));
+  }
+
+  /**
+   * Drops an end user's own identifiers from the tenant's rows about them: the user id, the target (their
+   * connection's id) and the connect session that acted for them. The rows stay, with what was done, when,
+   * by which key and with what outcome. Answers how many rows were scrubbed.
+   */
+  async forgetUser(tenantId: string, userId: string, manager?: EntityManager): Promise<number> {
+    const rows: Array<{ n: number }> = await (manager ?? this.db).query(
+      `WITH scrubbed AS (
+         UPDATE audit_log
+            SET user_id = NULL,
+                target = NULL,
+                actor_id = CASE WHEN actor_kind = 'connect_session' THEN NULL ELSE actor_id END
+          WHERE tenant_id = $1 AND user_id = $2
+         RETURNING 1)
+       SELECT count(*)::int AS n FROM scrubbed`,
+      [tenantId, userId],
+    );
+    return rows[0].n;
+  }
+
+  /**
+   * forgetUser for every end user of a deleted tenant, up to `batch` rows in one statement (on the partial
+   * ix_audit_log_tenant_user index, so it reads only rows that still name a user). Answers how many it scrubbed.
+   */
+  async forgetUsersOf(tenantId: string, batch: number): Promise<number> {
+    const rows: Array<{ n: number }> = await this.db.query(
+      `WITH named AS (
+         SELECT id FROM audit_log WHERE tenant_id = $1 AND user_id IS NOT NULL LIMIT $2 FOR UPDATE SKIP LOCKED),
+       scrubbed AS (
+         UPDATE audit_log a
+            SET user_id = NULL,
+                target = NULL,
+                actor_id = CASE WHEN a.actor_kind = 'connect_session' THEN NULL ELSE a.actor_id END
+           FROM named WHERE a.id = named.id
+         RETURNING 1)
+       SELECT count(*)::int AS n FROM scrubbed`,
+      [tenantId, batch],
+    );
+    return rows[0].n;
+  }
+
+  /**
+   * Deletes up to `batch` rows older than `before`, oldest first, in a short transaction of its own; null
+   * when another instance holds the sweep (it carries on). The batch bounds how long its row locks are held.
+   */
+  async deleteOlderThan(before: Date, batch: number): Promise<number | null> {
+    return this.db.transaction(async (m) => {
+      const [lock] = (await m.query('SELECT pg_try_advisory_xact_lock($1) AS ok', [SWEEP_LOCK])) as Array<{ ok: boolean }>;
+      if (!lock.ok) return null;
+      const rows: Array<{ n: number }> = await m.query(
+        `WITH doomed AS (SELECT id FROM audit_log WHERE at < $1 ORDER BY at LIMIT $2 FOR UPDATE SKIP LOCKED),
+              gone AS (DELETE FROM audit_log a USING doomed WHERE a.id = doomed.id RETURNING 1)
+         SELECT count(*)::int AS n FROM gone`,
+        [before, batch],
+      );
+      return rows[0].n;
+    });
+  }
+}

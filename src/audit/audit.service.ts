@@ -1,0 +1,148 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Interval } from '@nestjs/schedule';
+import type { EntityManager } from 'typeorm';
+import { AppError } from '../common/app-error.js';
+import { Clock } from '../common/clock.js';
+import { sha256 } from '../common/hash.js';
+import type { AppConfig } from '../config/app-config.js';
+import { APP_CONFIG } from '../config/config.module.js';
+import type { AuditPosition, AuditRecord, AuditRow } from './audit-entry.js';
+import { AuditLogRepository } from './audit-log.repository.js';
+
+export const DEFAULT_AUDIT_PAGE = 100;
+export const MAX_AUDIT_PAGE = 500;
+/** Rows deleted per statement by the retention sweep: each batch is its own short transaction. */
+export const AUDIT_SWEEP_BATCH = 2000;
+// Often enough that instances restarted by frequent deploys still sweep; a sweep with nothing due is one index probe.
+const AUDIT_SWEEP_MS = 10 * 60_000;
+const DAY_MS = 86_400_000;
+
+export interface AuditPage {
+  items: AuditRow[];
+  next: string | null;
+}
+
+/** The audit trail: recording, listing, erasure of a user's identifiers, and retention (AUDIT_RETENTION_DAYS). */
+@Injectable()
+export class AuditService {
+  private readonly logger = new Logger('AuditService');
+
+  constructor(
+    @Inject(APP_CONFIG) private readonly config: AppConfig,
+    private readonly repo: AuditLogRepository,
+    private readonly clock: Clock,
+  ) {}
+
+  /** One row, at the service's clock; in `manager`'s transaction when given (the row commits with the change). */
+  record(entry: AuditRecord, manager?: EntityManager): Promise<void> {
+    return this.repo.insert(entry, this.clock.now(), manager);
+  }
+
+  /**
+   * One row written after a change that has already committed: a failure to write it is logged, never
+   * thrown, so that it cannot turn the caller's success into a failure.
+   */
+  async recordAfter(entry: AuditRecord): Promise<void> {
+    try {
+      await this.record(entry);
+    } catch (e) {
+      this.logger.error(
+        { action: entry.action, tenantId: entry.tenantId, requestId: entry.requestId, err: e instanceof Error ? e.message : String(e) },
+        'could not write an audit row',
+      );
+    }
+  }
+
+  /** A page of one tenant's rows (or of every row: tenantId null), newest first; `next` continues after it. */
+  async list(tenantId: string | null, q: { limit?: number; after?: string }): Promise<AuditPage> {
+    const limit = q.limit ?? DEFAULT_AUDIT_PAGE;
+    const after = q.after === undefined ? null : decodeAuditCursor(tenantId, q.after);
+    const rows = await this.repo.listPage(tenantId, after, limit);
+    const page = rows.slice(0, limit);
+    const last = page.at(-1);
+    return {
+      items: page.map(({ position: _position, ...row }) => row),
+      next: rows.length > limit && last ? encodeAuditCursor(tenantId, last.position) : null,
+    };
+  }
+
+  /**
+   * The erasure of an end user (DELETE /v1/tenants/{tenantId}/users/{userId}): their earlier rows keep what
+   * was done and lose who it concerned. Pass the erasure's transaction to make it part of it. The erasure's
+   * own row is `record({ action: 'user.erased', ..., userId: null })`.
+   */
+  forgetUser(tenantId: string, userId: string, manager?: EntityManager): Promise<number> {
+    return this.repo.forgetUser(tenantId, userId, manager);
+  }
+
+  /**
+   * For a deleted tenant: every end user's identifiers leave its rows (as forgetUser does for one), in batches of
+   * AUDIT_SWEEP_BATCH rows, each its own statement; the rows stay until AUDIT_RETENTION_DAYS. Answers how many.
+   */
+  async forgetUsersOf(tenantId: string): Promise<number> {
+    let scrubbed = 0;
+    for (;;) {
+      const n = await this.repo.forgetUsersOf(tenantId, AUDIT_SWEEP_BATCH);
+      scrubbed += n;
+      if (n < AUDIT_SWEEP_BATCH) return scrubbed;
+    }
+  }
+
+  /**
+   * Removes rows older than AUDIT_RETENTION_DAYS in batches of AUDIT_SWEEP_BATCH, each its own transaction;
+   * one instance at a time (the others find the lock taken and skip). Answers how many rows it removed.
+   */
+  async sweep(): Promise<number> {
+    const before = new Date(this.clock.now().getTime() - this.config.audit.retentionDays * DAY_MS);
+    let removed = 0;
+    for (;;) {
+      const n = await this.repo.deleteOlderThan(before, AUDIT_SWEEP_BATCH);
+      if (n === null) return removed;
+      removed += n;
+      if (n < AUDIT_SWEEP_BATCH) return removed;
+    }
+  }
+
+  @Interval(AUDIT_SWEEP_MS)
+  async sweepOnSchedule(): Promise<void> {
+    try {
+      const removed = await this.sweep();
+      if (removed) this.logger.log({ removed }, 'removed audit rows past AUDIT_RETENTION_DAYS');
+    } catch (e) {
+      this.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'could not sweep the audit trail');
+    }
+  }
+}
+
+const CURSOR_TEXT =
+  /^a1\|(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z)\|([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\|([A-Za-z0-9_-]{16})$/;
+
+/**
+ * The `next` cursor: the position of a page's last row and a check value over it and the listing (a tenant's,
+ * or every row's), so that a cut, altered or borrowed cursor is refused. Opaque to callers; not a secret.
+ */
+function encodeAuditCursor(tenantId: string | null, p: AuditPosition): string {
+  return Buffer.from(`a1|${p.at}|${p.id}|${cursorCheck(tenantId, p)}`, 'utf8').toString('base64url');
+}
+
+function decodeAuditCursor(tenantId: string | null, cursor: string): AuditPosition {
+  const text = /^[A-Za-z0-9_-]{1,200}$/.test(cursor) ? Buffer.from(cursor, 'base64url').toString('utf8') : '';
+  const m = CURSOR_TEXT.exec(text);
+  const position = m ? { at: m[1], id: m[2] } : null;
+  if (
+    !m ||
+    !position ||
+    m[3] !== cursorCheck(tenantId, position) ||
+    encodeAuditCursor(tenantId, position) !== cursor ||
+    Number.isNaN(Date.parse(position.at))
+  ) {
+    throw new AppError('validation_failed', 'after is not a cursor this service gave out for this listing.');
+  }
+  return position;
+}
+
+function cursorCheck(tenantId: string | null, p: AuditPosition): string {
+  return sha256(`audit|${tenantId ?? '*'}|${p.at}|${p.id}`)
+    .subarray(0, 12)
+    .toString('base64url');
+}
