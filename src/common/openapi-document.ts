@@ -87,9 +87,9 @@ export function finishDocument(document: OpenAPIObject): OpenAPIObject {
   }
   const components = (document.components ?? {}) as Json & { schemas?: Json; responses?: Record<string, Json>; securitySchemes?: Json };
   const shared = new Set<Json>();
-  for (const op of operations(document)) {
-    if (Object.values(op.responses).some(isUpstreamAnswer)) withUpstreamErrors(op, components.responses ?? {}, shared);
-  }
+  // Chosen before any is extended: a response object may be shared by several operations.
+  const passing = operations(document).filter((op) => Object.values(op.responses).some(isUpstreamAnswer));
+  for (const op of passing) withUpstreamErrors(op, components.responses ?? {}, shared);
   const finished = {
     ...document,
     openapi: OPENAPI_VERSION,
@@ -114,7 +114,7 @@ function withUpstreamErrors(op: Operation, components: Record<string, Json>, sha
     if (!/^[45]\d\d$/.test(status)) continue;
     // A shared answer (`components.responses`, used by pass-through operations only) is extended once.
     const name = typeof given.$ref === 'string' ? given.$ref.replace('#/components/responses/', '') : undefined;
-    const response = name === undefined ? given : components[name];
+    const response = name === undefined ? (responses[status] = structuredClone(given)) : components[name];
     if (response === undefined || isUpstreamAnswer(response) || shared.has(response)) continue;
     if (name !== undefined) shared.add(response);
     const content = response.content as Record<string, { schema?: Json }> | undefined;
