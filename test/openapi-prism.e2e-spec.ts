@@ -142,6 +142,9 @@ describe('the OpenAPI document, checked by a validation proxy (Stoplight Prism) 
     await expectCall(400, 'createTenant', 'POST', '/v1/tenants', {
       body: { name: 'Bad', environment: 'sandbox', allowedReturnUrls: ['not a url'] },
     });
+    await expectCall(413, 'createTenant', 'POST', '/v1/tenants', {
+      body: { name: 'x'.repeat(1_100_000), environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] },
+    });
     await expectCall(422, 'createTenant', 'POST', '/v1/tenants', {
       body: { name: 'Elsewhere', environment: 'na', allowedReturnUrls: ['http://localhost:5173/'] },
     });
@@ -419,6 +422,6 @@ describe('the OpenAPI document, checked by a validation proxy (Stoplight Prism) 
     process.stdout.write(
       `prism: ${exchanges.length} exchanges, ${operations.length} operations, ${pairs} operation × status pairs, statuses ${statuses.join(' ')}, violations ${prism.violations().length}\n`,
     );
-    expect(statuses).toEqual(expect.arrayContaining([200, 201, 202, 204, 400, 401, 403, 404, 405, 409, 422, 429, 500, 502, 503, 504]));
+    expect(statuses).toEqual(expect.arrayContaining([200, 201, 202, 204, 400, 401, 403, 404, 405, 409, 413, 422, 429, 500, 502, 503, 504]));
   });
 });

@@ -75,6 +75,19 @@ export function withConsoleSessions(document: OpenAPIObject): OpenAPIObject {
   return document;
 }
 
+/**
+ * Nest's operations with a request body pass the one JSON body parser (common/json-body.ts): a body that is
+ * not JSON (or nests too deeply, or holds a NUL) is 400 `validation_failed`, one over its limit 413.
+ */
+export function withBodyParserErrors(document: OpenAPIObject): OpenAPIObject {
+  for (const op of operations(document)) {
+    if (!op.requestBody) continue;
+    op.responses['400'] ??= errorResponse('`validation_failed`: the body is not valid JSON.');
+    op.responses['413'] ??= errorResponse('`payload_too_large`: the body is over its limit.');
+  }
+  return document;
+}
+
 /** Every answer the service and the upstream can give, declared; then the whole document as OpenAPI 3.1. */
 export function finishDocument(document: OpenAPIObject): OpenAPIObject {
   for (const op of operations(document)) {

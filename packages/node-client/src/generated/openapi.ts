@@ -1458,6 +1458,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `unsupported_media_type`: the body is not JSON. */
             415: {
                 headers: {
@@ -1807,6 +1816,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `environment_not_configured` */
             422: {
                 headers: {
@@ -2005,6 +2023,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
             503: {
                 headers: {
@@ -2129,6 +2156,15 @@ export interface operations {
             };
             /** @description `tenant_not_found` */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2332,6 +2368,15 @@ export interface operations {
             };
             /** @description `tenant_not_found` */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2847,6 +2892,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
             503: {
                 headers: {
@@ -3050,6 +3104,15 @@ export interface operations {
             };
             /** @description `conflict` */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5040,6 +5103,18 @@ export interface operations {
             };
             /** @description `admin_not_connected`, `reauth_required`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             409: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over its limit; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            413: {
                 headers: {
                     /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
                     "x-upstream-status"?: string;
