@@ -5,6 +5,7 @@ import express from 'express';
 import { Logger } from 'nestjs-pino';
 import { AppModule, AppOptions } from './app.module.js';
 import { formBodyParser, jsonBodyParser, refuseBadUrl } from './common/json-body.js';
+import { finishDocument, withBodyParserErrors, withConsoleSessions } from './common/openapi-document.js';
 import type { AppConfig } from './config/app-config.js';
 import { withFacadePaths } from './facade/facade-openapi.js';
 import { isFacadePath } from './facade/facade-routes.js';
@@ -66,10 +67,12 @@ export async function createApp(config: AppConfig, options: CreateAppOptions = {
       )
       .setVersion('1')
       .addServer('/', 'this service')
-      .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'The operator key or a tenant API key.' })
+      .addBearerAuth({ type: 'http', scheme: 'bearer', bearerFormat: 'API key', description: 'The operator key or a tenant API key.' })
       .build(),
   );
-  SwaggerModule.setup('docs', app, withInboundPath(withFacadePaths(document)), { jsonDocumentUrl: 'docs-json' });
+  SwaggerModule.setup('docs', app, finishDocument(withInboundPath(withFacadePaths(withBodyParserErrors(withConsoleSessions(document))))), {
+    jsonDocumentUrl: 'docs-json',
+  });
   await app.init();
   return app;
 }

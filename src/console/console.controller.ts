@@ -22,7 +22,7 @@ import { ConsoleService } from './console.service.js';
 import { ConsoleFiguresDto, ConsoleSessionDto, SignInDto } from './dto/console.dto.js';
 
 const CSRF_NOTE =
-  "Security: the `cws_console` session cookie with the session's CSRF token in `x-csrf-token`, or the operator key as a bearer.";
+  "Security: the operator key as a bearer, or the `cws_console` session cookie with the session's CSRF token in `x-csrf-token`.";
 
 /** The operator console: its built page and files, signing in and out, and the figures at a glance. */
 @ApiTags('console')
@@ -80,7 +80,7 @@ export class ConsoleController {
     operationId: 'consoleSession',
     summary: "The browser's console session: its CSRF token and end",
     description: 'Security: the `cws_console` cookie set at sign-in; `unauthorized` when there is none or it ended.',
-    security: [],
+    security: [{ consoleSession: [] }],
   })
   @ApiOkResponse({ type: ConsoleSessionDto })
   @ApiErrors('unauthorized')

@@ -1,3 +1,5 @@
+import type { UpstreamSchemaName } from '../upstream/upstream-openapi.js';
+
 /**
  * The facade's routes under /v1/tenants/{tenantId} (API.md section 7), written once. This table drives the
  * front door's matching (front-door.ts), the OpenAPI document (facade-openapi.ts), which paths no body parser
@@ -29,8 +31,11 @@ export interface FacadeRoute {
   /** The request body is streamed to the upstream as is; media types for the document. Empty: no body. */
   streamed: string[];
   summary: string;
-  /** The upstream's successful answer, for the document. */
-  answer: { status: number; description: string };
+  /**
+   * The upstream's successful answer, for the document: its status (`2XX`: whatever success the upstream gives)
+   * and the schema of its body (upstream/upstream-openapi.ts).
+   */
+  answer: { status: number | '2XX'; description: string; schema: UpstreamSchemaName | 'any' };
   /**
    * Access log lines: `errors` writes one line for every answer of status 400 or more (an access line per
    * success costs a measurable share of a proxied call: docs/facade.md, Performance); 5xx failures are
@@ -53,6 +58,7 @@ export const FACADE_ROUTES: readonly FacadeRoute[] = [
     answer: {
       status: 200,
       description: 'The workflows (query string passed through untouched); each carries versionNumber, lastModified and Author.',
+      schema: 'UpstreamWorkflowList',
     },
     log: 'errors',
   },
@@ -64,7 +70,7 @@ export const FACADE_ROUTES: readonly FacadeRoute[] = [
     upstream: 'same',
     streamed: JSON_OR_MULTIPART,
     summary: 'Launch a workflow (the user is its creator)',
-    answer: { status: 201, description: 'The new workflow.' },
+    answer: { status: 201, description: 'The new workflow.', schema: 'UpstreamWorkflow' },
     log: 'errors',
   },
   {
@@ -75,7 +81,7 @@ export const FACADE_ROUTES: readonly FacadeRoute[] = [
     upstream: 'same',
     streamed: JSON_OR_MULTIPART,
     summary: 'Launch a workflow asynchronously',
-    answer: { status: 202, description: 'Accepted.' },
+    answer: { status: 202, description: 'Accepted.', schema: 'UpstreamObject' },
     log: 'errors',
   },
   {
@@ -86,7 +92,7 @@ export const FACADE_ROUTES: readonly FacadeRoute[] = [
     upstream: 'same',
     streamed: [],
     summary: 'Read one workflow',
-    answer: { status: 200, description: 'The workflow with versionNumber, lastModified and Author.' },
+    answer: { status: 200, description: 'The workflow with versionNumber, lastModified and Author.', schema: 'UpstreamWorkflow' },
     log: 'errors',
   },
   {
@@ -97,7 +103,7 @@ export const FACADE_ROUTES: readonly FacadeRoute[] = [
     upstream: 'same',
     streamed: ['application/json'],
     summary: 'Approve on behalf of the user (only the holder of the approval can)',
-    answer: { status: 200, description: 'The workflow after the approval.' },
+    answer: { status: 200, description: 'The workflow after the approval.', schema: 'UpstreamWorkflow' },
     log: 'errors',
   },
   {
@@ -108,7 +114,7 @@ export const FACADE_ROUTES: readonly FacadeRoute[] = [
     upstream: 'same',
     streamed: ['multipart/form-data'],
     summary: 'Upload a signed document (the workflow must be in the Sign step)',
-    answer: { status: 200, description: 'The workflow with the signed document.' },
+    answer: { status: 200, description: 'The workflow with the signed document.', schema: 'UpstreamWorkflow' },
     log: 'errors',
   },
   {
@@ -119,7 +125,7 @@ export const FACADE_ROUTES: readonly FacadeRoute[] = [
     upstream: 'userinfo',
     streamed: [],
     summary: "The acting user's upstream profile",
-    answer: { status: 200, description: "The token's user: id, e-mail, username, granted scopes." },
+    answer: { status: 200, description: "The token's user: id, e-mail, username, granted scopes.", schema: 'UpstreamUserInfo' },
     log: 'errors',
   },
   {
@@ -130,7 +136,7 @@ export const FACADE_ROUTES: readonly FacadeRoute[] = [
     upstream: 'proxy',
     streamed: ['application/json', 'multipart/form-data', 'application/octet-stream'],
     summary: 'Any upstream endpoint, as is',
-    answer: { status: 200, description: 'Whatever the upstream answers.' },
+    answer: { status: '2XX', description: 'Whatever the upstream answers.', schema: 'any' },
     log: 'errors',
   },
 ];

@@ -1,5 +1,7 @@
-import { createParamDecorator, ExecutionContext, SetMetadata } from '@nestjs/common';
+import { applyDecorators, createParamDecorator, ExecutionContext, SetMetadata } from '@nestjs/common';
+import { ApiExtension } from '@nestjs/swagger';
 import type { Request } from 'express';
+import { SHOWS_SECRET_EXTENSION } from '../common/openapi-document.js';
 
 /** The operator, by its key or by a console session (`consoleSessionId`: which one, for the audit trail); or a tenant key. */
 export type Principal = { kind: 'operator'; consoleSessionId?: string } | { kind: 'tenant'; tenantId: string; keyId: string };
@@ -14,8 +16,11 @@ export const Public = () => SetMetadata(PUBLIC_ROUTE, true);
 /** Only the operator key; a tenant key on its own tenant gets 403, on another tenant 404. */
 export const OperatorOnly = () => SetMetadata(OPERATOR_ONLY, true);
 
-/** The answer shows a secret once (a key, an events secret): refused to a console session, which never holds one. */
-export const ShowsSecret = () => SetMetadata(SHOWS_SECRET, true);
+/**
+ * The answer shows a secret once (a key, an events secret): refused to a console session, which never holds one.
+ * The OpenAPI document then names the keys only (common/openapi-document.ts, withConsoleSessions).
+ */
+export const ShowsSecret = () => applyDecorators(SetMetadata(SHOWS_SECRET, true), ApiExtension(SHOWS_SECRET_EXTENSION, true));
 
 export interface AuthenticatedRequest extends Request {
   principal?: Principal;

@@ -1,7 +1,8 @@
 import { Body, Controller, Get, Param, Post, Res } from '@nestjs/common';
-import { ApiBearerAuth, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { ApiBearerAuth, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { Audited } from '../audit/audited.decorator.js';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
+import { upstreamAnswer } from '../upstream/upstream-openapi.js';
 import type { Response } from 'express';
 import { CreateWebhookDto } from './dto/create-webhook.dto.js';
 import { WebhooksService, type UpstreamAnswer } from './webhooks.service.js';
@@ -29,7 +30,7 @@ export class WebhooksController {
     'upstream_unavailable',
     'upstream_timeout',
   )
-  @ApiOkResponse({ description: "The upstream's answer with its status (x-upstream-status), every Authorization value redacted." })
+  @ApiResponse({ status: 201, ...upstreamAnswer('The new webhook, every Authorization value redacted.', 'UpstreamWebhook') })
   async create(
     @Param('tenantId') tenantId: string,
     @Body() dto: CreateWebhookDto,
@@ -49,7 +50,7 @@ export class WebhooksController {
     'upstream_unavailable',
     'upstream_timeout',
   )
-  @ApiOkResponse({ description: "The upstream's list with its status (x-upstream-status), every Authorization value redacted." })
+  @ApiResponse({ status: 200, ...upstreamAnswer("The upstream's webhooks, every Authorization value redacted.", 'UpstreamWebhookList') })
   async list(@Param('tenantId') tenantId: string, @Res({ passthrough: true }) res: Response): Promise<unknown> {
     return passUpstream(res, await this.webhooks.list(tenantId));
   }

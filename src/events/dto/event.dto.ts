@@ -45,7 +45,17 @@ export class EventDto {
   @ApiProperty({ example: 'workflow_step_updated' })
   type: string;
 
-  @ApiProperty({ description: 'The upstream delivery as received, or the service event.' })
+  @ApiProperty({
+    description: 'The upstream delivery as received (any JSON value; its fields are not shown by the spec), or the service event.',
+    oneOf: [
+      { type: 'object', additionalProperties: true },
+      { type: 'array', items: {} },
+      { type: 'string' },
+      { type: 'number' },
+      { type: 'boolean' },
+    ],
+    nullable: true,
+  })
   payload: unknown;
 
   @ApiProperty({ enum: ['upstream', 'service'] })

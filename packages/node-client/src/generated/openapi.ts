@@ -14,7 +14,7 @@ export interface paths {
         };
         /**
          * This instance's renewal and upstream figures at a glance
-         * @description From its own Prometheus metrics. Security: the `cws_console` session cookie with the session's CSRF token in `x-csrf-token`, or the operator key as a bearer.
+         * @description From its own Prometheus metrics. Security: the operator key as a bearer, or the `cws_console` session cookie with the session's CSRF token in `x-csrf-token`.
          */
         get: operations["consoleFigures"];
         put?: never;
@@ -45,7 +45,7 @@ export interface paths {
         post: operations["consoleSignIn"];
         /**
          * Sign out of the console: the session ends on every instance
-         * @description Security: the `cws_console` session cookie with the session's CSRF token in `x-csrf-token`, or the operator key as a bearer.
+         * @description Security: the operator key as a bearer, or the `cws_console` session cookie with the session's CSRF token in `x-csrf-token`.
          */
         delete: operations["consoleSignOut"];
         options?: never;
@@ -134,7 +134,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the tenants */
+        /**
+         * List the tenants
+         * @description In creation order. With `limit`, one page of at most that many; the next page starts `after` the last id answered (a page shorter than `limit` is the last).
+         */
         get: operations["listTenants"];
         put?: never;
         /**
@@ -488,6 +491,138 @@ export interface paths {
          * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
          */
         patch: operations["facadeProxy_patch"];
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/proxy/{path}/{path2}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        get: operations["facadeProxy2_get"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        put: operations["facadeProxy2_put"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        post: operations["facadeProxy2_post"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        delete: operations["facadeProxy2_delete"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        options: operations["facadeProxy2_options"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        head: operations["facadeProxy2_head"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        patch: operations["facadeProxy2_patch"];
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/proxy/{path}/{path2}/{path3}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        get: operations["facadeProxy3_get"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        put: operations["facadeProxy3_put"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        post: operations["facadeProxy3_post"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        delete: operations["facadeProxy3_delete"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        options: operations["facadeProxy3_options"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        head: operations["facadeProxy3_head"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        patch: operations["facadeProxy3_patch"];
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/proxy/{path}/{path2}/{path3}/{path4}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        get: operations["facadeProxy4_get"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        put: operations["facadeProxy4_put"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        post: operations["facadeProxy4_post"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        delete: operations["facadeProxy4_delete"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        options: operations["facadeProxy4_options"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        head: operations["facadeProxy4_head"];
+        /**
+         * Any upstream endpoint, as is
+         * @description Calls the upstream path given after /proxy with the admin connection's token when its canonical form is under /webhooks (X-User-Id ignored), else with the token of the user named by X-User-Id. The path is canonicalised once (decoded, `\` as a separator, dot segments resolved); anything but a plain relative path under the API base is refused with 400 `invalid_path` and nothing is sent upstream. An upstream 401 causes one token renewal and one retry (when the request body can be sent again). Any other status and body come from the upstream unchanged, with the header `x-upstream-status`; hop-by-hop headers, `set-cookie` and credentials are not passed back.
+         */
+        patch: operations["facadeProxy4_patch"];
         trace?: never;
     };
     "/v1/tenants/{tenantId}/users/{userId}": {
@@ -879,8 +1014,10 @@ export interface components {
             delivery: components["schemas"]["EventDeliveryDto"];
             /** @description Stable; sent as webhook-id on every delivery attempt. */
             id: string;
-            /** @description The upstream delivery as received, or the service event. */
-            payload: Record<string, never>;
+            /** @description The upstream delivery as received (any JSON value; its fields are not shown by the spec), or the service event. */
+            payload: {
+                [key: string]: unknown;
+            } | unknown[] | string | number | boolean | null;
             /** Format: date-time */
             receivedAt: string;
             /** @enum {string} */
@@ -1021,6 +1158,14 @@ export interface components {
             eventTypes?: string[] | null;
             name?: string;
         };
+        /** @description An error answer of the upstream, passed through unchanged (with `x-upstream-status`). The spec shows no error format; OAuth 2.0 style upstreams (and the sandbox) send `{"error": "<code>", "error_description": "..."}`. */
+        UpstreamError: {
+            /** @description The upstream's error code (a string in the OAuth 2.0 style). */
+            error?: unknown;
+            error_description?: string;
+        } & {
+            [key: string]: unknown;
+        };
         UpstreamFiguresDto: {
             /**
              * @description Resource calls to the upstream (facade and proxy), by status class; `error`: no answer.
@@ -1036,12 +1181,181 @@ export interface components {
             meanMs: number | null;
             p95UnderMs: number | null;
         };
+        /** @description The upstream's answer, passed through: its fields are not shown. */
+        UpstreamObject: {
+            [key: string]: unknown;
+        };
         UpstreamUserDto: {
             email: string | null;
             id: string;
         };
+        /** @description The token's user: its id, e-mail, username, other profile details and the granted scopes (docs/upstream.md 2.6); the field names are not shown. */
+        UpstreamUserInfo: {
+            [key: string]: unknown;
+        };
+        /** @description A webhook as the upstream answers it: the fields of its creation payload (docs/upstream.md 2.3), Authorization values redacted; its other fields are not shown and are passed through. */
+        UpstreamWebhook: {
+            events?: string[];
+            headers?: {
+                [key: string]: string;
+            };
+            targetURL?: string;
+        } & {
+            [key: string]: unknown;
+        };
+        /** @description The upstream's webhooks: the spec does not show the envelope (a list, or an object holding one). */
+        UpstreamWebhookList: components["schemas"]["UpstreamWebhook"][] | {
+            [key: string]: unknown;
+        };
+        /** @description A workflow as the upstream answers it. The spec shows only these document properties (docs/upstream.md 2.4), and does not promise them on every answer; its other fields are not shown and are passed through as they come. */
+        UpstreamWorkflow: {
+            /** @description Present once a document was modified; there are several author types with differing information. */
+            Author?: {
+                [key: string]: unknown;
+            };
+            /** @description When the document was last modified: a timestamp, whose format the spec does not show. */
+            lastModified?: string | number;
+            /** @description The version of the document. */
+            versionNumber?: number;
+        } & {
+            [key: string]: unknown;
+        };
+        /** @description The workflows the token's user may see, as the upstream answers them: the spec does not show the envelope (a list, or an object holding one). */
+        UpstreamWorkflowList: components["schemas"]["UpstreamWorkflow"][] | {
+            [key: string]: unknown;
+        };
     };
-    responses: never;
+    responses: {
+        /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter); or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeBadRequest: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Error codes: `environment_not_configured`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeEnvironmentNotConfigured: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeNotConnected: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Error codes: `service_unavailable` (the database cannot be reached; see Retry-After); or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeServiceUnavailable: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Error codes: `tenant_not_found`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeTenantNotFound: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After); or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeTooManyRequests: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Error codes: `unauthorized` (no or bad API key); or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeUnauthorized: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS); or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeUpstreamTimeout: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Error codes: `upstream_unavailable` (the upstream could not be reached); or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        FacadeUpstreamUnavailable: {
+            headers: {
+                /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                "x-upstream-status"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Any other error status of the upstream, with the upstream's body, passed through. */
+        UpstreamError: {
+            headers: {
+                /** @description The upstream's status: this answer is the upstream's, passed through. */
+                "x-upstream-status": string;
+                [name: string]: unknown;
+            };
+            content: {
+                "*/*": string;
+                "application/json": components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description A redirect of the upstream, passed through (never followed). */
+        UpstreamRedirect: {
+            headers: {
+                /** @description The upstream's status: this answer is the upstream's, passed through. */
+                "x-upstream-status": string;
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+    };
     parameters: never;
     requestBodies: never;
     headers: never;
@@ -1084,6 +1398,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
     consoleSession: {
@@ -1106,6 +1431,17 @@ export interface operations {
             /** @description `unauthorized` */
             401: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1153,6 +1489,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `unsupported_media_type`: the body is not JSON. */
             415: {
                 headers: {
@@ -1192,6 +1537,17 @@ export interface operations {
             /** @description `forbidden` */
             403: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1373,11 +1729,27 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
     listTenants: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The id of the last tenant of the previous page: the page starts after it. */
+                after?: string;
+                /** @description Page size, 1 to 500. Without it, every tenant is answered (one array); with it, at most this many, in the same order. */
+                limit?: number;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -1392,6 +1764,15 @@ export interface operations {
                     "application/json": components["schemas"]["TenantResponseDto"][];
                 };
             };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `unauthorized` */
             401: {
                 headers: {
@@ -1404,6 +1785,17 @@ export interface operations {
             /** @description `forbidden` */
             403: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1469,9 +1861,29 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `environment_not_configured` */
             422: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1508,9 +1920,29 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `tenant_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1558,6 +1990,17 @@ export interface operations {
             /** @description `tenant_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1625,6 +2068,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
     listApiKeys: {
@@ -1667,6 +2130,17 @@ export interface operations {
             /** @description `tenant_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1734,6 +2208,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
     revokeApiKey: {
@@ -1775,6 +2269,17 @@ export interface operations {
             /** @description `tenant_not_found`, `api_key_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1825,9 +2330,29 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `tenant_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1877,8 +2402,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `tenant_not_found` */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1889,6 +2432,17 @@ export interface operations {
             /** @description `environment_not_configured` */
             422: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1945,9 +2499,29 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `tenant_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1985,9 +2559,29 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `tenant_not_found`, `connection_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2024,9 +2618,29 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `tenant_not_found`, `connection_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2058,6 +2672,15 @@ export interface operations {
             };
             /** @description `unauthorized` */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2150,9 +2773,29 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `tenant_not_found`, `connection_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2204,9 +2847,29 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `tenant_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2274,6 +2937,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
     listEventAttempts: {
@@ -2305,9 +2988,29 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `tenant_not_found`, `event_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2345,6 +3048,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `tenant_not_found`, `event_not_found` */
             404: {
                 headers: {
@@ -2366,6 +3078,17 @@ export interface operations {
             /** @description `event_expired` */
             410: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2415,6 +3138,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `tenant_not_found` */
             404: {
                 headers: {
@@ -2433,11 +3165,36 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
     facadeMe: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
             header?: {
                 /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
@@ -2450,144 +3207,56 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The token's user: id, e-mail, username, granted scopes. From the upstream, passed through with `x-upstream-status`. */
+            /** @description Another success status of the upstream, with the same body, passed through. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UpstreamUserInfo"];
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            /** @description The token's user: id, e-mail, username, granted scopes. Passed through from the upstream with `x-upstream-status`. */
             200: {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            400: {
-                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UpstreamUserInfo"];
                 };
             };
-            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            504: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy_get: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
             header?: {
                 /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
-                /** @description The upstream path (a plain relative path; see the operation). */
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
                 path: string;
                 /** @description The tenant (a tenant key may call only its own). */
                 tenantId: string;
@@ -2596,144 +3265,46 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Whatever the upstream answers. From the upstream, passed through with `x-upstream-status`. */
-            200: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            400: {
-                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "*/*": string;
+                    "application/json": unknown;
                 };
             };
-            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            504: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy_put: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
             header?: {
                 /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
-                /** @description The upstream path (a plain relative path; see the operation). */
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
                 path: string;
                 /** @description The tenant (a tenant key may call only its own). */
                 tenantId: string;
@@ -2755,144 +3326,46 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Whatever the upstream answers. From the upstream, passed through with `x-upstream-status`. */
-            200: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            400: {
-                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "*/*": string;
+                    "application/json": unknown;
                 };
             };
-            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            504: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy_post: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
             header?: {
                 /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
-                /** @description The upstream path (a plain relative path; see the operation). */
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
                 path: string;
                 /** @description The tenant (a tenant key may call only its own). */
                 tenantId: string;
@@ -2914,144 +3387,46 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Whatever the upstream answers. From the upstream, passed through with `x-upstream-status`. */
-            200: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            400: {
-                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "*/*": string;
+                    "application/json": unknown;
                 };
             };
-            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            504: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy_delete: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
             header?: {
                 /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
-                /** @description The upstream path (a plain relative path; see the operation). */
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
                 path: string;
                 /** @description The tenant (a tenant key may call only its own). */
                 tenantId: string;
@@ -3073,144 +3448,46 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Whatever the upstream answers. From the upstream, passed through with `x-upstream-status`. */
-            200: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            400: {
-                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "*/*": string;
+                    "application/json": unknown;
                 };
             };
-            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            504: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy_options: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
             header?: {
                 /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
-                /** @description The upstream path (a plain relative path; see the operation). */
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
                 path: string;
                 /** @description The tenant (a tenant key may call only its own). */
                 tenantId: string;
@@ -3232,144 +3509,46 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Whatever the upstream answers. From the upstream, passed through with `x-upstream-status`. */
-            200: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            400: {
-                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "*/*": string;
+                    "application/json": unknown;
                 };
             };
-            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            504: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy_head: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
             header?: {
                 /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
-                /** @description The upstream path (a plain relative path; see the operation). */
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
                 path: string;
                 /** @description The tenant (a tenant key may call only its own). */
                 tenantId: string;
@@ -3378,144 +3557,46 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Whatever the upstream answers. From the upstream, passed through with `x-upstream-status`. */
-            200: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            400: {
-                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "*/*": string;
+                    "application/json": unknown;
                 };
             };
-            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            504: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeProxy_patch: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
             header?: {
                 /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
             };
             path: {
-                /** @description The upstream path (a plain relative path; see the operation). */
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
                 path: string;
                 /** @description The tenant (a tenant key may call only its own). */
                 tenantId: string;
@@ -3537,133 +3618,1317 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Whatever the upstream answers. From the upstream, passed through with `x-upstream-status`. */
-            200: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            400: {
-                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "*/*": string;
+                    "application/json": unknown;
                 };
             };
-            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            401: {
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy2_get: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
                 headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "*/*": string;
+                    "application/json": unknown;
                 };
             };
-            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            404: {
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy2_put: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/octet-stream": {
+                    [key: string]: unknown;
+                };
+                "multipart/form-data": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
                 headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "*/*": string;
+                    "application/json": unknown;
                 };
             };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            409: {
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy2_post: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/octet-stream": {
+                    [key: string]: unknown;
+                };
+                "multipart/form-data": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
                 headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "*/*": string;
+                    "application/json": unknown;
                 };
             };
-            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            422: {
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy2_delete: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/octet-stream": {
+                    [key: string]: unknown;
+                };
+                "multipart/form-data": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
                 headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "*/*": string;
+                    "application/json": unknown;
                 };
             };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            429: {
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy2_options: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/octet-stream": {
+                    [key: string]: unknown;
+                };
+                "multipart/form-data": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
                 headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "*/*": string;
+                    "application/json": unknown;
                 };
             };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            502: {
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy2_head: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
                 headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "*/*": string;
+                    "application/json": unknown;
                 };
             };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            504: {
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy2_patch: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/octet-stream": {
+                    [key: string]: unknown;
+                };
+                "multipart/form-data": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
                 headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "*/*": string;
+                    "application/json": unknown;
                 };
             };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy3_get: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description Segment 3 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path3: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": unknown;
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy3_put: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description Segment 3 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path3: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/octet-stream": {
+                    [key: string]: unknown;
+                };
+                "multipart/form-data": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": unknown;
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy3_post: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description Segment 3 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path3: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/octet-stream": {
+                    [key: string]: unknown;
+                };
+                "multipart/form-data": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": unknown;
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy3_delete: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description Segment 3 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path3: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/octet-stream": {
+                    [key: string]: unknown;
+                };
+                "multipart/form-data": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": unknown;
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy3_options: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description Segment 3 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path3: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/octet-stream": {
+                    [key: string]: unknown;
+                };
+                "multipart/form-data": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": unknown;
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy3_head: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description Segment 3 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path3: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": unknown;
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy3_patch: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description Segment 3 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path3: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/octet-stream": {
+                    [key: string]: unknown;
+                };
+                "multipart/form-data": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": unknown;
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy4_get: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description Segment 3 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path3: string;
+                /** @description Segment 4 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path4: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": unknown;
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy4_put: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description Segment 3 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path3: string;
+                /** @description Segment 4 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path4: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/octet-stream": {
+                    [key: string]: unknown;
+                };
+                "multipart/form-data": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": unknown;
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy4_post: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description Segment 3 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path3: string;
+                /** @description Segment 4 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path4: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/octet-stream": {
+                    [key: string]: unknown;
+                };
+                "multipart/form-data": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": unknown;
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy4_delete: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description Segment 3 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path3: string;
+                /** @description Segment 4 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path4: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/octet-stream": {
+                    [key: string]: unknown;
+                };
+                "multipart/form-data": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": unknown;
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy4_options: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description Segment 3 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path3: string;
+                /** @description Segment 4 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path4: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/octet-stream": {
+                    [key: string]: unknown;
+                };
+                "multipart/form-data": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": unknown;
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy4_head: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description Segment 3 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path3: string;
+                /** @description Segment 4 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path4: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": unknown;
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    facadeProxy4_patch: {
+        parameters: {
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
+            header?: {
+                /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
+                "X-User-Id"?: string;
+            };
+            path: {
+                /** @description Segment 1 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path: string;
+                /** @description Segment 2 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path2: string;
+                /** @description Segment 3 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path3: string;
+                /** @description Segment 4 of the upstream path (one plain segment: no encoded `/`, no dot segment). */
+                path4: string;
+                /** @description The tenant (a tenant key may call only its own). */
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        /** @description Streamed to the upstream unchanged (never held whole in memory); its fields are the upstream's. */
+        requestBody?: {
+            content: {
+                "application/json": {
+                    [key: string]: unknown;
+                };
+                "application/octet-stream": {
+                    [key: string]: unknown;
+                };
+                "multipart/form-data": {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description Whatever the upstream answers. Passed through from the upstream with `x-upstream-status`. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": unknown;
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     eraseUser: {
@@ -3703,9 +4968,29 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `tenant_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3725,65 +5010,127 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The upstream's list with its status (x-upstream-status), every Authorization value redacted. */
+            /** @description Another success status of the upstream, with the same body, passed through. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UpstreamWebhookList"];
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            /** @description The upstream's webhooks, every Authorization value redacted. Passed through from the upstream with `x-upstream-status`. */
             200: {
                 headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["UpstreamWebhookList"];
+                };
             };
-            /** @description `unauthorized` */
+            /** @description `unauthorized`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             401: {
                 headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorResponseDto"];
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `tenant_not_found` */
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route); or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            403: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
+            /** @description `tenant_not_found`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             404: {
                 headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorResponseDto"];
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `admin_not_connected`, `reauth_required` */
+            /** @description `admin_not_connected`, `reauth_required`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             409: {
                 headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorResponseDto"];
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `environment_not_configured` */
+            /** @description `environment_not_configured`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             422: {
                 headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorResponseDto"];
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `upstream_unavailable` */
+            /** @description `upstream_unavailable`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             502: {
                 headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorResponseDto"];
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `upstream_timeout` */
-            504: {
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            503: {
                 headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorResponseDto"];
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
+            /** @description `upstream_timeout`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            504: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
         };
@@ -3803,81 +5150,163 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The upstream's answer with its status (x-upstream-status), every Authorization value redacted. */
-            200: {
+            /** @description Another success status of the upstream, with the same body, passed through. */
+            "2XX": {
                 headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["UpstreamWebhook"];
+                };
             };
-            /** @description `validation_failed` */
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            /** @description The new webhook, every Authorization value redacted. Passed through from the upstream with `x-upstream-status`. */
+            201: {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UpstreamWebhook"];
+                };
+            };
+            /** @description `validation_failed`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             400: {
                 headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorResponseDto"];
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `unauthorized` */
+            /** @description `unauthorized`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             401: {
                 headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorResponseDto"];
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `tenant_not_found` */
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route); or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            403: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
+            /** @description `tenant_not_found`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             404: {
                 headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorResponseDto"];
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `admin_not_connected`, `reauth_required` */
+            /** @description `admin_not_connected`, `reauth_required`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             409: {
                 headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorResponseDto"];
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `environment_not_configured` */
+            /** @description `payload_too_large`: the body is over its limit; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            413: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
+            /** @description `environment_not_configured`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             422: {
                 headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorResponseDto"];
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `upstream_unavailable` */
+            /** @description `upstream_unavailable`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             502: {
                 headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorResponseDto"];
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `upstream_timeout` */
-            504: {
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            503: {
                 headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorResponseDto"];
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
+            /** @description `upstream_timeout`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            504: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
         };
     };
     facadeListWorkflows: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
             header?: {
                 /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
@@ -3890,138 +5319,50 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The workflows (query string passed through untouched); each carries versionNumber, lastModified and Author. From the upstream, passed through with `x-upstream-status`. */
+            /** @description Another success status of the upstream, with the same body, passed through. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UpstreamWorkflowList"];
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            /** @description The workflows (query string passed through untouched); each carries versionNumber, lastModified and Author. Passed through from the upstream with `x-upstream-status`. */
             200: {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            400: {
-                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UpstreamWorkflowList"];
                 };
             };
-            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            504: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeLaunchWorkflow: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
             header?: {
                 /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
@@ -4044,138 +5385,50 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The new workflow. From the upstream, passed through with `x-upstream-status`. */
+            /** @description Another success status of the upstream, with the same body, passed through. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UpstreamWorkflow"];
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            /** @description The new workflow. Passed through from the upstream with `x-upstream-status`. */
             201: {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            400: {
-                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UpstreamWorkflow"];
                 };
             };
-            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            504: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeGetWorkflow: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
             header?: {
                 /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
@@ -4189,138 +5442,50 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The workflow with versionNumber, lastModified and Author. From the upstream, passed through with `x-upstream-status`. */
+            /** @description Another success status of the upstream, with the same body, passed through. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UpstreamWorkflow"];
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            /** @description The workflow with versionNumber, lastModified and Author. Passed through from the upstream with `x-upstream-status`. */
             200: {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            400: {
-                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UpstreamWorkflow"];
                 };
             };
-            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            504: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeApproveWorkflow: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
             header?: {
                 /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
@@ -4341,138 +5506,50 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The workflow after the approval. From the upstream, passed through with `x-upstream-status`. */
+            /** @description Another success status of the upstream, with the same body, passed through. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UpstreamWorkflow"];
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            /** @description The workflow after the approval. Passed through from the upstream with `x-upstream-status`. */
             200: {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            400: {
-                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UpstreamWorkflow"];
                 };
             };
-            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            504: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeUploadSigned: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
             header?: {
                 /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
@@ -4493,138 +5570,50 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The workflow with the signed document. From the upstream, passed through with `x-upstream-status`. */
+            /** @description Another success status of the upstream, with the same body, passed through. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UpstreamWorkflow"];
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            /** @description The workflow with the signed document. Passed through from the upstream with `x-upstream-status`. */
             200: {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            400: {
-                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UpstreamWorkflow"];
                 };
             };
-            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            504: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
     facadeLaunchWorkflowAsync: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Query parameters passed to the upstream untouched (the spec shows none), each as `name=value`. */
+                upstreamQuery?: {
+                    [key: string]: string;
+                };
+            };
             header?: {
                 /** @description The partner's id of the acting user (required unless the tenant's design is `admin`; ignored on admin calls). */
                 "X-User-Id"?: string;
@@ -4647,133 +5636,40 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Accepted. From the upstream, passed through with `x-upstream-status`. */
+            /** @description Another success status of the upstream, with the same body, passed through. */
+            "2XX": {
+                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UpstreamObject"];
+                };
+            };
+            "3XX": components["responses"]["UpstreamRedirect"];
+            "4XX": components["responses"]["UpstreamError"];
+            "5XX": components["responses"]["UpstreamError"];
+            /** @description Accepted. Passed through from the upstream with `x-upstream-status`. */
             202: {
                 headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Error codes: `user_id_required`, `invalid_path`, `validation_failed` (e.g. NUL in a path parameter). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            400: {
-                headers: {
+                    /** @description The upstream's status: this answer is the upstream's, passed through. */
+                    "x-upstream-status": string;
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UpstreamObject"];
                 };
             };
-            /** @description Error codes: `unauthorized` (no or bad API key). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `tenant_not_found`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `user_not_connected`, `admin_not_connected`, `reauth_required`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `environment_not_configured`. (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_unavailable` (the upstream could not be reached). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
-            /** @description Error codes: `upstream_timeout` (the upstream did not answer in time: UPSTREAM_TIMEOUT_MS). (An upstream answer with this status is passed through instead, with `x-upstream-status`.) */
-            504: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        error: {
-                            code: string;
-                            message: string;
-                            requestId: string;
-                        };
-                    };
-                };
-            };
+            400: components["responses"]["FacadeBadRequest"];
+            401: components["responses"]["FacadeUnauthorized"];
+            404: components["responses"]["FacadeTenantNotFound"];
+            409: components["responses"]["FacadeNotConnected"];
+            422: components["responses"]["FacadeEnvironmentNotConfigured"];
+            429: components["responses"]["FacadeTooManyRequests"];
+            502: components["responses"]["FacadeUpstreamUnavailable"];
+            503: components["responses"]["FacadeServiceUnavailable"];
+            504: components["responses"]["FacadeUpstreamTimeout"];
         };
     };
 }
