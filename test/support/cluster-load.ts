@@ -104,6 +104,16 @@ export class MixedLoad {
     this.agent.destroy();
   }
 
+  /** The failures grouped by their first words, for a test's printout. */
+  failureSummary(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const f of this.failures) {
+      const key = f.replace(/via \S+: /, '').slice(0, 60);
+      out[key] = (out[key] ?? 0) + 1;
+    }
+    return out;
+  }
+
   get total(): number {
     return this.counts.facade + this.counts.uploads + this.counts.inbound;
   }
