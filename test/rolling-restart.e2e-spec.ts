@@ -65,7 +65,8 @@ describe('rolling restarts behind HAProxy under load', () => {
       UPSTREAM_TOKEN_TIMEOUT_MS: '10000',
       EVENTS_POLL_INTERVAL_MS: '500',
       EVENTS_RELAY_INTERVAL_MS: '100',
-      EVENTS_JOB_EXPIRE_SECONDS: '5',
+      // A job held by a SIGKILLed instance is retried after this; a live handler slower than it would be sent twice.
+      EVENTS_JOB_EXPIRE_SECONDS: '15',
       EVENTS_MAINTENANCE_SECONDS: '1',
     });
     for (let i = 0; i < INSTANCES; i++) ports.push(await freePort());
