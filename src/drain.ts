@@ -56,7 +56,7 @@ function answerOf(socket: Socket): InProgress | null {
 }
 
 /**
- * The drain on SIGTERM/SIGINT (docs/operations.md, "Stopping"): readiness 503 at once while requests are still
+ * The drain on SIGTERM/SIGINT (docs/operations.md, "Stopping: the drain"): readiness 503 at once while requests are still
  * served for SHUTDOWN_DELAY_MS; then the listener closes, requests in flight finish (until SHUTDOWN_TIMEOUT_MS
  * after the delay, when the rest are cut), idle keep-alive connections are closed; the scheduler stops
  * claiming, lets its renewals commit and releases every lease this instance holds; event delivery finishes its
