@@ -49,7 +49,7 @@ async function main(): Promise<void> {
       process.exit(128 + (osConstants.signals[signal] ?? 0));
     }
     stopping = true;
-    log.info(`${signal}: draining`);
+    log.info(`${signal}: stopping, draining first`);
     service
       .drain((m) => log.info(m))
       .then(
@@ -67,8 +67,7 @@ async function main(): Promise<void> {
 /** What a person starting the service needs, in a few lines: where it is, where its data is, how to get in. */
 function banner(config: AppConfig, { url, sandbox }: RunningService): string {
   const { version, commit } = buildInfo();
-  const lines = [`cws-connect is ready on ${url}  (started in ${process.uptime().toFixed(1)} s)`];
-  lines.push(`  version:       ${version} (commit ${commit})`);
+  const lines = [`cws-connect is ready on ${url}  (started in ${process.uptime().toFixed(1)} s; version ${version}, commit ${commit})`];
   if (config.publicUrl !== url) lines.push(`  public URL:    ${config.publicUrl}`);
   lines.push(`  API docs:      ${url}/docs`);
   if (config.databaseUrl) lines.push('  database:      PostgreSQL at DATABASE_URL');

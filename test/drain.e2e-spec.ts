@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Agent, request as httpRequest, type ClientRequest } from 'node:http';
 import { connect, type Socket } from 'node:net';
-import { resolve } from 'node:path';
+import { relative, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { SandboxServer } from 'cws-sandbox';
@@ -187,9 +187,13 @@ describe('SIGTERM drains the instance', () => {
     // Liveness stays 200 through the drain, with the release it runs (the banner names it too).
     const live = (await (await fetch(`${running.url}/health/live`)).json()) as { status: string; version: string; commit: string };
     const { version } = JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')) as { version: string };
-    const head = spawnSync('git', ['rev-parse', 'HEAD'], { cwd: ROOT, encoding: 'utf8' });
-    expect(live).toEqual({ status: 'ok', version, commit: head.status === 0 ? head.stdout.trim() : 'unknown' });
-    expect(running.output.join('')).toContain(`version:       ${version} (commit ${live.commit})`);
+    // The build's commit: this checkout's HEAD, or `unknown` in a copy that is no git checkout of its own (tools/build.mjs).
+    const git = (...args: string[]) => spawnSync('git', args, { cwd: ROOT, encoding: 'utf8' });
+    const top = git('rev-parse', '--show-toplevel');
+    const own = top.status === 0 && relative(top.stdout.trim(), ROOT) === '';
+    const commit = process.env.CWS_BUILD_COMMIT?.trim() || (own ? git('rev-parse', 'HEAD').stdout.trim() : 'unknown');
+    expect(live).toEqual({ status: 'ok', version, commit });
+    expect(running.output.join('')).toContain(`version ${version}, commit ${live.commit})`);
 
     // Ten calls on the keep-alive client during the delay: answered, and told to close their connection.
     const during: Answer[] = [];
@@ -213,7 +217,7 @@ describe('SIGTERM drains the instance', () => {
     const out = running.output.join('');
     expect(out).not.toMatch(/SHUTDOWN_TIMEOUT_MS .* reached/);
     const steps = [
-      /SIGTERM: draining/,
+      /SIGTERM: stopping, draining first/,
       /drain: \/health\/ready answers 503/,
       /drain: no longer accepting connections/,
       /drain: every request finished and every connection closed, (\d+) ms after the signal/,
