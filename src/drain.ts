@@ -98,11 +98,25 @@ export async function drain(
     server.closeAllConnections();
   } else log(`drain: every request finished and every connection closed, ${elapsed()} ms after the signal`);
 
-  const released = await scheduler.stop();
-  log(`drain: renewals stopped; ${released} renewal leases released`);
+  // A step that fails (the database unreachable) is logged and the drain goes on: what it would have handed
+  // back is recovered by the other instances anyway (leases lapse after REFRESH_LEASE_MS, jobs expire).
+  try {
+    log(`drain: renewals stopped; ${await scheduler.stop()} renewal leases released`);
+  } catch (e) {
+    log(`drain: renewals stopped; leases not released (${reason(e)}): they lapse after REFRESH_LEASE_MS`);
+  }
   const budget = Math.max(1000, delayMs + timeoutMs - elapsed());
-  const returned = await app.get(EventDeliveryService, { strict: false }).stop(budget);
-  log(`drain: event delivery stopped; ${returned} deliveries in flight returned to the queue`);
+  try {
+    const returned = await app.get(EventDeliveryService, { strict: false }).stop(budget);
+    log(`drain: event delivery stopped; ${returned} deliveries in flight returned to the queue`);
+  } catch (e) {
+    log(`drain: event delivery stopped (${reason(e)}); jobs in flight are retried once they expire`);
+  }
   await close();
   log(`drain: done in ${elapsed()} ms; exiting 0`);
+}
+
+function reason(e: unknown): string {
+  const code = (e as { code?: unknown }).code;
+  return typeof code === 'string' ? code : e instanceof Error ? e.name : 'unknown error';
 }
