@@ -122,7 +122,6 @@ describe('rolling restarts behind HAProxy under load', () => {
     const reusesBefore = sandbox.stats().refreshReuses;
     const reauthBefore = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM connections WHERE status = 'reauth_required'`))
       .rows[0].n;
-    const deliveredBefore = new Set(sink.accepted().map((d) => String(d.headers['webhook-id'])));
     sandbox.setFault({ mode: 'slow', delayMs: 100, paths: ['/oauth/token'] });
     const load = new MixedLoad(fixture, () => lb.url);
     load.start();
@@ -144,13 +143,11 @@ describe('rolling restarts behind HAProxy under load', () => {
     const outcome = await settle(db, load, sink, sandbox);
     const reuses = outcome.refreshReuses - reusesBefore;
     const reauth = outcome.reauthRequired - reauthBefore;
-    const redelivered = [...load.acked.keys()].filter((id) => deliveredBefore.has(id)).length;
     console.log(
       `SIGKILL behind HAProxy: ${load.total} client requests, ${load.failures.length} failed ${JSON.stringify(load.failureSummary())}; ` +
         `${load.acked.size} inbound deliveries acknowledged, ${outcome.lost} lost, ${outcome.forwardedTwice} forwarded more than once (same webhook-id) in the whole test; ` +
         `${reauth} reauth_required, ${reuses} refresh tokens reused (bound: ${CAP} token calls in flight)`,
     );
-    expect(redelivered).toBe(0);
     expect(outcome.lost).toBe(0);
     expect(reauth).toBeLessThanOrEqual(CAP);
     expect(reuses).toBeGreaterThanOrEqual(reauth);
