@@ -247,6 +247,25 @@ describe('SIGTERM drains the instance', () => {
     idle.socket.destroy();
   }, 120_000);
 
+  it('cuts what is still in flight at SHUTDOWN_TIMEOUT_MS, says so, and still exits 0', async () => {
+    app = await spawnApp({ ...env, SHUTDOWN_DELAY_MS: '0', SHUTDOWN_TIMEOUT_MS: '1000' }, { readyTimeoutMs: 60_000 });
+    const running = app;
+    const exited = new Promise<number | null>((r) => running.proc.once('exit', (code) => r(code)));
+    const upload = slowUpload(`${running.url}/v1/tenants/acme/workflows`, headers);
+    const outcome = upload.answer.then(
+      (a) => `answered ${a.status}`,
+      (e: NodeJS.ErrnoException) => `cut (${e.code ?? e.message})`,
+    );
+    await waitUntil('the upload under way', () => upload.sent() >= 8192 || null);
+    running.proc.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    upload.finish();
+    expect(await outcome).toMatch(/^cut/);
+    expect(running.output.join('')).toMatch(
+      /drain: SHUTDOWN_TIMEOUT_MS \(1000 ms\) reached with 1 requests in flight; closing their connections/,
+    );
+  }, 90_000);
+
   it('exits at once on a second signal, with 128 + the signal number', async () => {
     app = await spawnApp({ ...env, SHUTDOWN_DELAY_MS: '60000' }, { readyTimeoutMs: 60_000 });
     const running = app;
