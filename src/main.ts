@@ -1,7 +1,9 @@
 import 'reflect-metadata';
+import { constants as osConstants } from 'node:os';
 import { describeStartupFailure } from './common/startup-failure.js';
 import { type AppConfig, loadConfig } from './config/app-config.js';
 import { ApiKeysService } from './tenants/api-keys.service.js';
+import { buildInfo } from './ops/build-info.js';
 import { startupLogger } from './ops/logger.js';
 import { type RunningService, startService } from './service.js';
 
@@ -39,15 +41,24 @@ async function main(): Promise<void> {
   }
   process.stdout.write(banner(config, service) + '\n');
 
+  // The first signal drains (drain.ts); a second one exits at once, with 128 + its number as a shell would report.
   let stopping = false;
-  const shutdown = (signal: string) => {
-    if (stopping) return;
+  const shutdown = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log.warn(`${signal} again: exiting at once without finishing the drain`);
+      process.exit(128 + (osConstants.signals[signal] ?? 0));
+    }
     stopping = true;
-    log.info(`${signal}: stopping`);
-    service.stop().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
+    log.info(`${signal}: stopping, draining first`);
+    service
+      .drain((m) => log.info(m))
+      .then(
+        () => process.exit(0),
+        (e: unknown) => {
+          log.error({ error: e instanceof Error ? e.message : String(e) }, 'the drain failed');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGTERM', () => shutdown('SIGTERM'));
@@ -55,7 +66,8 @@ async function main(): Promise<void> {
 
 /** What a person starting the service needs, in a few lines: where it is, where its data is, how to get in. */
 function banner(config: AppConfig, { url, sandbox }: RunningService): string {
-  const lines = [`cws-connect is ready on ${url}  (started in ${process.uptime().toFixed(1)} s)`];
+  const { version, commit } = buildInfo();
+  const lines = [`cws-connect is ready on ${url}  (started in ${process.uptime().toFixed(1)} s; version ${version}, commit ${commit})`];
   if (config.publicUrl !== url) lines.push(`  public URL:    ${config.publicUrl}`);
   lines.push(`  API docs:      ${url}/docs`);
   if (config.databaseUrl) lines.push('  database:      PostgreSQL at DATABASE_URL');

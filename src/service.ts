@@ -6,6 +6,7 @@ import type { Clock } from './common/clock.js';
 import type { AppConfig } from './config/app-config.js';
 import type { EmbeddedDatabase } from './database/embedded-postgres.js';
 import { openDatabase } from './database/open-database.js';
+import { ConnectionWatch, drain } from './drain.js';
 
 // The one way to build cws-connect: the server (main.ts) and the tests (test/support/test-app.ts) start it
 // here; the CLI (cli/cli-runtime.ts) opens the database the same way (database/open-database.ts).
@@ -15,7 +16,10 @@ export interface RunningService {
   app: NestExpressApplication;
   url: string;
   sandbox: SandboxServer | null;
+  /** Closes everything at once (tests; a failed start). */
   stop(): Promise<void>;
+  /** The drain of a SIGTERM (drain.ts), then stop(); `log` gets one line per step. */
+  drain(log: (msg: string) => void): Promise<void>;
 }
 
 export interface ServiceOptions {
@@ -61,11 +65,20 @@ export async function startService(base: AppConfig, options: ServiceOptions = {}
     }
 
     app = await createApp(config, { logDestination: options.logDestination, clock: options.clock });
+    const built = app;
+    const watch = new ConnectionWatch(app.getHttpServer());
     const host = options.host ?? '0.0.0.0';
     await app.listen(config.port, host);
     const address = app.getHttpServer().address();
     const port = typeof address === 'object' && address ? address.port : config.port;
-    return { config, app, url: `http://${host === '0.0.0.0' ? 'localhost' : host}:${port}`, sandbox, stop };
+    return {
+      config,
+      app,
+      url: `http://${host === '0.0.0.0' ? 'localhost' : host}:${port}`,
+      sandbox,
+      stop,
+      drain: (drainLog) => drain(built, watch, config, drainLog, stop),
+    };
   } catch (e) {
     await stop();
     throw e;

@@ -66,6 +66,28 @@ function fingerprint(inputs) {
 /** Builds each part whose inputs changed (or all, with force); exits the process with the compiler's output if a build fails. */
 export function build({ force = false } = {}) {
   for (const part of [sandbox, service, consolePage]) buildPart(part, force);
+  writeBuildInfo();
+}
+
+/**
+ * dist/build-info.json: the commit this build came from, shown by GET /health/live and the start-up banner
+ * (src/ops/build-info.ts). CWS_BUILD_COMMIT when the packaging sets it, else the checkout's HEAD when this
+ * directory is a git checkout of its own, else `unknown` (an unpacked tarball). Written at every run: a new
+ * commit that changed no source still changes the commit shown.
+ */
+function writeBuildInfo() {
+  let commit = process.env.CWS_BUILD_COMMIT?.trim() || 'unknown';
+  if (commit === 'unknown') {
+    const git = (...args) => spawnSync('git', args, { cwd: root, encoding: 'utf8' });
+    const top = git('rev-parse', '--show-toplevel');
+    if (top.status === 0 && relative(top.stdout.trim(), root) === '') {
+      const head = git('rev-parse', 'HEAD');
+      if (head.status === 0) commit = head.stdout.trim();
+    }
+  }
+  const file = join(root, 'dist', 'build-info.json');
+  const text = `${JSON.stringify({ commit })}\n`;
+  if (!existsSync(file) || readFileSync(file, 'utf8') !== text) writeFileSync(file, text);
 }
 
 function buildPart({ inputs, output, stamp, command, cwd = root }, force) {

@@ -60,6 +60,8 @@ export interface AppConfig {
     tenantMaxInFlight: number;
     tenantMaxUploads: number;
   };
+  /** The drain on SIGTERM/SIGINT (ops/drain.ts): how long requests are still served while readiness says 503, and the bound on the whole drain. */
+  shutdown: { delayMs: number; timeoutMs: number };
   /** Outbound delivery of events to the tenant's eventsTargetUrl (docs/webhooks.md). */
   events: {
     retryBaseMs: number;
@@ -252,6 +254,10 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
       // The upstream pool has 256 sockets per origin: one tenant may hold at most a quarter of them by default.
       tenantMaxInFlight: int(env, 'FACADE_TENANT_MAX_IN_FLIGHT', 64, 1, 255),
       tenantMaxUploads: int(env, 'FACADE_TENANT_MAX_UPLOADS', 16, 1, 255),
+    },
+    shutdown: {
+      delayMs: int(env, 'SHUTDOWN_DELAY_MS', 5000, 0, 600_000),
+      timeoutMs: int(env, 'SHUTDOWN_TIMEOUT_MS', 25_000, 100, 3_600_000),
     },
     events: {
       retryBaseMs: int(env, 'EVENTS_RETRY_BASE_MS', 10_000, 1, 3_600_000),

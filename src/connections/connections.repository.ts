@@ -622,12 +622,25 @@ export class ConnectionsRepository implements BeforeApplicationShutdown, OnAppli
     await this.query(`UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2`, [id, owner]);
   }
 
-  async releaseLeases(ids: string[], owner: string): Promise<void> {
-    if (ids.length === 0) return;
-    await this.query(`UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = ANY($1::uuid[]) AND lease_owner = $2`, [
-      ids,
+  /**
+   * Every lease `owner` holds, given back (a drain's last renewal step, once its renewals have committed).
+   * No index serves lease_owner: one scan of the table per instance stop.
+   */
+  async releaseLeasesOf(owner: string): Promise<number> {
+    const rows = await this.query(`UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = $1 RETURNING id`, [
       owner,
     ]);
+    return rows.length;
+  }
+
+  /** Gives back the leases of these rows that `owner` still holds; returns how many. */
+  async releaseLeases(ids: string[], owner: string): Promise<number> {
+    if (ids.length === 0) return 0;
+    const rows = await this.query(
+      `UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = ANY($1::uuid[]) AND lease_owner = $2 RETURNING id`,
+      [ids, owner],
+    );
+    return rows.length;
   }
 
   /**

@@ -54,6 +54,9 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
   private relaying: Promise<void> | null = null;
   private relayAgain = false;
   private stopping = false;
+  private stopped: Promise<number> | null = null;
+  /** Jobs whose handler is running (a drain waits for them). */
+  private inFlight = 0;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -109,7 +112,7 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
         await boss.work<DeliveryJob>(
           DELIVERY_QUEUE,
           { batchSize: events.batchSize, pollingIntervalSeconds: events.pollIntervalMs / 1000 },
-          (jobs) => Promise.all(jobs.map((job) => this.deliver(job.data))).then(() => undefined),
+          (jobs) => this.deliverAll(jobs.map((job) => job.data)),
         ),
       );
     }
@@ -119,11 +122,33 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
   }
 
   async onModuleDestroy(): Promise<void> {
+    await this.stop(10_000);
+  }
+
+  /**
+   * Stops relaying and taking jobs, waits up to `timeoutMs` for the attempts in flight, then fails the jobs still
+   * running back to pg-boss (retried by any instance; the attempt number in the job keeps a late one harmless).
+   * Returns how many it handed back that way.
+   */
+  stop(timeoutMs: number): Promise<number> {
+    this.stopped ??= this.shutDown(timeoutMs);
+    return this.stopped;
+  }
+
+  private async shutDown(timeoutMs: number): Promise<number> {
     this.stopping = true;
     if (this.relayTimer) clearInterval(this.relayTimer);
     await this.relaying;
-    await this.boss?.stop({ graceful: true, wait: true, timeout: 10_000 });
-    await this.agent.close();
+    const boss = this.boss;
+    if (!boss) {
+      await this.agent.close();
+      return 0;
+    }
+    await boss.stop({ graceful: true, wait: true, timeout: timeoutMs, close: true });
+    const returned = this.inFlight;
+    // Attempts still running were failed back to the queue: cut them rather than wait for their targets.
+    await (returned > 0 ? this.agent.destroy() : this.agent.close());
+    return returned;
   }
 
   /** Something was recorded: hand it to the queue now instead of at the next relay tick. */
@@ -168,6 +193,15 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
       })),
       { db: sql },
     );
+  }
+
+  private async deliverAll(jobs: DeliveryJob[]): Promise<void> {
+    this.inFlight += jobs.length;
+    try {
+      await Promise.all(jobs.map((job) => this.deliver(job)));
+    } finally {
+      this.inFlight -= jobs.length;
+    }
   }
 
   /** One attempt. Throws only on database trouble (pg-boss then retries the job). */

@@ -11,6 +11,7 @@ const PING_TIMEOUT_MS = 2000;
 @Injectable()
 export class HealthService implements OnModuleInit, OnModuleDestroy {
   private unwatch: (() => void) | null = null;
+  private shuttingDown = false;
 
   constructor(
     private readonly checks: HealthCheckService,
@@ -28,7 +29,13 @@ export class HealthService implements OnModuleInit, OnModuleDestroy {
     this.unwatch?.();
   }
 
+  /** From the first moment of a drain (drain.ts) readiness answers 503, so load balancers stop sending new work here. */
+  beginShutdown(): void {
+    this.shuttingDown = true;
+  }
+
   async ready() {
+    if (this.shuttingDown) throw new AppError('service_unavailable', 'The service is shutting down.', { shutdown: true });
     try {
       return await this.checks.check([
         async () => {

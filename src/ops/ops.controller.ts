@@ -3,7 +3,9 @@ import { ApiExcludeEndpoint, ApiOkResponse, ApiOperation, ApiTags } from '@nestj
 import { ApiErrors } from '../common/api-docs.js';
 import type { Response } from 'express';
 import { Public } from '../tenants/auth.decorators.js';
+import { buildInfo } from './build-info.js';
 import { HealthService } from './health.service.js';
+import { LivenessDto } from './liveness.dto.js';
 import { MetricsService } from './metrics.service.js';
 
 @ApiTags('operations')
@@ -17,9 +19,12 @@ export class OpsController {
 
   @Get('health/live')
   @ApiOperation({ operationId: 'getLiveness', summary: 'Is the process up?', security: [] })
-  @ApiOkResponse({ description: 'The process is up.' })
-  live(): { status: 'ok' } {
-    return { status: 'ok' };
+  @ApiOkResponse({
+    description: 'The process is up, with the version and the git commit it runs (`unknown` when the build could not tell).',
+    type: LivenessDto,
+  })
+  live(): LivenessDto {
+    return { status: 'ok', ...buildInfo() };
   }
 
   @Get('health/ready')

@@ -31,6 +31,8 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
   private readonly logger = new Logger(RefreshScheduler.name);
   private running: Promise<number> | null = null;
   private stopping = false;
+  /** Leases given back by passes cut short by a stop (claimed, not started). */
+  private releasedOnStop = 0;
   private registered = false;
 
   constructor(
@@ -58,15 +60,33 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
     this.registered = true;
   }
 
-  /** Stops claiming, lets renewals in flight reach their commit, and gives claimed-but-unstarted leases back. */
-  async onModuleDestroy(): Promise<void> {
+  /** A drain's first step: no new pass and no new claim (a pass in flight gives back what it claimed and has not started). */
+  stopClaiming(): void {
     this.stopping = true;
-    this.metrics.stop();
     if (this.registered) {
       this.schedulers.deleteInterval(INTERVAL_NAME);
       this.registered = false;
     }
+  }
+
+  /**
+   * Stops claiming, lets renewals in flight (scheduled and on demand) reach their commit, then releases every
+   * lease this instance still holds, so that another instance renews those connections now rather than when the
+   * lease lapses. Returns how many leases it released.
+   */
+  async stop(): Promise<number> {
+    this.stopClaiming();
+    this.metrics.stop();
     await this.running?.catch(() => undefined);
+    await this.renewal.settle();
+    const rest = await this.repo.releaseLeasesOf(this.config.instanceId);
+    const released = this.releasedOnStop + rest;
+    this.releasedOnStop = 0;
+    return released;
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.stop().catch(() => undefined);
   }
 
   /** One pass over everything due; returns how many connections it claimed. Tests with REFRESH_SCHEDULER=off call it by hand. */
@@ -172,10 +192,11 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
     };
     grow();
     while (started.size > 0) await Promise.all([...started]);
-    await this.repo.releaseLeases(
+    const released = await this.repo.releaseLeases(
       queue.map((q) => q.leased.connection.id),
       me,
     );
+    if (this.stopping) this.releasedOnStop += released;
     if (claimError !== null) throw claimError;
     return claimed;
   }

@@ -47,7 +47,7 @@ function harness(rows: number, concurrency: number) {
       };
     },
     extendLease: async () => true,
-    releaseLeases: async () => undefined,
+    releaseLeases: async () => 0,
   };
   const renewal = {
     async renewClaimed(_leased: LeasedConnection, _takenAt: number, lane: CommitLane): Promise<void> {

@@ -57,8 +57,12 @@ export class RenewalService implements OnModuleDestroy {
 
   async onModuleDestroy(): Promise<void> {
     this.closing = true;
-    // A renewal whose token call returned must still reach its COMMIT: wait for it before the pool closes.
-    await Promise.allSettled([...this.inflight.values()]);
+    await this.settle();
+  }
+
+  /** Resolves once every renewal in flight stored its outcome: one whose token call returned must still reach its COMMIT before its lease is released or the pool closes. */
+  async settle(): Promise<void> {
+    while (this.inflight.size > 0) await Promise.allSettled([...this.inflight.values()]);
   }
 
   /** A usable access token: renews first (shared single-flight) when expired or within config.refresh.onDemandMarginMs of expiry. Throws AppError('reauth_required') for such a connection. */

@@ -46,7 +46,8 @@ export async function spawnApp(env: Record<string, string | undefined>, options:
   const port = options.port ?? Number(env.PORT ?? 0);
   const actualPort = port || (await freePort());
   const childEnv: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...process.env, LOG_LEVEL: 'warn', ...env, PORT: String(actualPort) }))
+  // No drain delay unless a test asks for one: there is no load balancer to wait for (drain.e2e-spec.ts).
+  for (const [k, v] of Object.entries({ ...process.env, LOG_LEVEL: 'warn', SHUTDOWN_DELAY_MS: '0', ...env, PORT: String(actualPort) }))
     if (v !== undefined) childEnv[k] = v;
   const group = options.command !== undefined;
   // An `npm start` of its own, not one that inherits this test run's npm settings.
