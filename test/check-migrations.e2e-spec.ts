@@ -55,7 +55,7 @@ describe('tools/check-migrations.mjs: migrations since the previous release only
       'CREATE INDEX ix_candidate_at ON candidate (at)',
       'CREATE INDEX CONCURRENTLY ix_connections_note ON connections (note)',
     ]);
-    expect(run.output).toMatch(/1 migration\(s\) added since .*each expand-only/);
+    expect(run.output).toMatch(/\d+ migration\(s\) added since .*each expand-only/);
     expect(run.code).toBe(0);
   });
 
@@ -73,6 +73,17 @@ describe('tools/check-migrations.mjs: migrations since the previous release only
     expect(run.output).toMatch(why);
     expect(run.output).toContain('1899999999999-Candidate.ts');
     expect(run.code).toBe(1);
+  });
+
+  it('allows a table swapped for one of the same name, not a rename that leaves the name gone', () => {
+    const swap = checkWith([
+      'ALTER TABLE webhook_receivers RENAME TO webhook_receivers_pre',
+      'CREATE TABLE webhook_receivers (LIKE webhook_receivers_pre INCLUDING ALL)',
+    ]);
+    expect(swap.code).toBe(0);
+    const gone = checkWith(['ALTER TABLE webhook_receivers RENAME TO receivers']);
+    expect(gone.output).toMatch(/renames/);
+    expect(gone.code).toBe(1);
   });
 
   it('allows a contract step only on a name the previous release no longer mentions', () => {
