@@ -20,6 +20,8 @@ export const ERROR_STATUS = {
   admin_not_connected: 409,
   reauth_required: 409,
   environment_not_configured: 422,
+  /** An events target that reaches an internal address (docs/security.md, "Events target"). */
+  target_not_allowed: 422,
   connect_session_expired: 400,
   connect_state_invalid: 400,
   payload_too_large: 413,

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'no
 import { basename, dirname, join, resolve } from 'node:path';
 import { SANDBOX_DEFAULTS } from 'cws-sandbox';
 import { sha256 } from '../common/hash.js';
+import { readSecurity, type SecurityConfig } from './security-config.js';
 
 export const ENVIRONMENT_NAMES = ['na', 'eu', 'demo', 'sandbox'] as const;
 export type EnvironmentName = (typeof ENVIRONMENT_NAMES)[number];
@@ -80,6 +81,8 @@ export interface AppConfig {
   instanceId: string;
   /** OpenTelemetry trace export (docs/operations.md, "Traces"); null: off, no SDK loaded. */
   tracing: TracingConfig | null;
+  /** docs/security.md's bounds: events targets, sign-in throttling, metrics access. */
+  security: SecurityConfig;
 }
 
 export interface TracingConfig {
@@ -265,6 +268,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
     logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'], host.stdoutIsTty ? 'pretty' : 'json'),
     instanceId: env.INSTANCE_ID?.trim() || `${process.pid}-${randomBytes(3).toString('hex')}`,
     tracing: readTracing(env),
+    security: readSecurity(env),
   };
   if (config.upstream.tokenTimeoutMs * 2 >= config.refresh.leaseMs) {
     throw new ConfigError(
