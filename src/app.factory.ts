@@ -12,6 +12,7 @@ import { createHttpServer, FacadeDoor, FrontDoor } from './facade/front-door.js'
 import { createLogging } from './ops/logger.js';
 import { ConsoleSessionsService } from './console/console-sessions.service.js';
 import { ApiKeysService } from './tenants/api-keys.service.js';
+import { AuthThrottle } from './tenants/auth-throttle.js';
 import { credentialFirst, needsCredential } from './tenants/request-credential.js';
 import { InboundDoor } from './webhooks/inbound-door.js';
 import { withInboundPath } from './webhooks/inbound-openapi.js';
@@ -53,7 +54,7 @@ export async function createApp(config: AppConfig, options: CreateAppOptions = {
   app.use(logging.accessLog); // Express's routes; the front door logs its own (facade-routes.ts, `log`)
   app.use(refuseBadUrl);
   // The credential before the body, then the body within its route kind's bounds (docs/security.md).
-  app.use(credentialFirst(app.get(ApiKeysService), app.get(ConsoleSessionsService)));
+  app.use(credentialFirst({ keys: app.get(ApiKeysService), sessions: app.get(ConsoleSessionsService), throttle: app.get(AuthThrottle) }));
   app.use(
     // A facade route's path (with a method no route takes: Express answers 404) keeps its body unread.
     requestBodyParser((url) => (isFacadePath(url) ? 'unread' : needsCredential(url) ? 'api' : 'public')),

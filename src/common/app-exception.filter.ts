@@ -75,7 +75,12 @@ export function errorBody(exception: unknown, requestId: string): ErrorAnswer {
           ...(exception.details ? { details: exception.details } : {}),
         },
       },
-      headers: exception.status === 503 ? RETRY_LATER : NO_HEADERS,
+      headers:
+        exception.retryAfterSeconds !== undefined
+          ? { 'retry-after': String(exception.retryAfterSeconds) }
+          : exception.status === 503
+            ? RETRY_LATER
+            : NO_HEADERS,
     };
   }
   if (isDatabaseUnavailable(exception)) {

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'no
 import { basename, dirname, join, resolve } from 'node:path';
 import { SANDBOX_DEFAULTS } from 'cws-sandbox';
 import { sha256 } from '../common/hash.js';
-import { readSecurity, type SecurityConfig } from './security-config.js';
+import { estimatedBits, readSecurity, type SecurityConfig } from './security-config.js';
 
 export const ENVIRONMENT_NAMES = ['na', 'eu', 'demo', 'sandbox'] as const;
 export type EnvironmentName = (typeof ENVIRONMENT_NAMES)[number];
@@ -162,6 +162,9 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
   if (env.OPERATOR_API_KEY?.trim()) {
     operatorApiKey = env.OPERATOR_API_KEY.trim();
     if (operatorApiKey.length < 32) throw new ConfigError('OPERATOR_API_KEY', 'must be at least 32 characters');
+    // 128 bits: e.g. 22 random base64url characters, or 32 hex digits.
+    if (production && estimatedBits(operatorApiKey) < 128)
+      throw new ConfigError('OPERATOR_API_KEY', 'is weaker than 128 bits in production: use `openssl rand -base64 32` or longer');
   } else if (production || !local) {
     throw new ConfigError('OPERATOR_API_KEY', 'is required when NODE_ENV=production');
   } else {
@@ -444,7 +447,7 @@ function describeFsError(e: unknown): string {
   return e instanceof SyntaxError ? 'not valid JSON' : 'unreadable';
 }
 
-function int(env: Env, name: string, fallback: number, min: number, max: number): number {
+export function int(env: Env, name: string, fallback: number, min: number, max: number): number {
   const raw = env[name]?.trim();
   if (!raw) return fallback;
   if (!/^-?\d+$/.test(raw)) throw new ConfigError(name, `must be an integer, got "${raw}"`);

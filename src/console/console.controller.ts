@@ -14,6 +14,7 @@ import {
 import type { Request, Response } from 'express';
 import { ApiErrors, ApiRoute, ErrorResponseDto } from '../common/api-docs.js';
 import { AppError } from '../common/app-error.js';
+import { clientOf } from '../tenants/auth-throttle.js';
 import { OperatorOnly, Public } from '../tenants/auth.decorators.js';
 import { ASSET_NAME, CONSOLE_CSP, consoleBuildDir } from './console-assets.js';
 import { ConsoleFiguresService } from './console-figures.service.js';
@@ -63,12 +64,12 @@ export class ConsoleController {
     security: [],
   })
   @ApiCreatedResponse({ type: ConsoleSessionDto })
-  @ApiErrors('validation_failed', 'unauthorized')
+  @ApiErrors('validation_failed', 'unauthorized', 'too_many_requests')
   @ApiUnsupportedMediaTypeResponse({ type: ErrorResponseDto, description: '`unsupported_media_type`: the body is not JSON.' })
   async signIn(@Req() req: Request, @Body() dto: SignInDto, @Res({ passthrough: true }) res: Response): Promise<ConsoleSessionDto> {
     // A form another site posts cannot be JSON without a preflight this service never grants.
     if (!req.is('application/json')) throw new UnsupportedMediaTypeException('Send the operator key as JSON.');
-    const session = await this.console.signIn(dto.operatorKey);
+    const session = await this.console.signIn(dto.operatorKey, clientOf(req));
     res.cookie(CONSOLE_COOKIE, session.token, this.sessions.cookieOptions(session.expiresAt));
     res.setHeader('cache-control', 'no-store');
     return { csrfToken: session.csrfToken, expiresAt: session.expiresAt.toISOString() };

@@ -9,6 +9,7 @@ import { APP_CONFIG } from '../config/config.module.js';
 import { accessLogLevel } from '../ops/logger.js';
 import { bindRequestContext, setRequestRoute, tracingOn, traceRequest } from '../ops/tracing.js';
 import { ApiKeysService } from '../tenants/api-keys.service.js';
+import { AuthThrottle, clientOf, throttled } from '../tenants/auth-throttle.js';
 import { matchInbound, type InboundDoor } from '../webhooks/inbound-door.js';
 import { matchRoute, type RouteMatch } from './facade-routes.js';
 import { FacadeService, type FacadeCall } from './facade.service.js';
@@ -34,6 +35,7 @@ export class FacadeDoor {
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly keys: ApiKeysService,
     private readonly facade: FacadeService,
+    private readonly throttle: AuthThrottle,
   ) {
     this.limits = new TenantLimits(config.http.tenantMaxInFlight, config.http.tenantMaxUploads);
   }
@@ -45,10 +47,10 @@ export class FacadeDoor {
       if (!tenant.ok) {
         if (tenant.reason === 'nul') throw paramError(tenant.reason, 'tenantId');
         // Tenant ids are slugs, so no tenant has this id: after the credential check, the answer of an unknown tenant.
-        await this.keys.authorize(req.headers.authorization, match.tenantId);
+        await this.authorize(req, match.tenantId);
         throw new AppError('tenant_not_found', 'No such tenant.');
       }
-      await this.keys.authorize(req.headers.authorization, tenant.value);
+      await this.authorize(req, tenant.value);
       const call = upstreamCall(match);
       const release = this.limits.acquire(tenant.value, match.route.streamed.length > 0 && hasBody(req));
       if (release === null) {
@@ -73,6 +75,11 @@ export class FacadeDoor {
       if (level !== 'info')
         logger[level]({ req, res, route: match.route.id, responseTime: Math.round(performance.now() - started) }, 'request completed');
     }
+  }
+
+  /** The guard's rule (ApiKeysService.authorize), under the same limiter of failed keys per client. */
+  private authorize(req: IncomingMessage, tenantId: string): Promise<unknown> {
+    return throttled(this.throttle.apiKeys, clientOf(req), () => this.keys.authorize(req.headers.authorization, tenantId));
   }
 }
 

@@ -4,6 +4,7 @@ import { AppError } from '../common/app-error.js';
 import { ConsoleSessionsService, secretRefusedToConsole } from '../console/console-sessions.service.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { AuthenticatedRequest, OPERATOR_ONLY, PUBLIC_ROUTE, SHOWS_SECRET } from './auth.decorators.js';
+import { AuthThrottle } from './auth-throttle.js';
 import { credentialOf } from './request-credential.js';
 
 /**
@@ -17,6 +18,7 @@ export class ApiKeyAuthGuard implements CanActivate {
     private readonly reflector: Reflector,
     private readonly keys: ApiKeysService,
     private readonly consoleSessions: ConsoleSessionsService,
+    private readonly throttle: AuthThrottle,
   ) {}
 
   async canActivate(ctx: ExecutionContext): Promise<boolean> {
@@ -25,7 +27,7 @@ export class ApiKeyAuthGuard implements CanActivate {
     const req = ctx.switchToHttp().getRequest<AuthenticatedRequest>();
     const tenantId = typeof req.params?.tenantId === 'string' ? req.params.tenantId : undefined;
     // Usually settled already: a /v1 request is authenticated before its body is read (request-credential.ts).
-    const credential = await credentialOf(req, this.keys, this.consoleSessions);
+    const credential = await credentialOf(req, { keys: this.keys, sessions: this.consoleSessions, throttle: this.throttle });
     if (credential.viaConsole && this.reflector.getAllAndOverride<boolean>(SHOWS_SECRET, targets) === true) throw secretRefusedToConsole();
     const principal = await this.keys.admit(credential.principal, tenantId);
     req.principal = principal;
