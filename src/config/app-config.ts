@@ -58,6 +58,8 @@ export interface AppConfig {
     requestTimeoutMs: number;
     idleTimeoutMs: number;
     keepAliveTimeoutMs: number;
+    /** A request body with no new byte for this long is cut (408). */
+    bodyTimeoutMs: number;
     tenantMaxInFlight: number;
     tenantMaxUploads: number;
   };
@@ -251,6 +253,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
       requestTimeoutMs: int(env, 'HTTP_REQUEST_TIMEOUT_MS', 3_600_000, 1000, 86_400_000),
       idleTimeoutMs: int(env, 'HTTP_IDLE_TIMEOUT_MS', 120_000, 100, 3_600_000),
       keepAliveTimeoutMs: int(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 5000, 100, 600_000),
+      bodyTimeoutMs: int(env, 'HTTP_BODY_TIMEOUT_MS', 30_000, 100, 600_000),
       // The upstream pool has 256 sockets per origin: one tenant may hold at most a quarter of them by default.
       tenantMaxInFlight: int(env, 'FACADE_TENANT_MAX_IN_FLIGHT', 64, 1, 255),
       tenantMaxUploads: int(env, 'FACADE_TENANT_MAX_UPLOADS', 16, 1, 255),

@@ -13,6 +13,11 @@ export interface SecurityConfig {
   /** Failed API keys (and console sessions) per client per window on /v1. */
   apiKeyMaxFailuresPerClient: number;
   authFailureWindowMs: number;
+  /** METRICS_TOKEN: the bearer /metrics asks for; null: none. */
+  metricsToken: string | null;
+  /** METRICS_PORT: /metrics on a server of its own (and not on PORT); null: none. METRICS_HOST: its address. */
+  metricsPort: number | null;
+  metricsHost: string;
 }
 
 export function readSecurity(env: Env): SecurityConfig {
@@ -21,6 +26,9 @@ export function readSecurity(env: Env): SecurityConfig {
     signInMaxFailures: int(env, 'SIGN_IN_MAX_FAILURES', 100, 1, 1_000_000),
     apiKeyMaxFailuresPerClient: int(env, 'API_KEY_MAX_FAILURES_PER_CLIENT', 100, 1, 1_000_000),
     authFailureWindowMs: int(env, 'AUTH_FAILURE_WINDOW_MS', 60_000, 1000, 86_400_000),
+    metricsToken: metricsToken(env),
+    metricsPort: env.METRICS_PORT?.trim() ? int(env, 'METRICS_PORT', 0, 0, 65535) : null,
+    metricsHost: env.METRICS_HOST?.trim() || '0.0.0.0',
     eventsTargetAllowPrivate: list(
       env,
       'EVENTS_TARGET_ALLOW_PRIVATE',
@@ -28,6 +36,13 @@ export function readSecurity(env: Env): SecurityConfig {
       'an address, a CIDR range or a host name',
     ),
   };
+}
+
+function metricsToken(env: Env): string | null {
+  const token = env.METRICS_TOKEN?.trim();
+  if (!token) return null;
+  if (token.length < 16) throw new ConfigError('METRICS_TOKEN', 'must be at least 16 characters');
+  return token;
 }
 
 function list(env: Env, name: string, valid: (entry: string) => boolean, what: string): string[] {

@@ -14,6 +14,7 @@ import { CreateConsoleSessions1796500000000 } from '../../migrations/17965000000
 import { ConnectSessionDisplay1796600000000 } from '../../migrations/1796600000000-ConnectSessionDisplay.js';
 import { EventTraceparent1796800000000 } from '../../migrations/1796800000000-EventTraceparent.js';
 import { EventCommitOrder1796900000000 } from '../../migrations/1796900000000-EventCommitOrder.js';
+import { EventPayloadDigest1797000000000 } from '../../migrations/1797000000000-EventPayloadDigest.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
@@ -36,4 +37,5 @@ export const MIGRATIONS = [
   ConnectSessionDisplay1796600000000,
   EventTraceparent1796800000000,
   EventCommitOrder1796900000000,
+  EventPayloadDigest1797000000000,
 ];

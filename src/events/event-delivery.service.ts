@@ -238,6 +238,7 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
       'content-type': 'application/json',
       'user-agent': 'cws-connect-webhooks/1',
       ...signDelivery(secrets, event.id, timestamp, body),
+      ...(event.payloadDigest !== null ? { 'cws-payload-digest': event.payloadDigest } : {}),
     };
     // In the trace that received or created the event, so the partner can join its own to it.
     const span = startClientSpan(

@@ -32,6 +32,8 @@ export interface NewEvent {
   receiverId?: string | null;
   /** The trace that received or created it (ops/tracing.ts); `record` takes the one in progress. */
   traceparent?: string | null;
+  /** An upstream delivery's SHA-256 (base64url) of its body as received; null for the service's own events. */
+  payloadDigest?: string | null;
 }
 
 /**
@@ -63,6 +65,7 @@ export interface StoredEvent {
   retryFrom: Date | null;
   /** W3C trace context of the operation that received or created it; null when tracing was off. */
   traceparent: string | null;
+  payloadDigest: string | null;
 }
 
 @Injectable()
@@ -291,13 +294,13 @@ export class EventsRepository {
 }
 
 /** Inserts events in the given order; a row whose tenant no longer exists is left out (the join). */
-const INSERT_EVENTS = `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, traceparent, delivery_state, next_attempt_at)
-  SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, p.payload, v.traceparent,
+const INSERT_EVENTS = `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, traceparent, payload_digest, delivery_state, next_attempt_at)
+  SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, p.payload, v.traceparent, v.payload_digest,
          CASE WHEN t.events_target_url IS NULL OR t.events_target_disabled THEN 'no_target'
               WHEN t.event_types IS NOT NULL AND NOT (t.event_types ? v.type) THEN 'filtered'
               ELSE 'pending' END, now()
-    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
-         WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, traceparent, ord)
+    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[], $8::text[])
+         WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, traceparent, payload_digest, ord)
     JOIN jsonb_array_elements($7::jsonb) WITH ORDINALITY AS p(payload, ord) ON p.ord = v.ord
     JOIN tenants t ON t.id = v.tenant_id
    ORDER BY v.ord
@@ -313,6 +316,7 @@ function insertParams(events: Array<NewEvent & { id: string }>): unknown[] {
     events.map((e) => e.traceparent ?? null),
     // One JSON array of the payloads: no array-literal escaping of every payload's quotes on the way.
     `[${events.map((e) => e.payloadJson ?? JSON.stringify(e.payload ?? null)).join(',')}]`,
+    events.map((e) => e.payloadDigest ?? null),
   ];
 }
 
@@ -353,5 +357,6 @@ export function toEvent(r: Record<string, unknown>): StoredEvent {
     deliveredAt: (r.delivered_at as Date | null) ?? null,
     retryFrom: (r.retry_from as Date | null) ?? null,
     traceparent: (r.traceparent as string | null) ?? null,
+    payloadDigest: (r.payload_digest as string | null) ?? null,
   };
 }

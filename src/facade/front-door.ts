@@ -4,6 +4,8 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
 import { errorBody, logFailure } from '../common/app-exception.filter.js';
 import { assignRequestId, mintRequestId } from '../common/request-id.js';
+import { setSecurityHeaders } from '../common/security-headers.js';
+import { StalledBodies } from '../common/stalled-body.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { accessLogLevel } from '../ops/logger.js';
@@ -138,6 +140,7 @@ export class FrontDoor {
   readonly listener = (req: IncomingMessage, res: ServerResponse): void => {
     const requestId = assignRequestId(req, res);
     (req as IncomingMessage & { id?: string }).id = requestId;
+    setSecurityHeaders(req, res);
     if (tracingOn()) traceRequest(req, res, requestId, () => this.route(req, res, requestId));
     else this.route(req, res, requestId);
   };
@@ -192,6 +195,8 @@ function answerError(req: IncomingMessage, res: ServerResponse, e: unknown, requ
  */
 export function createHttpServer(config: AppConfig, listener: RequestListener): Server {
   const { headersTimeoutMs, requestTimeoutMs, idleTimeoutMs, keepAliveTimeoutMs } = config.http;
+  // A body that stops arriving is cut after HTTP_BODY_TIMEOUT_MS, a steady one never (common/stalled-body.ts).
+  const stalled = new StalledBodies(config.http.bodyTimeoutMs);
   const server = createServer(
     {
       headersTimeout: headersTimeoutMs,
@@ -200,8 +205,12 @@ export function createHttpServer(config: AppConfig, listener: RequestListener): 
       // How often Node checks the two timeouts above (30 s by default, which would let a slow sender live that much longer).
       connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(headersTimeoutMs / 4))),
     },
-    listener,
+    (req, res) => {
+      stalled.watch(req, res);
+      listener(req, res);
+    },
   );
+  server.on('close', () => stalled.stop());
   server.setTimeout(idleTimeoutMs); // no 'timeout' listener: Node destroys the idle socket
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
     if (!socket.writable || (socket as Socket & { _httpMessage?: unknown })._httpMessage) {
