@@ -783,6 +783,8 @@ export interface components {
             id: string;
             /** @description The upstream delivery as received, or the service event. */
             payload: Record<string, never>;
+            /** @description An upstream delivery: SHA-256 of its body as received (after content decoding), base64url; the same delivery posted again has the same digest (the upstream shows no delivery id), so de-duplicate on it. Sent as `cws-payload-digest` with every attempt. null for the service's own events. */
+            payloadDigest: string | null;
             /** Format: date-time */
             receivedAt: string;
             /** @enum {string} */
@@ -1060,6 +1062,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `too_many_requests` */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
     consoleSignOut: {
@@ -1314,7 +1325,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
-            /** @description `environment_not_configured` */
+            /** @description `environment_not_configured`, `target_not_allowed` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1463,6 +1474,15 @@ export interface operations {
             };
             /** @description `tenant_not_found` */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `target_not_allowed` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
