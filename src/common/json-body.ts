@@ -87,7 +87,18 @@ export function requestBodyParser(kindOf: (url: string) => BodyKind): Middleware
 function bothParsers(limits: { json: string; form: string }): Middleware {
   const json = jsonBodyParser({ limit: limits.json, maxItems: DTO_MAX_ITEMS });
   const form = formBodyParser({ limit: limits.form });
-  return (req, res, next) => json(req, res, (err?: unknown) => (err ? next(err) : form(req, res, next)));
+  const largest = Math.max(bytesOf(limits.json), bytesOf(limits.form));
+  return (req, res, next) => {
+    // Refused on its word, unread: body-parser would read (and throw away) the whole body before answering 413.
+    if (Number(req.headers['content-length'] ?? 0) > largest)
+      return next(new AppError('payload_too_large', 'The request body is too large.'));
+    json(req, res, (err?: unknown) => (err ? next(err) : form(req, res, next)));
+  };
+}
+
+function bytesOf(limit: string): number {
+  const [, n, unit] = /^(\d+)(kb|mb)$/.exec(limit) ?? [];
+  return Number(n) * (unit === 'mb' ? 1024 * 1024 : 1024);
 }
 
 /** Form bodies are flat strings; they are held to the same NUL rule as JSON. */
