@@ -4,13 +4,17 @@ import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import express from 'express';
 import { Logger } from 'nestjs-pino';
 import { AppModule, AppOptions } from './app.module.js';
-import { formBodyParser, jsonBodyParser, refuseBadUrl } from './common/json-body.js';
 import { finishDocument, withBodyParserErrors, withConsoleSessions } from './common/openapi-document.js';
+import { refuseBadUrl, requestBodyParser } from './common/json-body.js';
 import type { AppConfig } from './config/app-config.js';
 import { withFacadePaths } from './facade/facade-openapi.js';
 import { isFacadePath } from './facade/facade-routes.js';
 import { createHttpServer, FacadeDoor, FrontDoor } from './facade/front-door.js';
 import { createLogging } from './ops/logger.js';
+import { ConsoleSessionsService } from './console/console-sessions.service.js';
+import { ApiKeysService } from './tenants/api-keys.service.js';
+import { AuthThrottle } from './tenants/auth-throttle.js';
+import { credentialFirst, needsCredential } from './tenants/request-credential.js';
 import { InboundDoor } from './webhooks/inbound-door.js';
 import { withInboundPath } from './webhooks/inbound-openapi.js';
 
@@ -48,15 +52,14 @@ export async function createApp(config: AppConfig, options: CreateAppOptions = {
   app.disable('x-powered-by');
   // No ETag on JSON answers (a SHA-1 of every body, for conditional GETs the API does not offer).
   app.set('etag', false);
-  const json = jsonBodyParser({ limit: '1mb' });
-  const form = formBodyParser({ limit: '64kb' });
   app.use(logging.accessLog); // Express's routes; the front door logs its own (facade-routes.ts, `log`)
   app.use(refuseBadUrl);
-  app.use((req: express.Request, res: express.Response, next: express.NextFunction) => {
+  // The credential before the body, then the body within its route kind's bounds (docs/security.md).
+  app.use(credentialFirst({ keys: app.get(ApiKeysService), sessions: app.get(ConsoleSessionsService), throttle: app.get(AuthThrottle) }));
+  app.use(
     // A facade route's path (with a method no route takes: Express answers 404) keeps its body unread.
-    if (isFacadePath(req.url)) return next();
-    json(req, res, (err?: unknown) => (err ? next(err) : form(req, res, next)));
-  });
+    requestBodyParser((url) => (isFacadePath(url) ? 'unread' : needsCredential(url) ? 'api' : 'public')),
+  );
 
   const document = SwaggerModule.createDocument(
     app,

@@ -63,7 +63,14 @@ export class AppModule {
         { provide: APP_FILTER, useClass: AppExceptionFilter },
         {
           provide: APP_PIPE,
-          useValue: new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true, stopAtFirstError: false }),
+          useValue: new ValidationPipe({
+            whitelist: true,
+            forbidNonWhitelisted: true,
+            transform: true,
+            stopAtFirstError: false,
+            // The error keeps neither the object nor the value: only the messages are answered.
+            validationError: { target: false, value: false },
+          }),
         },
       ],
     };

@@ -334,6 +334,8 @@ describe('webhooks: provisioning, inbound deliveries, signed forwarding (API.md 
       type: expect.any(String),
       payload: expect.anything(),
       source: expect.any(String),
+      // An upstream delivery's SHA-256 (base64url); null for the service's own events.
+      payloadDigest: (whole.body.events[0] as { source?: string }).source === 'upstream' ? expect.stringMatching(/^[\w-]{43}$/) : null,
       delivery: { state: expect.any(String), attempts: expect.any(Number), lastError: null, deliveredAt: expect.any(String) },
     });
     for (const q of ['limit=0', 'limit=501', 'limit=abc', 'after=xyz', 'after=' + Buffer.from('s-1').toString('base64url'), 'after=%00']) {

@@ -22,6 +22,8 @@ export const ERROR_STATUS = {
   /** The event is older than its tenant's retention window: kept no longer. */
   event_expired: 410,
   environment_not_configured: 422,
+  /** An events target that reaches an internal address (docs/security.md, "Events target"). */
+  target_not_allowed: 422,
   connect_session_expired: 400,
   connect_state_invalid: 400,
   payload_too_large: 413,
@@ -43,6 +45,8 @@ export class AppError extends Error {
     readonly code: ErrorCode,
     message: string,
     readonly details?: Record<string, unknown>,
+    /** Seconds the caller should wait: answered as Retry-After (a 429). */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
     this.name = 'AppError';

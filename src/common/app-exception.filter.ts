@@ -19,6 +19,9 @@ const HTTP_CODES: Record<number, string> = {
 
 const logger = new Logger('AppExceptionFilter');
 
+/** Problems listed in one error answer; the rest are counted (`details.problemCount`). */
+export const MAX_PROBLEMS = 10;
+
 /** The one place where errors become HTTP answers: the contract's JSON shape, x-request-id, no leaks. */
 @Catch()
 export class AppExceptionFilter implements ExceptionFilter {
@@ -35,6 +38,8 @@ export class AppExceptionFilter implements ExceptionFilter {
       return;
     }
     for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+    // Refused before its body was read (no credential, too large): the rest would be taken for the next request.
+    if (!req.complete && hasBody(req)) res.setHeader('connection', 'close');
     res.status(status).setHeader('x-request-id', requestId).json(body);
   }
 }
@@ -70,7 +75,12 @@ export function errorBody(exception: unknown, requestId: string): ErrorAnswer {
           ...(exception.details ? { details: exception.details } : {}),
         },
       },
-      headers: exception.status === 503 ? RETRY_LATER : NO_HEADERS,
+      headers:
+        exception.retryAfterSeconds !== undefined
+          ? { 'retry-after': String(exception.retryAfterSeconds) }
+          : exception.status === 503
+            ? RETRY_LATER
+            : NO_HEADERS,
     };
   }
   if (isDatabaseUnavailable(exception)) {
@@ -98,8 +108,10 @@ export function errorBody(exception: unknown, requestId: string): ErrorAnswer {
     const status = exception.getStatus();
     const response = exception.getResponse();
     const raw = typeof response === 'object' && response !== null ? (response as { message?: unknown }).message : response;
-    const messages = Array.isArray(raw) ? raw.map(String) : undefined;
-    const message = messages ? messages.join('; ') : typeof raw === 'string' ? raw : exception.message;
+    const all = Array.isArray(raw) ? raw : undefined;
+    const messages = all?.slice(0, MAX_PROBLEMS).map(String);
+    const more = all && all.length > MAX_PROBLEMS ? `; and ${all.length - MAX_PROBLEMS} more` : '';
+    const message = messages ? messages.join('; ') + more : typeof raw === 'string' ? raw : exception.message;
     const code = HTTP_CODES[status] ?? (status >= 500 ? 'internal_error' : 'bad_request');
     return {
       status,
@@ -108,7 +120,7 @@ export function errorBody(exception: unknown, requestId: string): ErrorAnswer {
           code,
           message: status >= 500 ? 'Internal error.' : message,
           requestId,
-          ...(messages ? { details: { problems: messages } } : {}),
+          ...(messages && all ? { details: { problems: messages, problemCount: all.length } } : {}),
         },
       },
       headers: status === 503 ? RETRY_LATER : NO_HEADERS,
@@ -158,6 +170,12 @@ export function logFailure(exception: unknown, requestId: string): void {
     },
     'request failed',
   );
+}
+
+function hasBody(req: Request): boolean {
+  if (req.headers['transfer-encoding'] !== undefined) return true;
+  const length = req.headers['content-length'];
+  return length !== undefined && length !== '0';
 }
 
 function isBodyParserError(e: unknown): e is { type: string; status?: number; statusCode?: number } {

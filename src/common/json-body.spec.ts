@@ -19,6 +19,18 @@ describe('parseJsonBody and scanJson', () => {
     expect(scanJson('['.repeat(1_000_000), 64)).toMatch(/levels deep/);
   });
 
+  it('counts the members of each object and the values of the whole body outside strings', () => {
+    const members = (n: number) => `{${Array.from({ length: n }, (_, i) => `"k${i}":[1,2]`).join(',')}}`;
+    expect(scanJson(members(1000), 64)).toBeNull();
+    expect(scanJson(members(1001), 64)).toMatch(/more than 1000 members/);
+    expect(scanJson(`[${members(600)}, ${members(600)}]`, 64)).toBeNull();
+    expect(scanJson('{"a":"::::,,,,"}', 64, 1, 1)).toBeNull();
+    expect(scanJson('[1,2,3]', 64, 1000, 3)).toBeNull();
+    expect(scanJson('[1,2,3,4]', 64, 1000, 3)).toMatch(/more than 3 values/);
+    expect(scanJson('{"a":{"b":1}}', 64, 1000, 2)).toBeNull();
+    expect(scanJson('{"a":{"b":1},"c":2}', 64, 1000, 2)).toMatch(/more than 2 values/);
+  });
+
   it('answers {} for an empty body and refuses a primitive at the top', () => {
     expect(parseJsonBody('  ')).toEqual({});
     expect(() => parseJsonBody('"x"')).toThrow(/object or an array/);

@@ -8,30 +8,97 @@ import { AppError } from './app-error.js';
  */
 export const JSON_MAX_DEPTH = 64;
 
+/**
+ * Members of one JSON object. V8's JSON.parse slows down sharply on an object with tens of thousands of keys
+ * (64,000 cost 100–280 ms on one core), so a body is refused before parsing when one object passes this.
+ */
+export const JSON_MAX_KEYS = 1000;
+
+/**
+ * Values (object members and array items together) in a body bound for a DTO. Validation and transformation
+ * cost grows with them (500 unknown properties cost class-transformer and class-validator 2–15 ms, 2,000 about
+ * 25–50 ms), and no body of this API comes near (the largest, a tenant, holds under 200).
+ */
+export const DTO_MAX_ITEMS = 500;
+
 type Middleware = (req: Request, res: Response, next: NextFunction) => void;
 
 const NOT_JSON = 'The request body is not valid JSON.';
 const HAS_NUL = 'The request holds a NUL character (\\u0000), which this service does not accept.';
 const LONE_SURROGATE = 'The request body holds an unpaired UTF-16 surrogate escape, which this service does not accept.';
 const TOO_DEEP = `The request body nests arrays and objects more than ${JSON_MAX_DEPTH} levels deep.`;
+const TOO_MANY_KEYS = `An object in the request body has more than ${JSON_MAX_KEYS} members.`;
+const tooManyItems = (max: number) => `The request body holds more than ${max} values (object members and array items).`;
+
+export interface JsonBodyOptions {
+  /** Bytes, as body-parser reads them ('4kb', '256kb'). */
+  limit: string;
+  /** Object members and array items in the whole body (DTO_MAX_ITEMS for a body bound for a DTO). */
+  maxItems?: number;
+}
 
 /**
  * The one JSON body parser of the service: reads `application/json` bodies (size limit, charsets and
  * compression as body-parser does), then `parseJsonBody`. Other content types are left for the next parser.
  */
-export function jsonBodyParser(options: { limit: string }): Middleware {
+export function jsonBodyParser(options: JsonBodyOptions): Middleware {
+  const maxItems = options.maxItems ?? Infinity;
   const read = express.text({ type: 'application/json', limit: options.limit });
   return (req, res, next) =>
     read(req, res, (err?: unknown) => {
       if (err) return next(err);
       if (typeof req.body !== 'string') return next();
       try {
-        req.body = parseJsonBody(req.body);
+        req.body = parseJsonBody(req.body, maxItems);
       } catch (e) {
         return next(e);
       }
       next();
     });
+}
+
+/**
+ * What a request body may hold before anything is built from it, by route kind (docs/security.md, "Request
+ * cost before authentication"). `api`: a `/v1` route, whose credential is checked before the body is read;
+ * its largest body (a tenant: 50 return URLs of up to 2,000 characters) stays far below. `public`: a route
+ * without a credential (the console's sign-in, whose body is one key of at most 512 characters). The
+ * facade's streamed bodies and the inbound receiver have their own rules and are not read here.
+ */
+export const BODY_LIMITS = {
+  api: { json: '256kb', form: '64kb' },
+  public: { json: '4kb', form: '4kb' },
+} as const;
+
+export type BodyKind = keyof typeof BODY_LIMITS | 'unread';
+
+/** The JSON and form parsers of each route kind; `kindOf` tells the kind from the request target. */
+export function requestBodyParser(kindOf: (url: string) => BodyKind): Middleware {
+  const parsers = {
+    api: bothParsers(BODY_LIMITS.api),
+    public: bothParsers(BODY_LIMITS.public),
+  };
+  return (req, res, next) => {
+    const kind = kindOf(req.url);
+    if (kind === 'unread') return next();
+    parsers[kind](req, res, next);
+  };
+}
+
+function bothParsers(limits: { json: string; form: string }): Middleware {
+  const json = jsonBodyParser({ limit: limits.json, maxItems: DTO_MAX_ITEMS });
+  const form = formBodyParser({ limit: limits.form });
+  const largest = Math.max(bytesOf(limits.json), bytesOf(limits.form));
+  return (req, res, next) => {
+    // Refused on its word, unread: body-parser would read (and throw away) the whole body before answering 413.
+    if (Number(req.headers['content-length'] ?? 0) > largest)
+      return next(new AppError('payload_too_large', 'The request body is too large.'));
+    json(req, res, (err?: unknown) => (err ? next(err) : form(req, res, next)));
+  };
+}
+
+function bytesOf(limit: string): number {
+  const [, n, unit] = /^(\d+)(kb|mb)$/.exec(limit) ?? [];
+  return Number(n) * (unit === 'mb' ? 1024 * 1024 : 1024);
 }
 
 /** Form bodies are flat strings; they are held to the same NUL rule as JSON. */
@@ -72,15 +139,16 @@ export function urlProblem(url: string): string | null {
 
 /**
  * Parses a JSON document the way the service accepts it: an object or an array at the top (an empty body
- * is `{}`), nesting at most JSON_MAX_DEPTH levels, no NUL and no unpaired surrogate escape in any string
- * or key (PostgreSQL's jsonb and text refuse both). Anything else is `validation_failed`.
+ * is `{}`), nesting at most JSON_MAX_DEPTH levels, at most JSON_MAX_KEYS members in an object and `maxItems`
+ * values in all, no NUL and no unpaired surrogate escape in any string or key (PostgreSQL's jsonb and text
+ * refuse both). Anything else is `validation_failed`.
  */
-export function parseJsonBody(text: string): unknown {
+export function parseJsonBody(text: string, maxItems = Infinity): unknown {
   const start = firstNonSpace(text);
   if (start === -1) return {};
   const first = text.charCodeAt(start);
   if (first !== 0x7b && first !== 0x5b) throw new AppError('validation_failed', `${NOT_JSON} It must be an object or an array.`);
-  const problem = scanJson(text, JSON_MAX_DEPTH);
+  const problem = scanJson(text, JSON_MAX_DEPTH, JSON_MAX_KEYS, maxItems);
   if (problem) throw new AppError('validation_failed', problem);
   try {
     return JSON.parse(text) as unknown;
@@ -90,12 +158,16 @@ export function parseJsonBody(text: string): unknown {
 }
 
 /**
- * One pass over the text, without recursion: the nesting depth outside strings, and the `\u` escapes
- * inside them. Runs before JSON.parse, so a hostile body is refused before anything is built from it.
- * Malformed JSON is left for JSON.parse to refuse.
+ * One pass over the text, without recursion: the nesting depth, the members of each object and the values
+ * in all outside strings, and the `\u` escapes inside them. Runs before JSON.parse, so a hostile body is
+ * refused before anything is built from it. Malformed JSON is left for JSON.parse to refuse. Values are
+ * counted as separators and containers (`a,b` is two); a colon outside a string is a member of the
+ * innermost object.
  */
-export function scanJson(text: string, maxDepth: number): string | null {
+export function scanJson(text: string, maxDepth: number, maxKeys = JSON_MAX_KEYS, maxItems = Infinity): string | null {
   let depth = 0;
+  let items = 0;
+  const keys = new Int32Array(maxDepth + 2);
   let inString = false;
   const n = text.length;
   for (let i = 0; i < n; i++) {
@@ -120,7 +192,13 @@ export function scanJson(text: string, maxDepth: number): string | null {
     } else if (c === 0x22) inString = true;
     else if (c === 0x7b || c === 0x5b) {
       if (++depth > maxDepth) return TOO_DEEP;
-    } else if (c === 0x7d || c === 0x5d) depth--;
+      keys[depth] = 0;
+      if (++items > maxItems) return tooManyItems(maxItems);
+    } else if (c === 0x7d || c === 0x5d) {
+      if (depth > 0) depth--;
+    } else if (c === 0x2c) {
+      if (++items > maxItems) return tooManyItems(maxItems);
+    } else if (c === 0x3a && depth > 0 && ++keys[depth] > maxKeys) return TOO_MANY_KEYS;
   }
   return null;
 }

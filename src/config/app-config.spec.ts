@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { ConfigError, type Host, loadConfig, parseVaultKeys } from './app-config.js';
 
 const key = (kid: string) => `${kid}:${randomBytes(32).toString('base64')}`;
-const operator = 'o'.repeat(40);
+const operator = `cwsop_${randomBytes(24).toString('base64url')}`;
 const base = { VAULT_KEYS: key('k1'), OPERATOR_API_KEY: operator };
 
 function configErrorOf(fn: () => unknown): ConfigError {
@@ -41,6 +41,30 @@ describe('loadConfig', () => {
   it('refuses to start in production without OPERATOR_API_KEY', () => {
     const e = configErrorOf(() => loadConfig({ NODE_ENV: 'production', VAULT_KEYS: key('k1'), DATABASE_URL: 'postgres://x@127.0.0.1/db' }));
     expect(e.variable).toBe('OPERATOR_API_KEY');
+  });
+
+  it('refuses in production an operator key weaker than 128 bits, and says the rule', () => {
+    const prod = { NODE_ENV: 'production', VAULT_KEYS: key('k1'), DATABASE_URL: 'postgres://x@127.0.0.1/db' };
+    for (const OPERATOR_API_KEY of ['1234567890'.repeat(3) + '12', 'ab'.repeat(20), 'x'.repeat(40)]) {
+      const e = configErrorOf(() => loadConfig({ ...prod, OPERATOR_API_KEY }));
+      expect([OPERATOR_API_KEY, e.variable, e.message]).toEqual([OPERATOR_API_KEY, 'OPERATOR_API_KEY', expect.stringMatching(/128 bits/)]);
+      expect(e.message).not.toContain(OPERATOR_API_KEY);
+    }
+    for (const OPERATOR_API_KEY of [randomBytes(16).toString('hex'), randomBytes(24).toString('base64url'), operator])
+      expect(loadConfig({ ...prod, OPERATOR_API_KEY }).operatorApiKey).toBe(OPERATOR_API_KEY);
+    // Outside production only the length rule applies, as before.
+    expect(loadConfig({ ...base, OPERATOR_API_KEY: 'x'.repeat(40) }).operatorApiKey).toBe('x'.repeat(40));
+  });
+
+  it('reads the security bounds and names a bad entry', () => {
+    const c = loadConfig({ ...base, EVENTS_TARGET_ALLOW_PRIVATE: '10.0.0.0/8, fd00::/8 ,hooks.corp.example', SIGN_IN_MAX_FAILURES: '7' });
+    expect(c.security).toMatchObject({ eventsTargetAllowPrivate: ['10.0.0.0/8', 'fd00::/8', 'hooks.corp.example'], signInMaxFailures: 7 });
+    expect(configErrorOf(() => loadConfig({ ...base, EVENTS_TARGET_ALLOW_PRIVATE: '10.0.0.0/40' })).variable).toBe(
+      'EVENTS_TARGET_ALLOW_PRIVATE',
+    );
+    expect(configErrorOf(() => loadConfig({ ...base, API_KEY_MAX_FAILURES_PER_CLIENT: '0' })).variable).toBe(
+      'API_KEY_MAX_FAILURES_PER_CLIENT',
+    );
   });
 
   it('names PORT when it is not a port', () => {

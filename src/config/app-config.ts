@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'no
 import { basename, dirname, join, resolve } from 'node:path';
 import { SANDBOX_DEFAULTS } from 'cws-sandbox';
 import { sha256 } from '../common/hash.js';
+import { estimatedBits, readSecurity, type SecurityConfig } from './security-config.js';
 
 export const ENVIRONMENT_NAMES = ['na', 'eu', 'demo', 'sandbox'] as const;
 export type EnvironmentName = (typeof ENVIRONMENT_NAMES)[number];
@@ -57,6 +58,8 @@ export interface AppConfig {
     requestTimeoutMs: number;
     idleTimeoutMs: number;
     keepAliveTimeoutMs: number;
+    /** A request body with no new byte for this long is cut (408). */
+    bodyTimeoutMs: number;
     tenantMaxInFlight: number;
     tenantMaxUploads: number;
   };
@@ -86,6 +89,8 @@ export interface AppConfig {
   instanceId: string;
   /** OpenTelemetry trace export (docs/operations.md, "Traces"); null: off, no SDK loaded. */
   tracing: TracingConfig | null;
+  /** docs/security.md's bounds: events targets, sign-in throttling, metrics access. */
+  security: SecurityConfig;
 }
 
 export interface TracingConfig {
@@ -165,6 +170,9 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
   if (env.OPERATOR_API_KEY?.trim()) {
     operatorApiKey = env.OPERATOR_API_KEY.trim();
     if (operatorApiKey.length < 32) throw new ConfigError('OPERATOR_API_KEY', 'must be at least 32 characters');
+    // 128 bits: e.g. 22 random base64url characters, or 32 hex digits.
+    if (production && estimatedBits(operatorApiKey) < 128)
+      throw new ConfigError('OPERATOR_API_KEY', 'is weaker than 128 bits in production: use `openssl rand -base64 32` or longer');
   } else if (production || !local) {
     throw new ConfigError('OPERATOR_API_KEY', 'is required when NODE_ENV=production');
   } else {
@@ -251,6 +259,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
       requestTimeoutMs: int(env, 'HTTP_REQUEST_TIMEOUT_MS', 3_600_000, 1000, 86_400_000),
       idleTimeoutMs: int(env, 'HTTP_IDLE_TIMEOUT_MS', 120_000, 100, 3_600_000),
       keepAliveTimeoutMs: int(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 5000, 100, 600_000),
+      bodyTimeoutMs: int(env, 'HTTP_BODY_TIMEOUT_MS', 30_000, 100, 600_000),
       // The upstream pool has 256 sockets per origin: one tenant may hold at most a quarter of them by default.
       tenantMaxInFlight: int(env, 'FACADE_TENANT_MAX_IN_FLIGHT', 64, 1, 255),
       tenantMaxUploads: int(env, 'FACADE_TENANT_MAX_UPLOADS', 16, 1, 255),
@@ -277,6 +286,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
     logFormat: oneOf(env, 'LOG_FORMAT', ['json', 'pretty'], host.stdoutIsTty ? 'pretty' : 'json'),
     instanceId: env.INSTANCE_ID?.trim() || `${process.pid}-${randomBytes(3).toString('hex')}`,
     tracing: readTracing(env),
+    security: readSecurity(env),
   };
   if (config.upstream.tokenTimeoutMs * 2 >= config.refresh.leaseMs) {
     throw new ConfigError(
@@ -452,7 +462,7 @@ function describeFsError(e: unknown): string {
   return e instanceof SyntaxError ? 'not valid JSON' : 'unreadable';
 }
 
-function int(env: Env, name: string, fallback: number, min: number, max: number): number {
+export function int(env: Env, name: string, fallback: number, min: number, max: number): number {
   const raw = env[name]?.trim();
   if (!raw) return fallback;
   if (!/^-?\d+$/.test(raw)) throw new ConfigError(name, `must be an integer, got "${raw}"`);

@@ -72,7 +72,7 @@ export class ConsoleSessionsService {
    * The operator principal for a request that carries a live session cookie and its CSRF token. An answer
    * that shows a secret (a new API key, an events secret) is refused: the console never holds one.
    */
-  async authorize(req: Request, showsSecret: boolean): Promise<Principal> {
+  async authorize(req: Request, showsSecret = false): Promise<Principal> {
     const token = sessionTokenOf(req);
     if (!token) throw new AppError('unauthorized', 'Not signed in to the console.');
     const presented = req.headers[CSRF_HEADER];
@@ -83,8 +83,7 @@ export class ConsoleSessionsService {
     }
     const session = await this.repo.findLive(sha256(token), this.clock.now());
     if (!session) throw new AppError('unauthorized', 'The console session has ended: sign in again.');
-    if (showsSecret)
-      throw new AppError('forbidden', 'This answer shows a secret once: call it with the operator key, not from the console.');
+    if (showsSecret) throw secretRefusedToConsole();
     return { kind: 'operator', consoleSessionId: session.id };
   }
 
@@ -97,6 +96,10 @@ export class ConsoleSessionsService {
   cookieOptions(expiresAt?: Date): CookieOptions {
     return { httpOnly: true, sameSite: 'strict', secure: this.secure, path: this.path, ...(expiresAt ? { expires: expiresAt } : {}) };
   }
+}
+
+export function secretRefusedToConsole(): AppError {
+  return new AppError('forbidden', 'This answer shows a secret once: call it with the operator key, not from the console.');
 }
 
 function sessionTokenOf(req: Request): string | null {

@@ -63,7 +63,7 @@ export class ConsoleController {
     security: [],
   })
   @ApiCreatedResponse({ type: ConsoleSessionDto })
-  @ApiErrors('validation_failed', 'unauthorized')
+  @ApiErrors('validation_failed', 'unauthorized', 'too_many_requests')
   @ApiUnsupportedMediaTypeResponse({ type: ErrorResponseDto, description: '`unsupported_media_type`: the body is not JSON.' })
   async signIn(@Req() req: Request, @Body() dto: SignInDto, @Res({ passthrough: true }) res: Response): Promise<ConsoleSessionDto> {
     // A form another site posts cannot be JSON without a preflight this service never grants.

@@ -4,6 +4,7 @@ import { AuditService } from '../audit/audit.service.js';
 import { AppError } from '../common/app-error.js';
 import { requestIdOf } from '../common/request-id.js';
 import { ApiKeysService } from '../tenants/api-keys.service.js';
+import { AuthThrottle, clientOf, throttled } from '../tenants/auth-throttle.js';
 import { ConsoleSessionsService, type ConsoleSessionView } from './console-sessions.service.js';
 
 @Injectable()
@@ -12,25 +13,30 @@ export class ConsoleService {
     private readonly keys: ApiKeysService,
     private readonly sessions: ConsoleSessionsService,
     private readonly audit: AuditService,
+    private readonly throttle: AuthThrottle,
   ) {}
 
   /**
-   * Only the operator key opens the console; the same check as the API's, then a new session. Both outcomes
-   * are audited: a success as the new session, a failure with no actor id (failures within a minute share a row).
+   * Only the operator key opens the console; the same check as the API's, then a new session. Failures are
+   * counted per client and overall (AuthThrottle.signIn): past either bound, `429` with Retry-After. Both
+   * outcomes are audited: a success as the new session, a failure with no actor id (failures within a minute
+   * share a row).
    */
   async signIn(operatorKey: string, req: Request): Promise<ConsoleSessionView & { token: string }> {
     const requestId = requestIdOf(req);
-    const principal = await this.keys.authenticate(operatorKey).catch(() => null);
-    if (principal?.kind !== 'operator') {
-      await this.audit.recordAfter({
-        action: 'console.login',
-        actor: { kind: 'console', id: null },
-        tenantId: null,
-        requestId,
-        outcome: 'failure',
-      });
-      throw new AppError('unauthorized', 'That is not the operator key.');
-    }
+    await throttled(this.throttle.signIn, clientOf(req), async () => {
+      const principal = await this.keys.authenticate(operatorKey).catch(() => null);
+      if (principal?.kind !== 'operator') {
+        await this.audit.recordAfter({
+          action: 'console.login',
+          actor: { kind: 'console', id: null },
+          tenantId: null,
+          requestId,
+          outcome: 'failure',
+        });
+        throw new AppError('unauthorized', 'That is not the operator key.');
+      }
+    });
     const session = await this.sessions.start();
     await this.audit.recordAfter({
       action: 'console.login',

@@ -17,6 +17,7 @@ import { EventCommitOrder1796900000000 } from '../../migrations/1796900000000-Ev
 import { EventRetention1797000000000 } from '../../migrations/1797000000000-EventRetention.js';
 import { CreateAuditLog1797200000000 } from '../../migrations/1797200000000-CreateAuditLog.js';
 import { TenantsPaging1797300000000 } from '../../migrations/1797300000000-TenantsPaging.js';
+import { EventPayloadDigest1797400000000 } from '../../migrations/1797400000000-EventPayloadDigest.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
@@ -42,4 +43,5 @@ export const MIGRATIONS = [
   EventRetention1797000000000,
   CreateAuditLog1797200000000,
   TenantsPaging1797300000000,
+  EventPayloadDigest1797400000000,
 ];

@@ -13,6 +13,7 @@ import { ATTR, contextOf, endClientSpan, injectTraceContext, startClientSpan } f
 import { TenantsService } from '../tenants/tenants.service.js';
 import { EventsRepository, type SqlExecutor, type StoredEvent, type UnqueuedEvent } from './events.repository.js';
 import { signDelivery } from './standard-webhooks.js';
+import { guardedConnector, TargetRefusedError, targetPolicy } from './target-policy.js';
 
 export const DELIVERY_QUEUE = 'events-deliver';
 const PGBOSS_SCHEMA = 'pgboss';
@@ -65,7 +66,11 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
     private readonly clock: Clock,
   ) {
     this.agent = new Agent({
-      connectTimeout: Math.min(10_000, config.events.attemptTimeoutMs),
+      // Every connection is checked against the target policy as it is made: the address it resolves to then.
+      connect: guardedConnector(
+        targetPolicy(config.production, config.security.eventsTargetAllowPrivate),
+        Math.min(10_000, config.events.attemptTimeoutMs),
+      ),
       headersTimeout: config.events.attemptTimeoutMs,
       bodyTimeout: config.events.attemptTimeoutMs,
       keepAliveTimeout: 10_000,
@@ -271,6 +276,7 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
       'content-type': 'application/json',
       'user-agent': 'cws-connect-webhooks/1',
       ...signDelivery(secrets, event.id, timestamp, body),
+      ...(event.payloadDigest !== null ? { 'cws-payload-digest': event.payloadDigest } : {}),
     };
     // In the trace that received or created the event, so the partner can join its own to it.
     const span = startClientSpan(
@@ -301,6 +307,9 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
       return { ok: false, status, error: `http_${status}`, durationMs: took(), retryAfterMs };
     } catch (e) {
       endClientSpan(span, null, e);
+      // Recorded as any failed connect (`network`): the attempts log must not tell internal addresses apart.
+      if (refusedByPolicy(e))
+        this.logger.warn({ eventId: event.id, tenantId: event.tenantId }, 'the events target resolves to an address that is not allowed');
       return { ok: false, status: null, error: networkError(e), durationMs: took(), retryAfterMs: null };
     }
   }
@@ -350,6 +359,12 @@ function networkError(e: unknown): string {
   const timedOut =
     ['TimeoutError', 'AbortError'].includes(String(err?.name)) || String(err?.cause?.name) === 'TimeoutError' || /TIMEOUT/.test(code);
   return timedOut ? 'timeout' : 'network';
+}
+
+function refusedByPolicy(e: unknown): boolean {
+  for (let err = e, depth = 0; err instanceof Error && depth < 4; err = err.cause, depth++)
+    if (err instanceof TargetRefusedError) return true;
+  return false;
 }
 
 function errorText(e: unknown): string {

@@ -35,6 +35,8 @@ export interface NewEvent {
   traceparent?: string | null;
   /** The partner's end user it is about (a user connection's events), for erasure; null: nobody's. */
   userId?: string | null;
+  /** An upstream delivery's SHA-256 (base64url) of its body as received; null for the service's own events. */
+  payloadDigest?: string | null;
 }
 
 /**
@@ -66,6 +68,7 @@ export interface StoredEvent {
   retryFrom: Date | null;
   /** W3C trace context of the operation that received or created it; null when tracing was off. */
   traceparent: string | null;
+  payloadDigest: string | null;
 }
 
 @Injectable()
@@ -311,13 +314,13 @@ export class EventsRepository {
  * Inserts events in the given order, received at $8 (the service's clock: the day partition it lands in); a row
  * whose tenant no longer exists or is deleted is left out (the join).
  */
-const INSERT_EVENTS = `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, traceparent, user_id, received_at, delivery_state, next_attempt_at)
-  SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, p.payload, v.traceparent, v.user_id, $8::timestamptz,
+const INSERT_EVENTS = `INSERT INTO events (id, tenant_id, source, receiver_id, type, payload, traceparent, user_id, payload_digest, received_at, delivery_state, next_attempt_at)
+  SELECT v.id, v.tenant_id, v.source, v.receiver_id, v.type, p.payload, v.traceparent, v.user_id, v.payload_digest, $8::timestamptz,
          CASE WHEN t.events_target_url IS NULL OR t.events_target_disabled THEN 'no_target'
               WHEN t.event_types IS NOT NULL AND NOT (t.event_types ? v.type) THEN 'filtered'
               ELSE 'pending' END, now()
-    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[], $9::text[])
-         WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, traceparent, user_id, ord)
+    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[], $9::text[], $10::text[])
+         WITH ORDINALITY AS v(id, tenant_id, source, receiver_id, type, traceparent, user_id, payload_digest, ord)
     JOIN jsonb_array_elements($7::jsonb) WITH ORDINALITY AS p(payload, ord) ON p.ord = v.ord
     JOIN tenants t ON t.id = v.tenant_id AND t.deleted_at IS NULL
    ORDER BY v.ord
@@ -342,6 +345,7 @@ function insertParams(events: Array<NewEvent & { id: string }>, receivedAt: Date
     `[${events.map((e) => e.payloadJson ?? JSON.stringify(e.payload ?? null)).join(',')}]`,
     receivedAt,
     events.map((e) => e.userId ?? null),
+    events.map((e) => e.payloadDigest ?? null),
   ];
 }
 
@@ -382,5 +386,6 @@ export function toEvent(r: Record<string, unknown>): StoredEvent {
     deliveredAt: (r.delivered_at as Date | null) ?? null,
     retryFrom: (r.retry_from as Date | null) ?? null,
     traceparent: (r.traceparent as string | null) ?? null,
+    payloadDigest: (r.payload_digest as string | null) ?? null,
   };
 }

@@ -4,11 +4,14 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
 import { errorBody, logFailure } from '../common/app-exception.filter.js';
 import { assignRequestId, mintRequestId } from '../common/request-id.js';
+import { setSecurityHeaders } from '../common/security-headers.js';
+import { StalledBodies } from '../common/stalled-body.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { accessLogLevel } from '../ops/logger.js';
 import { bindRequestContext, setRequestRoute, tracingOn, traceRequest } from '../ops/tracing.js';
 import { ApiKeysService } from '../tenants/api-keys.service.js';
+import { AuthThrottle, clientOf, throttled } from '../tenants/auth-throttle.js';
 import { matchInbound, type InboundDoor } from '../webhooks/inbound-door.js';
 import { matchRoute, type RouteMatch } from './facade-routes.js';
 import { FacadeService, type FacadeCall } from './facade.service.js';
@@ -34,6 +37,7 @@ export class FacadeDoor {
     @Inject(APP_CONFIG) config: AppConfig,
     private readonly keys: ApiKeysService,
     private readonly facade: FacadeService,
+    private readonly throttle: AuthThrottle,
   ) {
     this.limits = new TenantLimits(config.http.tenantMaxInFlight, config.http.tenantMaxUploads);
   }
@@ -45,10 +49,10 @@ export class FacadeDoor {
       if (!tenant.ok) {
         if (tenant.reason === 'nul') throw paramError(tenant.reason, 'tenantId');
         // Tenant ids are slugs, so no tenant has this id: after the credential check, the answer of an unknown tenant.
-        await this.keys.authorize(req.headers.authorization, match.tenantId);
+        await this.authorize(req, match.tenantId);
         throw new AppError('tenant_not_found', 'No such tenant.');
       }
-      await this.keys.authorize(req.headers.authorization, tenant.value);
+      await this.authorize(req, tenant.value);
       const call = upstreamCall(match);
       const release = this.limits.acquire(tenant.value, match.route.streamed.length > 0 && hasBody(req));
       if (release === null) {
@@ -73,6 +77,11 @@ export class FacadeDoor {
       if (level !== 'info')
         logger[level]({ req, res, route: match.route.id, responseTime: Math.round(performance.now() - started) }, 'request completed');
     }
+  }
+
+  /** The guard's rule (ApiKeysService.authorize), under the same limiter of failed keys per client. */
+  private authorize(req: IncomingMessage, tenantId: string): Promise<unknown> {
+    return throttled(this.throttle.apiKeys, clientOf(req), () => this.keys.authorize(req.headers.authorization, tenantId));
   }
 }
 
@@ -131,6 +140,7 @@ export class FrontDoor {
   readonly listener = (req: IncomingMessage, res: ServerResponse): void => {
     const requestId = assignRequestId(req, res);
     (req as IncomingMessage & { id?: string }).id = requestId;
+    setSecurityHeaders(req, res);
     if (tracingOn()) traceRequest(req, res, requestId, () => this.route(req, res, requestId));
     else this.route(req, res, requestId);
   };
@@ -185,6 +195,8 @@ function answerError(req: IncomingMessage, res: ServerResponse, e: unknown, requ
  */
 export function createHttpServer(config: AppConfig, listener: RequestListener): Server {
   const { headersTimeoutMs, requestTimeoutMs, idleTimeoutMs, keepAliveTimeoutMs } = config.http;
+  // A body that stops arriving is cut after HTTP_BODY_TIMEOUT_MS, a steady one never (common/stalled-body.ts).
+  const stalled = new StalledBodies(config.http.bodyTimeoutMs);
   const server = createServer(
     {
       headersTimeout: headersTimeoutMs,
@@ -193,8 +205,12 @@ export function createHttpServer(config: AppConfig, listener: RequestListener): 
       // How often Node checks the two timeouts above (30 s by default, which would let a slow sender live that much longer).
       connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(headersTimeoutMs / 4))),
     },
-    listener,
+    (req, res) => {
+      stalled.watch(req, res);
+      listener(req, res);
+    },
   );
+  server.on('close', () => stalled.stop());
   server.setTimeout(idleTimeoutMs); // no 'timeout' listener: Node destroys the idle socket
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
     if (!socket.writable || (socket as Socket & { _httpMessage?: unknown })._httpMessage) {

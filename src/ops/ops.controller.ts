@@ -1,11 +1,12 @@
-import { Controller, Get, Header, HttpCode, Res } from '@nestjs/common';
+import { Controller, Get, Header, HttpCode, Req, Res } from '@nestjs/common';
 import { ApiExcludeEndpoint, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { ApiErrors } from '../common/api-docs.js';
-import type { Response } from 'express';
+import type { Request, Response } from 'express';
 import { Public } from '../tenants/auth.decorators.js';
 import { buildInfo } from './build-info.js';
 import { HealthService } from './health.service.js';
 import { LivenessDto } from './liveness.dto.js';
+import { MetricsAccess } from './metrics-access.js';
 import { MetricsService } from './metrics.service.js';
 
 @ApiTags('operations')
@@ -15,6 +16,7 @@ export class OpsController {
   constructor(
     private readonly health: HealthService,
     private readonly metrics: MetricsService,
+    private readonly access: MetricsAccess,
   ) {}
 
   @Get('health/live')
@@ -39,7 +41,8 @@ export class OpsController {
   @HttpCode(200)
   @Header('cache-control', 'no-store')
   @ApiExcludeEndpoint()
-  async prometheus(@Res() res: Response): Promise<void> {
+  async prometheus(@Req() req: Request, @Res() res: Response): Promise<void> {
+    this.access.checkMainPort(req);
     res.setHeader('content-type', this.metrics.registry.contentType);
     res.send(await this.metrics.registry.metrics());
   }

@@ -1,9 +1,11 @@
 import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { AppError } from '../common/app-error.js';
-import { ConsoleSessionsService } from '../console/console-sessions.service.js';
+import { ConsoleSessionsService, secretRefusedToConsole } from '../console/console-sessions.service.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { AuthenticatedRequest, OPERATOR_ONLY, PUBLIC_ROUTE, SHOWS_SECRET } from './auth.decorators.js';
+import { AuthThrottle } from './auth-throttle.js';
+import { credentialOf } from './request-credential.js';
 
 /**
  * Global and fail-closed: every route needs the operator key or a tenant key unless marked @Public().
@@ -16,6 +18,7 @@ export class ApiKeyAuthGuard implements CanActivate {
     private readonly reflector: Reflector,
     private readonly keys: ApiKeysService,
     private readonly consoleSessions: ConsoleSessionsService,
+    private readonly throttle: AuthThrottle,
   ) {}
 
   async canActivate(ctx: ExecutionContext): Promise<boolean> {
@@ -23,12 +26,10 @@ export class ApiKeyAuthGuard implements CanActivate {
     if (this.reflector.getAllAndOverride<boolean>(PUBLIC_ROUTE, targets)) return true;
     const req = ctx.switchToHttp().getRequest<AuthenticatedRequest>();
     const tenantId = typeof req.params?.tenantId === 'string' ? req.params.tenantId : undefined;
-    const principal = this.consoleSessions.presentedBy(req)
-      ? await this.keys.admit(
-          await this.consoleSessions.authorize(req, this.reflector.getAllAndOverride<boolean>(SHOWS_SECRET, targets) === true),
-          tenantId,
-        )
-      : await this.keys.authorize(req.headers.authorization, tenantId);
+    // Usually settled already: a /v1 request is authenticated before its body is read (request-credential.ts).
+    const credential = await credentialOf(req, { keys: this.keys, sessions: this.consoleSessions, throttle: this.throttle });
+    if (credential.viaConsole && this.reflector.getAllAndOverride<boolean>(SHOWS_SECRET, targets) === true) throw secretRefusedToConsole();
+    const principal = await this.keys.admit(credential.principal, tenantId);
     req.principal = principal;
     if (principal.kind === 'tenant' && this.reflector.getAllAndOverride<boolean>(OPERATOR_ONLY, targets)) {
       throw new AppError('forbidden', 'This route needs the operator key.');

@@ -107,7 +107,7 @@ export class ApiKeysService {
   }
 }
 
-function bearerOf(header: string | undefined): string | null {
+export function bearerOf(header: string | undefined): string | null {
   if (!header) return null;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
   return match ? match[1] : null;

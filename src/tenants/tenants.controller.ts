@@ -35,7 +35,7 @@ export class TenantsController {
   @ShowsSecret()
   @Audited('tenant.created', (_, result) => ({ tenantId: (result as CreatedTenantResponseDto | undefined)?.id ?? null, target: null }))
   @ApiRoute('createTenant', 'Create a tenant', "The answer carries the tenant's `eventsSecret`, shown only here.")
-  @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_exists', 'environment_not_configured')
+  @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_exists', 'environment_not_configured', 'target_not_allowed')
   @ApiCreatedResponse({ type: CreatedTenantResponseDto })
   async create(@Body() dto: CreateTenantDto): Promise<CreatedTenantResponseDto> {
     const { tenant, eventsSecret } = await this.tenants.create(dto);
@@ -68,7 +68,7 @@ export class TenantsController {
   @OperatorOnly()
   @Audited('tenant.updated')
   @ApiRoute('updateTenant', 'Change a tenant', 'Its environment cannot be changed.')
-  @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_not_found')
+  @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_not_found', 'target_not_allowed')
   @ApiOkResponse({ type: TenantResponseDto })
   async update(@Param('tenantId') tenantId: string, @Body() dto: UpdateTenantDto): Promise<TenantResponseDto> {
     const tenant = await this.tenants.update(tenantId, dto);

@@ -4,6 +4,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { ChangesModule } from '../changes/changes.module.js';
 import { ApiKeyCache } from './api-key-cache.js';
 import { ApiKeysService } from './api-keys.service.js';
+import { AuthThrottle } from './auth-throttle.js';
 import { TenantApiKeyEntity } from './tenant-api-key.entity.js';
 import { TenantApiKeysRepository } from './tenant-api-keys.repository.js';
 import { TenantEntity } from './tenant.entity.js';
@@ -14,7 +15,7 @@ import { TenantsService } from './tenants.service.js';
 @Module({
   imports: [VaultModule, TypeOrmModule.forFeature([TenantEntity, TenantApiKeyEntity]), ChangesModule],
   controllers: [TenantsController],
-  providers: [TenantsRepository, TenantApiKeysRepository, TenantsService, ApiKeysService, ApiKeyCache],
-  exports: [TenantsService, ApiKeysService, TenantsRepository, TenantApiKeysRepository],
+  providers: [TenantsRepository, TenantApiKeysRepository, TenantsService, ApiKeysService, ApiKeyCache, AuthThrottle],
+  exports: [TenantsService, ApiKeysService, TenantsRepository, TenantApiKeysRepository, AuthThrottle],
 })
 export class TenantsModule {}

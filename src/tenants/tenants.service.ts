@@ -5,6 +5,7 @@ import { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { Environments } from '../config/environments.js';
+import { targetPolicy, targetProblem, type TargetPolicy } from '../events/target-policy.js';
 import { TokenVault, type SealedRef } from '../vault/token-vault.service.js';
 import type { CreateTenantDto, UpdateTenantDto } from './dto/tenant.dto.js';
 import { ApiKeyCache } from './api-key-cache.js';
@@ -14,6 +15,8 @@ import { TenantsRepository } from './tenants.repository.js';
 
 @Injectable()
 export class TenantsService {
+  private readonly targets: TargetPolicy;
+
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly repo: TenantsRepository,
@@ -22,7 +25,9 @@ export class TenantsService {
     private readonly environments: Environments,
     private readonly keyCache: ApiKeyCache,
     private readonly keys: TenantApiKeysRepository,
-  ) {}
+  ) {
+    this.targets = targetPolicy(config.production, config.security.eventsTargetAllowPrivate);
+  }
 
   async create(dto: CreateTenantDto): Promise<{ tenant: TenantEntity; eventsSecret: string }> {
     this.environments.get(dto.environment);
@@ -141,6 +146,8 @@ export class TenantsService {
     if (url && this.config.production && !url.startsWith('https://')) {
       throw new AppError('validation_failed', 'eventsTargetUrl must be an https URL in production.');
     }
+    const problem = url ? targetProblem(this.targets, url) : null;
+    if (problem) throw new AppError('target_not_allowed', problem);
   }
 }
 

@@ -113,6 +113,8 @@ export class InboundService {
         type: eventTypeOf(body),
         payload: body,
         payloadJson: delivery.json,
+        // The partner's key to recognise the same delivery posted again: the upstream shows no delivery id.
+        payloadDigest: delivery.json === undefined ? null : sha256(delivery.json).toString('base64url'),
         receiverId,
         traceparent,
       })

@@ -61,6 +61,14 @@ export class EventDto {
   @ApiProperty({ enum: ['upstream', 'service'] })
   source: EventSource;
 
+  @ApiProperty({
+    type: String,
+    nullable: true,
+    description:
+      "An upstream delivery: SHA-256 of its body as received (after content decoding), base64url; the same delivery posted again has the same digest (the upstream shows no delivery id), so de-duplicate on it. Sent as `cws-payload-digest` with every attempt. null for the service's own events.",
+  })
+  payloadDigest: string | null;
+
   @ApiProperty({ type: EventDeliveryDto })
   delivery: EventDeliveryDto;
 
@@ -71,6 +79,7 @@ export class EventDto {
       type: e.type,
       payload: e.payload,
       source: e.source,
+      payloadDigest: e.payloadDigest,
       delivery: {
         state: e.deliveryState,
         attempts: e.deliveryAttempts,

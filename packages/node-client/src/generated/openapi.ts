@@ -1018,6 +1018,8 @@ export interface components {
             payload: {
                 [key: string]: unknown;
             } | unknown[] | string | number | boolean | null;
+            /** @description An upstream delivery: SHA-256 of its body as received (after content decoding), base64url; the same delivery posted again has the same digest (the upstream shows no delivery id), so de-duplicate on it. Sent as `cws-payload-digest` with every attempt. null for the service's own events. */
+            payloadDigest: string | null;
             /** Format: date-time */
             receivedAt: string;
             /** @enum {string} */
@@ -1042,6 +1044,17 @@ export interface components {
              * @example upstream_unavailable
              */
             code: string;
+        };
+        LivenessDto: {
+            /** @description The git commit the running build came from; `unknown` when the build could not tell. */
+            commit: string;
+            /** @enum {string} */
+            status: "ok";
+            /**
+             * @description The semantic version of the running release (CHANGELOG.md).
+             * @example 0.1.0
+             */
+            version: string;
         };
         RedeliveredDto: {
             /** @description The event, delivered again under this id (webhook-id). */
@@ -1507,6 +1520,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `too_many_requests` */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
     consoleSignOut: {
@@ -1565,12 +1587,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The process is up. */
+            /** @description The process is up, with the version and the git commit it runs (`unknown` when the build could not tell). */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["LivenessDto"];
+                };
             };
         };
     };
@@ -1870,7 +1894,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
-            /** @description `environment_not_configured` */
+            /** @description `environment_not_configured`, `target_not_allowed` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2070,6 +2094,15 @@ export interface operations {
             };
             /** @description `payload_too_large`: the body is over its limit. */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `target_not_allowed` */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

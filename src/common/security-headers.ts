@@ -1,0 +1,24 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import helmet from 'helmet';
+
+/**
+ * The usual security headers on every answer, set by helmet in the front door before anything else, so
+ * Express's routes, the facade's and the receiver's alike carry them (`X-Content-Type-Options: nosniff`,
+ * `Referrer-Policy: no-referrer`, `X-Frame-Options`, `Strict-Transport-Security`, …). A route that sets its own
+ * (the console's and the connect pages' strict Content-Security-Policy, a pass-through answer's headers from
+ * the upstream) replaces helmet's; helmet never sets a Content-Type. Three are left out on purpose:
+ * - Content-Security-Policy: the console and the connect pages set their own strict one; the OpenAPI UI at
+ *   /docs runs an inline script that helmet's default would block, and a JSON answer runs nothing.
+ * - Cross-Origin-Opener-Policy: the connect page runs in a popup that reports to the partner's page through
+ *   `window.opener` (packages/connect-browser); `same-origin` would cut that link.
+ * - Cross-Origin-Resource-Policy: partner pages load `/sdk/connect-browser.js` from their own origin.
+ */
+const headers = helmet({
+  contentSecurityPolicy: false,
+  crossOriginOpenerPolicy: false,
+  crossOriginResourcePolicy: false,
+});
+
+export function setSecurityHeaders(req: IncomingMessage, res: ServerResponse): void {
+  headers(req, res, () => undefined);
+}
