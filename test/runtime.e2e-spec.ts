@@ -28,7 +28,7 @@ describe('the runtime the npm scripts use', () => {
 
   it('is the node an npm script finds first on its PATH, even with the system node first on the caller’s', () => {
     // What npm gives a script (`npm run env` prints a script's environment), called with /usr/bin ahead of all.
-    const env = { ...process.env, PATH: ['/usr/local/bin', '/usr/bin', '/bin', process.env.PATH ?? ''].join(delimiter) };
+    const env: NodeJS.ProcessEnv = { ...process.env, PATH: ['/usr/local/bin', '/usr/bin', '/bin', process.env.PATH ?? ''].join(delimiter) };
     for (const k of Object.keys(env)) if (/^npm_/i.test(k)) delete env[k];
     const printed = execFileSync('npm', ['run', '--silent', 'env'], { cwd: ROOT, env, encoding: 'utf8' });
     const scriptPath = /^PATH=(.*)$/m.exec(printed)?.[1] ?? '';
