@@ -38,7 +38,9 @@ const { links } = await check({
 });
 const broken = links.filter((l) => l.state === LinkState.BROKEN);
 for (const l of broken)
-  console.error(`broken link in ${l.parent?.replace(served, '') ?? '?'}: ${l.url.replace(served, '')} (${l.status || 'missing anchor'})`);
+  console.error(
+    `broken link in ${l.parent?.replace(served, '') ?? '?'}: ${l.url.replace(served, '')} (${l.status === 200 ? 'no such anchor' : l.status || 'unreachable'})`,
+  );
 console.log(
   `${files.length} files, ${links.filter((l) => l.state === LinkState.OK).length} local links and anchors resolve, ${broken.length} broken`,
 );
