@@ -93,11 +93,6 @@ describe('a 1 GiB multipart upload through the facade (app in its own process)',
       VAULT_KEYS: testVaultKey(),
       OPERATOR_API_KEY: operatorKey,
       ...sandboxEnv(sandbox),
-      // What is measured is the service's own buffering. Node 24's V8 sizes its young generation from the machine's
-      // memory (semi-spaces of up to 64 MiB on a 23 GiB machine, Node 20's were 16 MiB), and that alone adds some
-      // 35 MiB of uncollected garbage to the peak of a long stream of chunks; pinned at Node 20's 16 MiB it is out
-      // of the figure, which the service's own buffering would still move by a gigabyte.
-      NODE_OPTIONS: '--max-semi-space-size=16',
     });
     const auth = { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' };
     const tenant = await fetch(`${app.url}/v1/tenants`, {
