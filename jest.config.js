@@ -1,4 +1,7 @@
 // NestJS 12 is ESM-only, so jest runs in ESM mode (node --experimental-vm-modules, see package.json).
+import { requireSupportedRuntime } from './tools/runtime.mjs';
+
+requireSupportedRuntime();
 const swc = [
   '@swc/jest',
   {

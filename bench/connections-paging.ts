@@ -17,6 +17,7 @@ import { runMigrations } from '../src/database/migrate.js';
 import { withDatabase } from '../test/support/database-setup.js';
 import { seedConnections } from '../test/support/seed-connections.js';
 import { buildApp, spawnApp, type SpawnedApp } from '../test/support/spawn-app.js';
+import './harness.js'; // prints the runtime this bench runs on
 
 const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const N = Number(process.env.BENCH_CONNECTIONS ?? 100_000);

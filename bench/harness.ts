@@ -15,6 +15,9 @@ export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const children: ChildProcess[] = [];
 
+// Every bench says which runtime it ran on (the benches that do not use the harness import it for this line alone).
+console.log(`runtime: Node ${process.version} (${process.platform}-${process.arch}), ${availableParallelism()} cores`);
+
 /**
  * BENCH_CALLGRIND=<dir>: the proxies run under `valgrind --tool=callgrind`, their profiles in <dir>, so that a
  * bench can count the instructions a request costs (callgrindInstructions), which the machine's load does not move.

@@ -16,6 +16,7 @@ import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { CLAIM_DUE_SQL, SAVE_RENEWED_SQL } from '../src/connections/connections.repository.js';
 import { runMigrations } from '../src/database/migrate.js';
+import './harness.js'; // prints the runtime this bench runs on
 
 const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const N = Number(process.env.MICRO_CONNECTIONS ?? 10_000);

@@ -33,7 +33,7 @@
 // Not part of `npm test`.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -125,7 +125,8 @@ async function main(): Promise<void> {
         REFRESH_BATCH_SIZE: String(BATCH),
         REFRESH_CONCURRENCY: String(CONCURRENCY),
         LOG_LEVEL: 'warn',
-        ...(PROFILE_DIR ? { NODE_OPTIONS: `--require ${profilerPreload(PROFILE_DIR)}` } : {}),
+        // spawnApp runs `node dist/src/main.js` without flags; Node 24 takes the profiler's flags in NODE_OPTIONS.
+        ...(PROFILE_DIR ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${PROFILE_DIR} --cpu-prof-interval=200` } : {}),
       },
       { readyTimeoutMs: 60_000 },
     );
@@ -400,31 +401,6 @@ async function startSandbox(): Promise<{ proc: ChildProcess; serverPid: number; 
   });
   // tsx runs the sandbox in a child process of its own: that one serves, so that one is measured.
   return { proc, serverPid: childrenOf(proc.pid ?? 0).at(-1) ?? proc.pid ?? 0, url: `http://127.0.0.1:${port}` };
-}
-
-/**
- * Node 20 refuses --cpu-prof in NODE_OPTIONS, and spawnApp runs `node dist/src/main.js` without flags: a
- * preloaded script starts the V8 profiler through the inspector and writes the profile when the app exits.
- */
-function profilerPreload(dir: string): string {
-  const file = join(mkdtempSync(join(tmpdir(), 'cws-bench-prof-')), 'profile.cjs');
-  writeFileSync(
-    file,
-    `const { Session } = require('node:inspector');
-const { writeFileSync } = require('node:fs');
-const session = new Session();
-session.connect();
-session.post('Profiler.setSamplingInterval', { interval: 200 });
-session.post('Profiler.enable', () => session.post('Profiler.start'));
-process.on('exit', () => {
-  // A session on the main thread answers synchronously, so the profile is written before the process ends.
-  session.post('Profiler.stop', (err, res) => {
-    if (!err) writeFileSync(${JSON.stringify(dir)} + '/app-' + process.pid + '.cpuprofile', JSON.stringify(res.profile));
-  });
-});
-`,
-  );
-  return file;
 }
 
 function childrenOf(pid: number): number[] {

@@ -12,6 +12,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../src/common/free-port.js';
 import { makeClone } from '../test/support/clone.js';
+import './harness.js'; // prints the runtime this bench runs on
 
 const COLD_ROUNDS = Number(process.env.COLD_ROUNDS ?? 2);
 const WARM_ROUNDS = Number(process.env.WARM_ROUNDS ?? 5);
