@@ -116,7 +116,7 @@ describe('a 1 GiB multipart upload through the facade (app in its own process)',
     await sandbox?.close();
   });
 
-  it('arrives byte-identical while the service grows by less than 64 MiB', async () => {
+  it('arrives byte-identical while the service grows by less than a tenth of it (the body is never held whole)', async () => {
     const url = `${app.url}/v1/tenants/big/workflows`;
     const headers = { authorization: `Bearer ${operatorKey}`, 'x-user-id': 'u-alice' };
     // Warm up the path (JIT, pools, caches) with a small upload, then measure from a settled state.
@@ -145,6 +145,8 @@ describe('a 1 GiB multipart upload through the facade (app in its own process)',
     const workflow = JSON.parse(result.text) as { creator: { id: string }; documents: Array<{ size: number; sha256: string }> };
     expect(workflow.creator.id).toBe('alice');
     expect(workflow.documents[0]).toMatchObject({ size: GIB, sha256: result.sha256 });
-    expect(grew).toBeLessThan(64 * MIB);
+    // Held whole, the body would add 1 GiB; streamed, what grows is the garbage collector's working room, which on
+    // Node 24 (V8's larger young generation) is 61-71 MiB (docs/facade.md).
+    expect(grew).toBeLessThan(GIB / 10);
   }, 120_000);
 });
