@@ -64,7 +64,7 @@ describe('the document rules (openapi-document.ts)', () => {
       }),
     );
     const p = out.paths['/p'].get!.responses as unknown as Record<string, Record<string, unknown>>;
-    expect(Object.keys(p).sort()).toEqual(['200', '2XX', '3XX', '404', '4XX', '503', '5XX']);
+    expect(Object.keys(p).sort()).toEqual(['200', '2XX', '3XX', '404', '429', '4XX', '503', '5XX']);
     expect(p['404'].content).toEqual({
       'application/json': {
         schema: { anyOf: [{ $ref: '#/components/schemas/ErrorResponseDto' }, { $ref: '#/components/schemas/UpstreamError' }] },

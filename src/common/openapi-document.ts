@@ -90,13 +90,19 @@ export function withBodyParserErrors(document: OpenAPIObject): OpenAPIObject {
 
 /** Every answer the service and the upstream can give, declared; then the whole document as OpenAPI 3.1. */
 export function finishDocument(document: OpenAPIObject): OpenAPIObject {
+  const retryAfter = { 'retry-after': { description: 'Seconds to wait before trying again.', schema: { type: 'string' } } };
   for (const op of operations(document)) {
     if ((op.security?.length ?? 0) > 0) {
       // Every credential check reads the database: an outage answers 503 (docs/operations.md).
-      op.responses['503'] ??= errorResponse('`service_unavailable`: the database cannot be reached; see Retry-After.', {
-        'retry-after': { description: 'Seconds to wait before trying again.', schema: { type: 'string' } },
-      });
+      op.responses['503'] ??= errorResponse('`service_unavailable`: the database cannot be reached; see Retry-After.', retryAfter);
+      // Too many failed credentials from one client: refused before the credential is checked (docs/security.md).
+      op.responses['429'] ??= errorResponse(
+        '`too_many_requests`: too many failed credentials from this client; see Retry-After.',
+        retryAfter,
+      );
     }
+    // A body that stops arriving is cut after HTTP_BODY_TIMEOUT_MS (common/stalled-body.ts).
+    if (op.requestBody) op.responses['408'] ??= errorResponse('`request_timeout`: the request body stopped arriving.');
   }
   const components = (document.components ?? {}) as Json & { schemas?: Json; responses?: Record<string, Json>; securitySchemes?: Json };
   const shared = new Set<Json>();

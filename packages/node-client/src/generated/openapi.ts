@@ -1411,6 +1411,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
             503: {
                 headers: {
@@ -1444,6 +1455,17 @@ export interface operations {
             /** @description `unauthorized` */
             401: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1495,6 +1517,15 @@ export interface operations {
             };
             /** @description `unauthorized` */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `request_timeout`: the request body stopped arriving. */
+            408: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1559,6 +1590,17 @@ export interface operations {
             /** @description `forbidden` */
             403: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1673,6 +1715,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `request_timeout`: the request body stopped arriving. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `payload_too_large` */
             413: {
                 headers: {
@@ -1753,6 +1804,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
             503: {
                 headers: {
@@ -1809,6 +1871,17 @@ export interface operations {
             /** @description `forbidden` */
             403: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1876,6 +1949,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `request_timeout`: the request body stopped arriving. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `tenant_exists` */
             409: {
                 headers: {
@@ -1897,6 +1979,17 @@ export interface operations {
             /** @description `environment_not_configured`, `target_not_allowed` */
             422: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1962,6 +2055,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
             503: {
                 headers: {
@@ -2014,6 +2118,17 @@ export interface operations {
             /** @description `tenant_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2092,6 +2207,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `request_timeout`: the request body stopped arriving. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `payload_too_large`: the body is over its limit. */
             413: {
                 headers: {
@@ -2104,6 +2228,17 @@ export interface operations {
             /** @description `target_not_allowed` */
             422: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2163,6 +2298,17 @@ export interface operations {
             /** @description `tenant_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2241,9 +2387,29 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `request_timeout`: the request body stopped arriving. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `payload_too_large`: the body is over its limit. */
             413: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2302,6 +2468,17 @@ export interface operations {
             /** @description `tenant_not_found`, `api_key_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2381,6 +2558,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
             503: {
                 headers: {
@@ -2453,6 +2641,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `request_timeout`: the request body stopped arriving. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `payload_too_large`: the body is over its limit. */
             413: {
                 headers: {
@@ -2465,6 +2662,17 @@ export interface operations {
             /** @description `environment_not_configured` */
             422: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2550,6 +2758,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
             503: {
                 headers: {
@@ -2610,6 +2829,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
             503: {
                 headers: {
@@ -2663,6 +2893,17 @@ export interface operations {
             /** @description `tenant_not_found`, `connection_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2748,6 +2989,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `upstream_unavailable` */
             502: {
                 headers: {
@@ -2818,6 +3070,17 @@ export interface operations {
             /** @description `tenant_not_found`, `connection_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2898,6 +3161,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
             503: {
                 headers: {
@@ -2970,9 +3244,29 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `request_timeout`: the request body stopped arriving. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `payload_too_large`: the body is over its limit. */
             413: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3033,6 +3327,17 @@ export interface operations {
             /** @description `tenant_not_found`, `event_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3117,6 +3422,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
             503: {
                 headers: {
@@ -3189,6 +3505,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"];
                 };
             };
+            /** @description `request_timeout`: the request body stopped arriving. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
             /** @description `conflict` */
             409: {
                 headers: {
@@ -3201,6 +3526,17 @@ export interface operations {
             /** @description `payload_too_large`: the body is over its limit. */
             413: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3377,6 +3713,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -3438,6 +3786,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -3499,6 +3859,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -3560,6 +3932,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -3669,6 +4053,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -3782,6 +4178,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -3845,6 +4253,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -3908,6 +4328,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -3971,6 +4403,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -4084,6 +4528,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -4201,6 +4657,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -4266,6 +4734,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -4331,6 +4811,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -4396,6 +4888,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -4513,6 +5017,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -4634,6 +5150,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -4701,6 +5229,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -4768,6 +5308,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -4835,6 +5387,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -4956,6 +5520,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -5013,6 +5589,17 @@ export interface operations {
             /** @description `tenant_not_found` */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5119,6 +5706,20 @@ export interface operations {
             /** @description `environment_not_configured`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             422: {
                 headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
                     "x-upstream-status"?: string;
                     [name: string]: unknown;
@@ -5256,6 +5857,18 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             /** @description `admin_not_connected`, `reauth_required`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             409: {
                 headers: {
@@ -5283,6 +5896,20 @@ export interface operations {
             /** @description `environment_not_configured`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             422: {
                 headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
                     "x-upstream-status"?: string;
                     [name: string]: unknown;
@@ -5446,6 +6073,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -5567,6 +6206,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -5631,6 +6282,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
@@ -5697,6 +6360,18 @@ export interface operations {
             400: components["responses"]["FacadeBadRequest"];
             401: components["responses"]["FacadeUnauthorized"];
             404: components["responses"]["FacadeTenantNotFound"];
+            /** @description `request_timeout`: the request body stopped arriving; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            408: {
+                headers: {
+                    /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
+                    "x-upstream-status"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": string;
+                    "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
+                };
+            };
             409: components["responses"]["FacadeNotConnected"];
             422: components["responses"]["FacadeEnvironmentNotConfigured"];
             429: components["responses"]["FacadeTooManyRequests"];
