@@ -74,7 +74,7 @@ describe('the document rules (openapi-document.ts)', () => {
     expect(p['404'].headers).toEqual({ 'x-upstream-status': expect.objectContaining({ required: false }) });
     expect(p['5XX']).toEqual({ $ref: '#/components/responses/UpstreamError' });
     expect(out.components?.responses?.UpstreamError).toMatchObject({ headers: { 'x-upstream-status': { required: true } } });
-    // An operation that answers for itself keeps its own answers (and the outage 503).
-    expect(Object.keys(out.paths['/q'].get!.responses).sort()).toEqual(['200', '404', '503']);
+    // An operation that answers for itself keeps its own answers (and the outage 503, the throttled 429).
+    expect(Object.keys(out.paths['/q'].get!.responses).sort()).toEqual(['200', '404', '429', '503']);
   });
 });
