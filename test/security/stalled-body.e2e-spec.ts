@@ -1,8 +1,7 @@
-import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { connectViaHttp, newTenant } from '../support/connect.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { newReceiver, type Receiver } from './support.js';
+import { newReceiver, openSocket, type Receiver } from './support.js';
 
 /**
  * A body that stops arriving (docs/security.md, "Timeouts"): cut after HTTP_BODY_TIMEOUT_MS (short here; 30 s
@@ -10,25 +9,6 @@ import { newReceiver, type Receiver } from './support.js';
  * and the receiver alike, well before the idle timeout (left at its default, 120 s); an upload that keeps
  * coming in is not cut however long it lasts.
  */
-
-interface Conn {
-  socket: Socket;
-  received: () => string;
-  closed: Promise<void>;
-}
-
-function open(t: TestApp): Promise<Conn> {
-  const { hostname, port } = new URL(t.url);
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(port), hostname);
-    const chunks: Buffer[] = [];
-    socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.on('error', () => undefined);
-    const closed = new Promise<void>((r) => socket.once('close', () => r()));
-    socket.once('connect', () => resolve({ socket, received: () => Buffer.concat(chunks).toString('latin1'), closed }));
-    socket.once('error', reject);
-  });
-}
 
 const BODY_TIMEOUT_MS = 600;
 
@@ -58,7 +38,7 @@ describe('stalled request bodies', () => {
     ['the inbound receiver', () => head('POST', receiver.path, `authorization: ${receiver.authorization}\r\n`, 1000)],
     ['the console sign-in (no credential)', () => head('POST', '/console/api/session', '', 1000)],
   ])('%s: a body that stalls after a few bytes is cut with 408 and the connection closed', async (_label, request) => {
-    const conn = await open(t);
+    const conn = await openSocket(t);
     conn.socket.write(request() + '{"name":');
     await conn.closed;
     const answer = conn.received();
@@ -69,7 +49,7 @@ describe('stalled request bodies', () => {
 
   it('an upload that keeps coming, for many times the body timeout, is not cut', async () => {
     const body = `{"name":"dripped"${' '.repeat(24)}}`;
-    const conn = await open(t);
+    const conn = await openSocket(t);
     conn.socket.write(head('PATCH', '/v1/tenants/acme', `authorization: Bearer ${t.operatorKey}\r\n`, Buffer.byteLength(body)));
     // One byte every BODY_TIMEOUT_MS / 4: the whole body takes about ten times the timeout.
     for (const ch of body) {

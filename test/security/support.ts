@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
+import { connect, type Socket } from 'node:net';
 import { expect } from '@jest/globals';
 import { TokenVault } from '../../src/vault/token-vault.service.js';
 import { WebhookReceiversRepository } from '../../src/webhooks/webhook-receivers.repository.js';
@@ -63,4 +64,24 @@ export function nestedArrays(levels: number, inner = '1'): string {
 /** `levels` nested objects, each under the key "a". */
 export function nestedObjects(levels: number, inner = '1'): string {
   return '{"a":'.repeat(levels) + inner + '}'.repeat(levels);
+}
+
+/** A socket to the app, with everything it received and a promise of its closing. */
+export interface Conn {
+  socket: Socket;
+  received: () => string;
+  closed: Promise<void>;
+}
+
+export function openSocket(t: TestApp): Promise<Conn> {
+  const { hostname, port } = new URL(t.url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname);
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', () => undefined);
+    const closed = new Promise<void>((r) => socket.once('close', () => r()));
+    socket.once('connect', () => resolve({ socket, received: () => Buffer.concat(chunks).toString('latin1'), closed }));
+    socket.once('error', reject);
+  });
 }

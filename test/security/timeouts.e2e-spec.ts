@@ -1,28 +1,8 @@
 import { request as httpRequest } from 'node:http';
-import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { connectViaHttp, newTenant } from '../support/connect.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-
-/** A socket to the app, with everything it received and a promise of its closing. */
-interface Conn {
-  socket: Socket;
-  received: () => string;
-  closed: Promise<void>;
-}
-
-function open(t: TestApp): Promise<Conn> {
-  const { hostname, port } = new URL(t.url);
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(port), hostname);
-    const chunks: Buffer[] = [];
-    socket.on('data', (c: Buffer) => chunks.push(c));
-    socket.on('error', () => undefined);
-    const closed = new Promise<void>((r) => socket.once('close', () => r()));
-    socket.once('connect', () => resolve({ socket, received: () => Buffer.concat(chunks).toString('latin1'), closed }));
-    socket.once('error', reject);
-  });
-}
+import { openSocket, type Conn } from './support.js';
 
 /** Writes `chunk` every `everyMs` until the socket closes. */
 function drip(conn: Conn, chunk: string, everyMs: number): void {
@@ -96,7 +76,7 @@ describe('server timeouts', () => {
   ];
 
   it.each(slowSenders)('closes %s', async (_name, behave, answer) => {
-    const conns = await Promise.all(Array.from({ length: 5 }, () => open(t)));
+    const conns = await Promise.all(Array.from({ length: 5 }, () => openSocket(t)));
     for (const c of conns) behave(c);
     await Promise.all(conns.map((c) => c.closed));
     for (const c of conns) {
@@ -108,7 +88,7 @@ describe('server timeouts', () => {
   });
 
   it('closes twenty slowloris connections while serving others', async () => {
-    const conns = await Promise.all(Array.from({ length: 20 }, () => open(t)));
+    const conns = await Promise.all(Array.from({ length: 20 }, () => openSocket(t)));
     for (const c of conns) {
       c.socket.write('GET /v1/tenants HTTP/1.1\r\nhost: x\r\n');
       drip(c, 'x-a: b\r\n', 100);
@@ -119,7 +99,7 @@ describe('server timeouts', () => {
   });
 
   it('closes an idle keep-alive connection after its last answer', async () => {
-    const c = await open(t);
+    const c = await openSocket(t);
     c.socket.write('GET /health/live HTTP/1.1\r\nhost: x\r\n\r\n');
     await c.closed;
     expect(c.received()).toMatch(/^HTTP\/1\.1 200 /);
