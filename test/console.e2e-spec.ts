@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { launchChromium } from './support/chromium.js';
 import { connectViaHttp } from './support/connect.js';
-import { startTestApp, type TestApp } from './support/test-app.js';
+import { startSecondInstance, startTestApp, type TestApp } from './support/test-app.js';
 import { waitUntil, WebhookSink } from './support/webhook-sink.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -457,12 +457,7 @@ describe('console sessions: cookie, CSRF and what a session may not do', () => {
 
   it('is served by every instance on the same database, and signing out ends it on all of them', async () => {
     const { cookie, csrf } = await signIn();
-    const vaultKeys = t.config.vaultKeys.map((k) => `${k.kid}:${k.key.toString('base64')}`).join(',');
-    const other = await startTestApp({
-      databaseUrl: t.databaseUrl,
-      sandbox: false,
-      env: { OPERATOR_API_KEY: t.operatorKey, VAULT_KEYS: vaultKeys },
-    });
+    const other = await startSecondInstance(t);
     try {
       const headers = { cookie, 'x-csrf-token': csrf };
       expect((await other.request('GET', '/v1/tenants', { key: null, headers })).status).toBe(200);

@@ -133,6 +133,9 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     LOG_LEVEL: 'info',
     VAULT_KEYS: testVaultKey(),
     OPERATOR_API_KEY: operatorKey,
+    // An ephemeral port unless the sandbox's redirect URI needs a known one: never the default 3000, which
+    // parallel test files (and a developer's own `npm start`) would contend for.
+    PORT: '0',
     ...ownSandbox,
     ...options.env,
     DATABASE_URL: databaseUrl,
