@@ -17,7 +17,9 @@ export interface Ran {
 /** Runs a command to its end, whatever its exit code. */
 export function runToEnd(command: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = process.env): Promise<Ran> {
   return new Promise((resolve, reject) => {
-    execFile(command, args, { cwd, env, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+    // Plain output whatever the environment (CI=true makes some tools colour what the tests read).
+    const plain = { ...env, NO_COLOR: '1', FORCE_COLOR: '0' };
+    execFile(command, args, { cwd, env: plain, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
       if (error && typeof error.code !== 'number') reject(error);
       else resolve({ stdout, stderr, code: error ? Number(error.code) : 0 });
     });
