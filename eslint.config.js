@@ -13,6 +13,18 @@ export default tseslint.config(
     },
   },
   {
+    // The ground floor: what every module may use uses nothing of the product (docs/architecture.md).
+    files: ['src/common/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [{ group: ['../*'], message: 'src/common/ uses nothing of the product; give the concept an interface here instead.' }],
+        },
+      ],
+    },
+  },
+  {
     files: ['**/*.js', '**/*.mjs'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly', fetch: 'readonly', setTimeout: 'readonly' } },
   },

@@ -4,7 +4,7 @@ import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import express from 'express';
 import { Logger } from 'nestjs-pino';
 import { AppModule, AppOptions } from './app.module.js';
-import { finishDocument, withBodyParserErrors, withConsoleSessions } from './common/openapi-document.js';
+import { finishDocument, withBodyParserErrors, withConsoleSessions } from './ops/openapi-document.js';
 import { refuseBadUrl, requestBodyParser } from './common/json-body.js';
 import type { AppConfig } from './config/app-config.js';
 import { withFacadePaths } from './facade/facade-openapi.js';

@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { constants as osConstants } from 'node:os';
-import { describeStartupFailure } from './common/startup-failure.js';
+import { describeStartupFailure } from './startup-failure.js';
 import { type AppConfig, loadConfig } from './config/app-config.js';
 import { ApiKeysService } from './tenants/api-keys.service.js';
 import { buildInfo } from './ops/build-info.js';

@@ -40,3 +40,6 @@ export function ApiErrors(...codes: ErrorCode[]): MethodDecorator & ClassDecorat
     ),
   );
 }
+
+/** Marks a guarded operation whose answer shows a secret once: a console session may not call it (bearer only). */
+export const SHOWS_SECRET_EXTENSION = 'x-shows-secret';

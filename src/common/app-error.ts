@@ -60,3 +60,23 @@ export class AppError extends Error {
 export interface ErrorBody {
   error: { code: string; message: string; requestId: string; details?: Record<string, unknown> };
 }
+
+/**
+ * A failure raised below the HTTP layer that stands for one answer of the contract, with the one log line it
+ * deserves in place of a stack. The module that raises it implements this, so the exception filter maps it
+ * without knowing that module (common uses nothing of the product).
+ */
+export interface ContractFailure {
+  readonly contractAnswer: { status: number; code: string; message: string };
+  /** Fields that name no secret, and a message. */
+  logLine(): { fields: Record<string, unknown>; message: string };
+}
+
+export function isContractFailure(e: unknown): e is ContractFailure {
+  return (
+    typeof e === 'object' &&
+    e !== null &&
+    typeof (e as { contractAnswer?: unknown }).contractAnswer === 'object' &&
+    typeof (e as { logLine?: unknown }).logLine === 'function'
+  );
+}

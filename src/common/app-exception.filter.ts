@@ -1,7 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, HttpStatus, Logger } from '@nestjs/common';
 import type { Request, Response } from 'express';
-import { VaultError } from '../vault/token-vault.service.js';
-import { AppError, ErrorBody } from './app-error.js';
+import { AppError, ErrorBody, isContractFailure } from './app-error.js';
 import { DATABASE_RETRY_AFTER_SECONDS, databaseOutage, isDatabaseUnavailable } from './database-outage.js';
 import { requestIdOf } from './request-id.js';
 
@@ -61,7 +60,7 @@ const RETRY_LATER: Record<string, string> = Object.freeze({ 'retry-after': Strin
  * The status, the contract's body and the extra headers for anything thrown while serving a request. Also
  * used by the facade's front door (facade/front-door.ts), which answers without Express. An unreachable
  * database is a 503 with Retry-After (the client should retry), not an internal error; a stored secret that
- * does not open with the configured keys is named as such (docs/operations.md).
+ * does not open with the configured keys is named as such (docs/operations.md): any ContractFailure answers as it says.
  */
 export function errorBody(exception: unknown, requestId: string): ErrorAnswer {
   if (exception instanceof AppError) {
@@ -90,19 +89,9 @@ export function errorBody(exception: unknown, requestId: string): ErrorAnswer {
       headers: RETRY_LATER,
     };
   }
-  if (exception instanceof VaultError) {
-    return {
-      status: 500,
-      body: {
-        error: {
-          code: 'vault_key_mismatch',
-          message:
-            'A stored secret needed for this call does not open with the configured VAULT_KEYS; the operator must restore the key that sealed it.',
-          requestId,
-        },
-      },
-      headers: NO_HEADERS,
-    };
+  if (isContractFailure(exception)) {
+    const { status, code, message } = exception.contractAnswer;
+    return { status, body: { error: { code, message, requestId } }, headers: NO_HEADERS };
   }
   if (exception instanceof HttpException) {
     const status = exception.getStatus();
@@ -156,11 +145,9 @@ export function logFailure(exception: unknown, requestId: string): void {
   }
   // An answer that asks the client to retry (not ready, shutting down): its cause is logged where it is known.
   if (exception instanceof AppError && exception.status === 503) return;
-  if (exception instanceof VaultError) {
-    logger.error(
-      { requestId, kid: exception.kid, sealed: `${exception.table}.${exception.column}` },
-      `a stored secret does not open: ${exception.message}`,
-    );
+  if (isContractFailure(exception)) {
+    const { fields, message } = exception.logLine();
+    logger.error({ requestId, ...fields }, message);
     return;
   }
   logger.error(

@@ -1,7 +1,7 @@
 import { applyDecorators, createParamDecorator, ExecutionContext, SetMetadata } from '@nestjs/common';
 import { ApiExtension } from '@nestjs/swagger';
 import type { Request } from 'express';
-import { SHOWS_SECRET_EXTENSION } from '../common/openapi-document.js';
+import { SHOWS_SECRET_EXTENSION } from '../common/api-docs.js';
 
 /** The operator, by its key or by a console session (`consoleSessionId`: which one, for the audit trail); or a tenant key. */
 export type Principal = { kind: 'operator'; consoleSessionId?: string } | { kind: 'tenant'; tenantId: string; keyId: string };
@@ -18,7 +18,7 @@ export const OperatorOnly = () => SetMetadata(OPERATOR_ONLY, true);
 
 /**
  * The answer shows a secret once (a key, an events secret): refused to a console session, which never holds one.
- * The OpenAPI document then names the keys only (common/openapi-document.ts, withConsoleSessions).
+ * The OpenAPI document then names the keys only (ops/openapi-document.ts, withConsoleSessions).
  */
 export const ShowsSecret = () => applyDecorators(SetMetadata(SHOWS_SECRET, true), ApiExtension(SHOWS_SECRET_EXTENSION, true));
 

@@ -1,7 +1,7 @@
 /**
  * The upstream's answers as the OpenAPI document describes them: the shapes docs/upstream.md shows, left open
  * (other properties allowed, nothing required) wherever it says "not shown". Every operation that passes an
- * upstream answer through declares it with `upstreamAnswer`; the document's finisher (common/openapi-document.ts)
+ * upstream answer through declares it with `upstreamAnswer`; the document's finisher (ops/openapi-document.ts)
  * then adds the upstream's error answers to it, so a new pass-through route is described the same way.
  */
 

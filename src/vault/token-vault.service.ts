@@ -2,6 +2,7 @@ import { createCipheriv, createDecipheriv, createSecretKey, KeyObject, randomFil
 import { Inject, Injectable } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
+import type { ContractFailure } from '../common/app-error.js';
 
 /** The owner of a sealed value: it is bound to the ciphertext as AAD, so the value opens only there. */
 export interface SealedRef {
@@ -15,7 +16,14 @@ export interface SealedRef {
  * cannot be sealed for. Its message names only the table, the column and the key id: never the plaintext,
  * the ciphertext or key material.
  */
-export class VaultError extends Error {
+export class VaultError extends Error implements ContractFailure {
+  readonly contractAnswer = {
+    status: 500,
+    code: 'vault_key_mismatch',
+    message:
+      'A stored secret needed for this call does not open with the configured VAULT_KEYS; the operator must restore the key that sealed it.',
+  };
+
   constructor(
     message: string,
     readonly table: string,
@@ -24,6 +32,11 @@ export class VaultError extends Error {
   ) {
     super(message);
     this.name = 'VaultError';
+  }
+
+  /** One line without a stack: the key id and where the value is sealed, never the value (docs/operations.md). */
+  logLine(): { fields: Record<string, unknown>; message: string } {
+    return { fields: { kid: this.kid, sealed: `${this.table}.${this.column}` }, message: `a stored secret does not open: ${this.message}` };
   }
 }
 

@@ -6,6 +6,7 @@ import {
   upstreamErrorContent,
   upstreamStatusHeader,
 } from '../upstream/upstream-openapi.js';
+import { SHOWS_SECRET_EXTENSION } from '../common/api-docs.js';
 
 /**
  * The rules that make the served OpenAPI document describe every operation the same way, whoever wrote the
@@ -33,9 +34,6 @@ export const CONSOLE_SECURITY_SCHEMES = {
     description: "The session's CSRF token (from `consoleSignIn` or `consoleSession`), sent with the session cookie.",
   },
 } as const;
-
-/** Marks a guarded operation whose answer shows a secret once: a console session may not call it (bearer only). */
-export const SHOWS_SECRET_EXTENSION = 'x-shows-secret';
 
 const ERROR_REF = { $ref: '#/components/schemas/ErrorResponseDto' };
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];

@@ -1,7 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
 import type { OpenAPIObject } from '@nestjs/swagger';
 import { upstreamAnswer } from '../upstream/upstream-openapi.js';
-import { finishDocument, SHOWS_SECRET_EXTENSION, withConsoleSessions } from './openapi-document.js';
+import { SHOWS_SECRET_EXTENSION } from '../common/api-docs.js';
+import { finishDocument, withConsoleSessions } from './openapi-document.js';
 
 const ERROR = {
   description: '`tenant_not_found`',

@@ -1,6 +1,6 @@
-import type { AppConfig } from '../config/app-config.js';
-import { ConfigError } from '../config/app-config.js';
-import { isDatabaseUnavailable } from './database-outage.js';
+import type { AppConfig } from './config/app-config.js';
+import { ConfigError } from './config/app-config.js';
+import { isDatabaseUnavailable } from './common/database-outage.js';
 
 type Errno = { code?: unknown; syscall?: unknown; path?: unknown; port?: unknown; address?: unknown };
 
