@@ -119,8 +119,11 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   let sandbox: SandboxServer | null = null;
   const ownSandbox: Record<string, string> = {};
   if (options.sandbox !== false) {
-    const port = await freePort();
-    const publicUrl = options.env?.PUBLIC_URL ?? `http://127.0.0.1:${port}`;
+    // The sandbox must know the callback's address before the app listens: a port picked now, unless the test
+    // names PUBLIC_URL itself (a proxy in front), when the app may take any port.
+    const given = options.env?.PUBLIC_URL;
+    const port = given ? 0 : await freePort();
+    const publicUrl = given ?? `http://127.0.0.1:${port}`;
     const extra = typeof options.sandbox === 'object' ? options.sandbox : {};
     sandbox = await SandboxServer.start({ redirectUris: [`${publicUrl}/oauth/callback`], ...extra });
     Object.assign(ownSandbox, { PORT: String(port), PUBLIC_URL: publicUrl, ...sandboxEnv(sandbox) });
