@@ -145,7 +145,13 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   });
   // Built as `npm start` builds it; the test database is already migrated (from the template) and the
   // sandbox is the test's own (SANDBOX=off), so only the app and its server start here.
-  const service = await startService(config, { logDestination: destination, clock: options.clock, host: '127.0.0.1' });
+  const service = await startService(config, { logDestination: destination, clock: options.clock, host: '127.0.0.1' }).catch(
+    async (e: unknown) => {
+      // The service closed what it opened; the test's own sandbox would keep jest from exiting.
+      await sandbox?.close();
+      throw e;
+    },
+  );
   const { app, url } = service;
   const db = openPool(databaseUrl);
 
