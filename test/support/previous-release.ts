@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdtempSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -32,7 +32,7 @@ export async function buildPreviousRelease(): Promise<BuiltRelease> {
   const { version, commit } = previous;
   const dir = join(tmpdir(), `cws-connect-release-${version}-${commit.slice(0, 12)}`);
   const mainJs = join(dir, 'dist', 'src', 'main.js');
-  if (existsSync(join(dir, '.built'))) return { version, commit, dir, mainJs };
+  if (usable(dir)) return { version, commit, dir, mainJs };
 
   const staging = mkdtempSync(join(tmpdir(), 'cws-connect-release-build-'));
   try {
@@ -54,12 +54,25 @@ export async function buildPreviousRelease(): Promise<BuiltRelease> {
       renameSync(staging, dir);
     } catch (e) {
       // Another run built it meanwhile.
-      if (!existsSync(join(dir, '.built'))) throw e;
+      if (!usable(dir)) throw e;
     }
   } finally {
     rmSync(staging, { recursive: true, force: true });
   }
   return { version, commit, dir, mainJs };
+}
+
+/**
+ * A build made before is reused only when its dependencies still resolve: its own node_modules, or a link to
+ * this checkout's (a build linked to another checkout, perhaps deleted since, is built again).
+ */
+function usable(dir: string): boolean {
+  if (!existsSync(join(dir, '.built'))) return false;
+  const modules = join(dir, 'node_modules');
+  const entry = lstatSync(modules, { throwIfNoEntry: false });
+  if (!entry) return false;
+  if (entry.isSymbolicLink()) return readlinkSync(modules) === join(ROOT, 'node_modules');
+  return existsSync(join(modules, 'reflect-metadata', 'package.json'));
 }
 
 function run(cwd: string, file: string, args: string[]): void {
