@@ -1,19 +1,25 @@
 // bench/scale.ts's body (see there for the command and the environment).
-import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { availableParallelism, cpus, loadavg } from 'node:os';
 import autocannon from 'autocannon';
 import pg from 'pg';
-import { parseVaultKeys } from '../src/config/app-config.js';
-import { freePort } from '../src/common/free-port.js';
-import { runMigrations } from '../src/database/migrate.js';
-import { TokenVault } from '../src/vault/token-vault.service.js';
-import { spawnApp, type SpawnedApp } from '../test/support/spawn-app.js';
-import { cpuMs, databaseCpu, databaseCpuSince, DELIVERY_BODY, json, ready, start } from './harness.js';
+import type { SpawnedApp } from '../test/support/spawn-app.js';
+import { DELIVERY_BODY } from './harness.js';
+import {
+  addReceiver,
+  type BenchSandbox,
+  cpuPerOp,
+  inParallel,
+  p99,
+  rssMiB,
+  scratchDatabase,
+  startBenchApp,
+  startSandbox,
+  tenantKey,
+  timed,
+} from './measure.js';
 import { BIG_TENANT, makeDue, seedConnections, seedEvents, seedTenants } from './scale-seed.js';
 
-const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const SIZES = (process.env.SCALE_SIZES ?? '1000,100000,1000000').split(',').map(Number);
 const TENANTS = Number(process.env.SCALE_TENANTS ?? 10_000);
 const DUE = Number(process.env.SCALE_DUE ?? 400);
@@ -25,14 +31,6 @@ const PAGE_SAMPLES = 100;
 const COLD_USERS = 1000;
 /** Calls before a measured phase of the facade or of /inbound. */
 const WARMUP_CALLS = 5000;
-const CLIENT_ID = 'cws-scale';
-const CLIENT_SECRET = randomBytes(24).toString('base64url');
-
-interface Pair {
-  access_token: string;
-  refresh_token: string;
-  expiresIn: number;
-}
 
 /** One figure at one size: a value and how it compares (lower is better unless `higherIsBetter`). */
 interface Figure {
@@ -46,58 +44,6 @@ interface Figure {
 
 const within = (max: number) => (r: number) => r <= max;
 const atLeast = (min: number) => (r: number) => r >= min;
-
-function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : 0;
-}
-
-function p99(values: number[]): number {
-  const s = [...values].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(s.length * 0.99))];
-}
-
-function withDatabase(url: string, db: string): string {
-  const u = new URL(url);
-  u.pathname = `/${db}`;
-  return u.toString();
-}
-
-async function inParallel<T>(n: number, concurrency: number, work: (i: number) => Promise<T>): Promise<T[]> {
-  const out = new Array<T>(n);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(concurrency, n) }, async () => {
-      while (next < n) {
-        const i = next++;
-        out[i] = await work(i);
-      }
-    }),
-  );
-  return out;
-}
-
-/** CPU of the app's process and its PostgreSQL backends over `work`, in µs per operation. */
-async function cpuPerOp(
-  db: pg.Client,
-  database: string,
-  pid: number,
-  work: () => Promise<number>,
-): Promise<{ app: number; db: number; ops: number }> {
-  const appBefore = cpuMs(pid);
-  const dbBefore = await databaseCpu(db, database, 'cws-connect%');
-  const ops = Math.max(1, await work());
-  const dbMs = databaseCpuSince(dbBefore, await databaseCpu(db, database, 'cws-connect%'));
-  return { app: ((cpuMs(pid) - appBefore) * 1000) / ops, db: (dbMs * 1000) / ops, ops };
-}
-
-async function timed(url: string, headers: Record<string, string>): Promise<{ ms: number; body: string }> {
-  const t = performance.now();
-  const res = await fetch(url, { headers });
-  const body = await res.text();
-  if (res.status !== 200) throw new Error(`${url} answered ${res.status}: ${body}`);
-  return { ms: performance.now() - t, body };
-}
 
 /**
  * Waits until the connections made due (`ids`, at `since`, the database's clock) are all renewed; answers the
@@ -116,31 +62,18 @@ async function renewed(db: pg.Client, since: Date, ids: string[], timeoutS: numb
   }
 }
 
-async function runSize(size: number, sandboxUrl: string): Promise<Figure[]> {
+async function runSize(size: number, sandbox: BenchSandbox): Promise<Figure[]> {
   const figures: Figure[] = [];
   const add = (name: string, unit: string, value: number, goal: string, check: Figure['check']) => {
     figures.push({ name, unit, value, goal, check });
     console.log(`  ${name}: ${value.toFixed(unit === 'x' ? 2 : 1)} ${unit}`);
   };
-  const dbName = `cws_scale_${size}_${randomBytes(3).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: SERVER_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${dbName}`);
-  const databaseUrl = withDatabase(SERVER_URL, dbName);
-  const db = new pg.Client({ connectionString: databaseUrl, application_name: 'cws-scale-bench' });
-  await db.connect();
+  const scratch = await scratchDatabase(`cws_scale_${size}`);
+  const { db, name: dbName } = scratch;
   let app: SpawnedApp | null = null;
   try {
-    await runMigrations(databaseUrl);
     const vaultKeys = `scale:${randomBytes(32).toString('base64')}`;
-    const sandboxCall = async (userId: string) =>
-      json<Pair>(
-        await fetch(`${sandboxUrl}/_sandbox/tokens`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ userId }),
-        }),
-      );
+    const sandboxCall = (userId: string) => sandbox.tokens(userId);
     const shared = await sandboxCall('alice');
     const events = Number(process.env.SCALE_EVENTS ?? size);
     let t = performance.now();
@@ -156,26 +89,10 @@ async function runSize(size: number, sandboxUrl: string): Promise<Figure[]> {
     console.log(`\n${size} connections, ${TENANTS} tenants, ${events} events: seeded in ${((performance.now() - t) / 1000).toFixed(1)} s`);
 
     // Start-up to ready, and memory after start.
-    const operatorKey = `cwsop_scale_${randomBytes(24).toString('base64url')}`;
     t = performance.now();
-    app = await spawnApp(
-      {
-        DATABASE_URL: databaseUrl,
-        DATA_DIR: mkdtempSync(join(tmpdir(), 'cws-scale-')),
-        NODE_ENV: 'production',
-        PUBLIC_URL: 'http://127.0.0.1:1',
-        SANDBOX: 'off',
-        CWS_SANDBOX_AUTH_URL: sandboxUrl,
-        CWS_SANDBOX_CLIENT_ID: CLIENT_ID,
-        CWS_SANDBOX_CLIENT_SECRET: CLIENT_SECRET,
-        CWS_SANDBOX_SCOPES: 'workflows.read workflows.write webhooks.manage userinfo.read',
-        VAULT_KEYS: vaultKeys,
-        OPERATOR_API_KEY: operatorKey,
-        REFRESH_INTERVAL_MS: '100',
-        LOG_LEVEL: 'warn',
-      },
-      { readyTimeoutMs: 120_000 },
-    );
+    const started = await startBenchApp(scratch.url, sandbox, vaultKeys, { REFRESH_INTERVAL_MS: '100' });
+    app = started.app;
+    const operatorKey = started.operatorKey;
     add('start-up to ready', 'ms', performance.now() - t, '<= 1.5x', within(1.5));
     const rssStart = rssMiB(app.pid);
     add('RSS after start', 'MiB', rssStart, '<= +64 MiB', (_r, v, first) => v - first <= 64);
@@ -183,13 +100,7 @@ async function runSize(size: number, sandboxUrl: string): Promise<Figure[]> {
     const pid = app.pid;
     const op = { authorization: `Bearer ${operatorKey}` };
 
-    const { key } = await json<{ key: string }>(
-      await fetch(`${appUrl}/v1/tenants/${BIG_TENANT}/api-keys`, {
-        method: 'POST',
-        headers: { ...op, 'content-type': 'application/json' },
-        body: '{}',
-      }),
-    );
+    const key = await tenantKey(appUrl, operatorKey, BIG_TENANT);
     const tk = { authorization: `Bearer ${key}` };
     const base = `${appUrl}/v1/tenants/${BIG_TENANT}`;
 
@@ -261,18 +172,7 @@ async function runSize(size: number, sandboxUrl: string): Promise<Figure[]> {
     }
 
     // Inbound: CPU per delivery, a receiver of the big tenant (no events target: stored, not delivered).
-    const receiverId = randomUUID();
-    const authorization = `Bearer ${randomBytes(32).toString('base64url')}`;
-    const sealed = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) }).seal(authorization, {
-      table: 'webhook_receivers',
-      id: receiverId,
-      column: 'secret_enc',
-    });
-    await db.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, $2, 'bearer', $3)`, [
-      receiverId,
-      BIG_TENANT,
-      sealed,
-    ]);
+    const { id: receiverId, authorization } = await addReceiver(db, vaultKeys, BIG_TENANT);
     const inboundUrl = `${appUrl}/inbound/${BIG_TENANT}/${receiverId}`;
     const inboundHeaders = { 'content-type': 'application/json', authorization };
     await autocannon({
@@ -344,9 +244,7 @@ async function runSize(size: number, sandboxUrl: string): Promise<Figure[]> {
     add('RSS after the work above', 'MiB', rssMiB(pid), '<= +64 MiB', (_r, v, first) => v - first <= 64);
   } finally {
     await app?.stop('SIGTERM');
-    await db.end();
-    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`).catch(() => undefined);
-    await admin.end();
+    await scratch.drop();
   }
   return figures;
 }
@@ -358,20 +256,10 @@ async function main(): Promise<void> {
         .map((l) => l.toFixed(1))
         .join(' ')}`,
   );
-  const sandboxPort = await freePort();
-  const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
-  const sandbox = start('sandbox', ['--import', 'tsx', 'packages/cws-sandbox/src/standalone.ts'], {
-    SANDBOX_PORT: String(sandboxPort),
-    SANDBOX_CLIENT_ID: CLIENT_ID,
-    SANDBOX_CLIENT_SECRET: CLIENT_SECRET,
-    SANDBOX_REDIRECT_URIS: 'http://127.0.0.1:1/oauth/callback',
-    SANDBOX_RECORD_LIMIT: '0',
-    SANDBOX_TOKEN_TTL_SECONDS: '21600',
-  });
+  const sandbox = await startSandbox();
   try {
-    await ready(`${sandboxUrl}/_sandbox/users`);
     const results: Figure[][] = [];
-    for (const size of SIZES) results.push(await runSize(size, sandboxUrl));
+    for (const size of SIZES) results.push(await runSize(size, sandbox));
     const first = results[0];
     console.log(`\n| figure | goal | ${SIZES.join(' | ')} | ratio ${SIZES.at(-1)} / smallest | |`);
     console.log(`|---|---|${SIZES.map(() => '---:').join('|')}|---:|---|`);
@@ -392,7 +280,7 @@ async function main(): Promise<void> {
         .join(' ')}`,
     );
   } finally {
-    sandbox.kill('SIGTERM');
+    sandbox.proc.kill('SIGTERM');
   }
 }
 

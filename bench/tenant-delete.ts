@@ -1,0 +1,162 @@
+// Other tenants while a big tenant is deleted (docs/operations.md, "Deleting a tenant"): the p99 of another
+// tenant's facade calls and inbound deliveries, at a fixed rate, before `DELETE /v1/tenants/{big}` and while the
+// service removes the big tenant's rows in the background, against the compiled service on a seeded database.
+//
+//   npx tsx bench/tenant-delete.ts      (DATABASE_URL: a PostgreSQL server; a scratch database is made and dropped)
+//
+// Env: BENCH_EVENTS (events of the big tenant, 1000000; as many again go to the other tenants), BENCH_TENANTS (20),
+// BENCH_CONNECTIONS (2000, half of them the big tenant's), BENCH_RATE (requests/s of each load, 100),
+// BENCH_SECONDS (5: one round), BENCH_ROUNDS (4: rounds before the deletion), BENCH_MAX_MINUTES (20: how long the
+// removal may take), BENCH_SKIP_BUILD=1. Not part of `npm test`.
+//
+// A round measures both loads at once; a round after the deletion counts as "during the removal" when rows of
+// events were deleted in it (pg_stat_user_tables). The goal: the worst such round's p99 within 2x of the median
+// round's p99 before.
+import { randomBytes } from 'node:crypto';
+import { availableParallelism, cpus, loadavg } from 'node:os';
+import autocannon from 'autocannon';
+import type pg from 'pg';
+import { buildApp, type SpawnedApp } from '../test/support/spawn-app.js';
+import { DELIVERY_BODY, median } from './harness.js';
+import { addReceiver, type BenchSandbox, scratchDatabase, startBenchApp, startSandbox, tenantKey } from './measure.js';
+import { BIG_TENANT, seedConnections, seedEvents, seedTenants, tenantId } from './scale-seed.js';
+
+const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
+const TENANTS = Number(process.env.BENCH_TENANTS ?? 20);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 2000);
+const RATE = Number(process.env.BENCH_RATE ?? 100);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
+const MAX_MINUTES = Number(process.env.BENCH_MAX_MINUTES ?? 20);
+/** The other tenant, and its first user (scale-seed's tenantOf: the first connection past the big half). */
+const OTHER = tenantId(1);
+const OTHER_USER = `u-${Math.floor(CONNECTIONS / 2)}`;
+
+interface Round {
+  facadeP99: number;
+  inboundP99: number;
+  deleted: number;
+}
+
+async function eventRowsDeleted(db: pg.Client): Promise<number> {
+  const r = await db.query<{ n: string | null }>(
+    `SELECT sum(n_tup_del)::text AS n FROM pg_stat_user_tables WHERE relname ~ '^(events|event_attempts)_'`,
+  );
+  return Number(r.rows[0].n ?? 0);
+}
+
+async function round(db: pg.Client, facade: { url: string; headers: Record<string, string> }, inbound: typeof facade): Promise<Round> {
+  const before = await eventRowsDeleted(db);
+  const load = (target: typeof facade, extra: { method?: string; body?: string }) =>
+    autocannon({ url: target.url, headers: target.headers, connections: 4, overallRate: RATE, duration: SECONDS, ...extra });
+  const [f, i] = await Promise.all([load(facade, {}), load(inbound, { method: 'POST', body: DELIVERY_BODY })]);
+  if (f.non2xx + f.errors + i.non2xx + i.errors)
+    throw new Error(`failed requests: facade ${f.non2xx + f.errors}, inbound ${i.non2xx + i.errors}`);
+  // The statistics collector flushes at transaction end and at most once a second.
+  await new Promise((r) => setTimeout(r, 1100));
+  return { facadeP99: f.latency.p99, inboundP99: i.latency.p99, deleted: (await eventRowsDeleted(db)) - before };
+}
+
+async function main(): Promise<void> {
+  if (!process.env.BENCH_SKIP_BUILD) buildApp();
+  console.log(
+    `bench/tenant-delete.ts: ${EVENTS} events of ${BIG_TENANT} (and ${EVENTS} of ${TENANTS - 1} others), ${CONNECTIONS} connections; ` +
+      `${RATE} requests/s each of facade and inbound to ${OTHER}; ${cpus()[0]?.model ?? '?'} x ${availableParallelism()}, node ${process.version}, ` +
+      `load average ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}`,
+  );
+  const sandbox: BenchSandbox = await startSandbox();
+  const scratch = await scratchDatabase('cws_tenant_delete');
+  const { db } = scratch;
+  let app: SpawnedApp | null = null;
+  try {
+    const vaultKeys = `bench:${randomBytes(32).toString('base64')}`;
+    const shared = await sandbox.tokens('alice');
+    let t = performance.now();
+    await seedTenants(db, vaultKeys, TENANTS);
+    await seedConnections(db, vaultKeys, {
+      tenants: TENANTS,
+      connections: CONNECTIONS,
+      accessToken: shared.access_token,
+      accessExpiresAt: new Date(Date.now() + shared.expiresIn * 1000),
+    });
+    await seedEvents(db, TENANTS, 2 * EVENTS, DELIVERY_BODY);
+    await db.query('VACUUM ANALYZE');
+    const big = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE tenant_id = $1`, [BIG_TENANT]);
+    console.log(`seeded in ${((performance.now() - t) / 1000).toFixed(1)} s: ${big.rows[0].n} events of ${BIG_TENANT}`);
+
+    const started = await startBenchApp(scratch.url, sandbox, vaultKeys);
+    app = started.app;
+    const key = await tenantKey(app.url, started.operatorKey, OTHER);
+    const receiver = await addReceiver(db, vaultKeys, OTHER);
+    const facade = {
+      url: `${app.url}/v1/tenants/${OTHER}/workflows`,
+      headers: { authorization: `Bearer ${key}`, 'x-user-id': OTHER_USER, accept: 'application/json' },
+    };
+    const inbound = {
+      url: `${app.url}/inbound/${OTHER}/${receiver.id}`,
+      headers: { authorization: receiver.authorization, 'content-type': 'application/json' },
+    };
+    await round(db, facade, inbound); // warm-up
+
+    const before: Round[] = [];
+    for (let k = 0; k < ROUNDS; k++) before.push(await round(db, facade, inbound));
+    const print = (label: string, r: Round) =>
+      console.log(`  ${label}: facade p99 ${r.facadeP99} ms, inbound p99 ${r.inboundP99} ms, event rows deleted ${r.deleted}`);
+    before.forEach((r, k) => print(`before ${k + 1}`, r));
+
+    const res = await fetch(`${app.url}/v1/tenants/${BIG_TENANT}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${started.operatorKey}` },
+    });
+    if (res.status !== 204) throw new Error(`DELETE answered ${res.status}`);
+    t = performance.now();
+    const during: Round[] = [];
+    let removed = false;
+    while (!removed) {
+      if (performance.now() - t > MAX_MINUTES * 60_000) throw new Error(`the tenant was not removed in ${MAX_MINUTES} minutes`);
+      const r = await round(db, facade, inbound);
+      removed = (await db.query(`SELECT 1 FROM tenants WHERE id = $1`, [BIG_TENANT])).rowCount === 0;
+      if (r.deleted > 0) {
+        during.push(r);
+        print(`during ${during.length}`, r);
+      }
+    }
+    const removal = (performance.now() - t) / 1000;
+    const left = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM events WHERE tenant_id = $1`, [BIG_TENANT]);
+    console.log(`${BIG_TENANT} removed within ${removal.toFixed(0)} s of the DELETE (${left.rows[0].n} of its events left)`);
+
+    const facadeBefore = median(before.map((r) => r.facadeP99));
+    const inboundBefore = median(before.map((r) => r.inboundP99));
+    const worst = (pick: (r: Round) => number) => Math.max(...during.map(pick));
+    console.log(
+      `\n| ${OTHER}'s figure | before (median of ${ROUNDS} rounds) | during the removal (worst of ${during.length} rounds) | ratio | goal |`,
+    );
+    console.log('|---|---:|---:|---:|---|');
+    for (const [name, base, worstDuring] of [
+      ['facade p99 (ms)', facadeBefore, worst((r) => r.facadeP99)],
+      ['inbound p99 (ms)', inboundBefore, worst((r) => r.inboundP99)],
+    ] as const) {
+      const ratio = worstDuring / base;
+      console.log(`| ${name} | ${base} | ${worstDuring} | ${ratio.toFixed(2)} | <= 2: ${ratio <= 2 ? 'met' : 'MISSED'} |`);
+    }
+    console.log(
+      `\nload average at the end: ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}`,
+    );
+  } finally {
+    await app?.stop('SIGTERM');
+    await scratch.drop();
+    sandbox.proc.kill('SIGTERM');
+  }
+}
+
+await main().then(
+  () => process.exit(0),
+  (e: unknown) => {
+    console.error(e);
+    process.exit(1);
+  },
+);
