@@ -11,10 +11,7 @@ import { withFacadePaths } from './facade/facade-openapi.js';
 import { isFacadePath } from './facade/facade-routes.js';
 import { createHttpServer, FacadeDoor, FrontDoor } from './facade/front-door.js';
 import { createLogging } from './ops/logger.js';
-import { ConsoleSessionsService } from './console/console-sessions.service.js';
-import { ApiKeysService } from './tenants/api-keys.service.js';
-import { AuthThrottle } from './tenants/auth-throttle.js';
-import { credentialFirst, needsCredential } from './tenants/request-credential.js';
+import { ApiKeysService, AuthThrottle, ConsoleSessionsService, credentialFirst, needsCredential } from './auth/index.js';
 import { InboundDoor } from './webhooks/inbound-door.js';
 import { withInboundPath } from './webhooks/inbound-openapi.js';
 

@@ -5,12 +5,12 @@ import { LoggerModule } from 'nestjs-pino';
 import type { DestinationStream } from 'pino';
 import { AuditInterceptor } from './audit/audit.interceptor.js';
 import { AuditModule } from './audit/audit.module.js';
+import { ApiKeyAuthGuard, AuthModule } from './auth/index.js';
 import { AppExceptionFilter } from './common/app-exception.filter.js';
 import { Clock, SystemClock } from './common/clock.js';
 import type { AppConfig } from './config/app-config.js';
 import { ConfigModule } from './config/config.module.js';
 import { ConnectionsModule } from './connections/connections.module.js';
-import { ConsoleSessionsModule } from './console/console-sessions.module.js';
 import { ConsoleModule } from './console/console.module.js';
 import { DatabaseModule } from './database/database.module.js';
 import { EventsModule } from './events/events.module.js';
@@ -19,7 +19,6 @@ import type { Logging } from './ops/logger.js';
 import { OpsModule } from './ops/ops.module.js';
 import { RefreshModule } from './refresh/refresh.module.js';
 import { RetentionModule } from './retention/retention.module.js';
-import { ApiKeyAuthGuard } from './tenants/api-key-auth.guard.js';
 import { TenantsModule } from './tenants/tenants.module.js';
 import { UpstreamModule } from './upstream/upstream.module.js';
 import { VaultModule } from './vault/vault.module.js';
@@ -42,6 +41,8 @@ export class AppModule {
         DatabaseModule,
         OpsModule,
         VaultModule,
+        // Every credential the service accepts, which the app-wide guard below checks.
+        AuthModule,
         UpstreamModule,
         EventsModule,
         TenantsModule,
@@ -52,8 +53,6 @@ export class AppModule {
         WebhooksModule,
         RetentionModule,
         ConsoleModule,
-        // The API-key guard below also accepts a console session.
-        ConsoleSessionsModule,
         AuditModule,
       ],
       // What applies to every route: the API-key check, the one error shape, DTO validation, the audit of @Audited routes.

@@ -14,10 +14,9 @@ import {
 import type { Request, Response } from 'express';
 import { ApiErrors, ApiRoute, ErrorResponseDto } from '../common/api-docs.js';
 import { AppError } from '../common/app-error.js';
-import { OperatorOnly, Public } from '../tenants/auth.decorators.js';
+import { CONSOLE_COOKIE, ConsoleSessionsService, OperatorOnly, Public } from '../auth/index.js';
 import { ASSET_NAME, CONSOLE_CSP, consoleBuildDir } from './console-assets.js';
 import { ConsoleFiguresService } from './console-figures.service.js';
-import { CONSOLE_COOKIE, ConsoleSessionsService } from './console-sessions.service.js';
 import { ConsoleService } from './console.service.js';
 import { ConsoleFiguresDto, ConsoleSessionDto, SignInDto } from './dto/console.dto.js';
 

@@ -3,9 +3,7 @@ import type { Request } from 'express';
 import { AuditService } from '../audit/audit.service.js';
 import { AppError } from '../common/app-error.js';
 import { requestIdOf } from '../common/request-id.js';
-import { ApiKeysService } from '../tenants/api-keys.service.js';
-import { AuthThrottle, clientOf, throttled } from '../tenants/auth-throttle.js';
-import { ConsoleSessionsService, type ConsoleSessionView } from './console-sessions.service.js';
+import { ApiKeysService, AuthThrottle, clientOf, ConsoleSessionsService, throttled, type ConsoleSessionView } from '../auth/index.js';
 
 @Injectable()
 export class ConsoleService {

@@ -1,12 +1,12 @@
 import { Module } from '@nestjs/common';
+import { AuthModule } from '../auth/index.js';
 import { RoutingModule } from '../routing/routing.module.js';
-import { TenantsModule } from '../tenants/tenants.module.js';
 import { FacadeService } from './facade.service.js';
 import { FacadeDoor } from './front-door.js';
 
 /** The facade's routes are served by FacadeDoor through the front door (front-door.ts), not by a controller. */
 @Module({
-  imports: [RoutingModule, TenantsModule],
+  imports: [RoutingModule, AuthModule],
   providers: [FacadeService, FacadeDoor],
   exports: [FacadeDoor],
 })

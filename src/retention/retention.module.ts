@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { AuditModule } from '../audit/audit.module.js';
+import { AuthModule } from '../auth/index.js';
 import { ConnectionsModule } from '../connections/connections.module.js';
 import { EventsModule } from '../events/events.module.js';
 import { TenantsModule } from '../tenants/tenants.module.js';
@@ -13,7 +14,7 @@ import { UsersController } from './users.controller.js';
  * (RetentionService, TenantPurge), and the erasure of an end user (UserErasureService).
  */
 @Module({
-  imports: [TenantsModule, EventsModule, ConnectionsModule, AuditModule],
+  imports: [TenantsModule, AuthModule, EventsModule, ConnectionsModule, AuditModule],
   controllers: [UsersController],
   providers: [RetentionService, TenantPurge, UserErasureService],
   exports: [RetentionService],

@@ -3,8 +3,7 @@ import { ApiBearerAuth, ApiBody, ApiCreatedResponse, ApiNoContentResponse, ApiOk
 import { Audited } from '../audit/audited.decorator.js';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
 import { uuidParam } from '../common/params.js';
-import { ApiKeysService } from './api-keys.service.js';
-import { OperatorOnly, ShowsSecret } from './auth.decorators.js';
+import { ApiKeysService, OperatorOnly, ShowsSecret } from '../auth/index.js';
 import { ApiKeyResponseDto, CreateApiKeyDto, CreatedApiKeyResponseDto } from './dto/api-key.dto.js';
 import {
   CreatedTenantResponseDto,

@@ -1,21 +1,21 @@
 import { Module } from '@nestjs/common';
-import { VaultModule } from '../vault/vault.module.js';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { ChangesModule } from '../changes/changes.module.js';
-import { ApiKeyCache } from './api-key-cache.js';
-import { ApiKeysService } from './api-keys.service.js';
-import { AuthThrottle } from './auth-throttle.js';
-import { TenantApiKeyEntity } from './tenant-api-key.entity.js';
-import { TenantApiKeysRepository } from './tenant-api-keys.repository.js';
+import { AuthModule, TenantDirectory } from '../auth/index.js';
+import { VaultModule } from '../vault/vault.module.js';
 import { TenantEntity } from './tenant.entity.js';
 import { TenantsController } from './tenants.controller.js';
 import { TenantsRepository } from './tenants.repository.js';
 import { TenantsService } from './tenants.service.js';
 
 @Module({
-  imports: [VaultModule, TypeOrmModule.forFeature([TenantEntity, TenantApiKeyEntity]), ChangesModule],
+  imports: [VaultModule, AuthModule, TypeOrmModule.forFeature([TenantEntity])],
   controllers: [TenantsController],
-  providers: [TenantsRepository, TenantApiKeysRepository, TenantsService, ApiKeysService, ApiKeyCache, AuthThrottle],
-  exports: [TenantsService, ApiKeysService, TenantsRepository, TenantApiKeysRepository, AuthThrottle],
+  providers: [TenantsRepository, TenantsService],
+  exports: [TenantsService, TenantsRepository],
 })
-export class TenantsModule {}
+export class TenantsModule {
+  constructor(directory: TenantDirectory, tenants: TenantsService) {
+    // The tenant rule (auth) asks whether a tenant exists; auth sits below tenants, so they tell it here.
+    directory.register((id) => tenants.exists(id));
+  }
+}

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
+import { ApiKeysService } from '../auth/index.js';
 import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
@@ -8,9 +9,7 @@ import { Environments } from '../config/environments.js';
 import { targetPolicy, targetProblem, type TargetPolicy } from '../events/target-policy.js';
 import { TokenVault, type SealedRef } from '../vault/token-vault.service.js';
 import type { CreateTenantDto, UpdateTenantDto } from './dto/tenant.dto.js';
-import { ApiKeyCache } from './api-key-cache.js';
-import { TenantEntity } from './tenant.entity.js';
-import { TenantApiKeysRepository } from './tenant-api-keys.repository.js';
+import { TENANT_ID, TenantEntity } from './tenant.entity.js';
 import { TenantsRepository } from './tenants.repository.js';
 
 @Injectable()
@@ -23,8 +22,7 @@ export class TenantsService {
     private readonly vault: TokenVault,
     private readonly clock: Clock,
     private readonly environments: Environments,
-    private readonly keyCache: ApiKeyCache,
-    private readonly keys: TenantApiKeysRepository,
+    private readonly keys: ApiKeysService,
   ) {
     this.targets = targetPolicy(config.production, config.security.eventsTargetAllowPrivate);
   }
@@ -64,6 +62,11 @@ export class TenantsService {
     return limit === undefined ? this.repo.list() : this.repo.listPage(limit, after ?? null);
   }
 
+  /** Whether a tenant with this id exists (and is not deleted); an id that cannot be one is answered without a query. */
+  async exists(id: string): Promise<boolean> {
+    return TENANT_ID.test(id) && (await this.repo.exists(id));
+  }
+
   async get(id: string): Promise<TenantEntity> {
     const tenant = await this.repo.getById(id);
     if (!tenant) throw new AppError('tenant_not_found', 'No such tenant.');
@@ -97,8 +100,7 @@ export class TenantsService {
   async delete(id: string): Promise<void> {
     const now = this.clock.now();
     if (!(await this.repo.markDeleted(id, now))) throw new AppError('tenant_not_found', 'No such tenant.');
-    await this.keys.revokeAll(id, now);
-    this.keyCache.dropTenant(id);
+    await this.keys.revokeAllOf(id, now);
   }
 
   /** How many days the tenant's events are kept: its own window, else EVENT_RETENTION_DAYS. */

@@ -1,6 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsOptional, IsString, Length } from 'class-validator';
-import type { TenantApiKeyEntity } from '../tenant-api-key.entity.js';
+import type { TenantApiKeyEntity } from '../../auth/index.js';
 
 export class CreateApiKeyDto {
   @ApiPropertyOptional({ example: 'production backend' })

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
-import type { ConsoleSessionsService } from '../console/console-sessions.service.js';
+import type { ConsoleSessionsService } from './console-sessions.service.js';
 import { bearerOf, type ApiKeysService } from './api-keys.service.js';
 import { clientOf, throttled, type AuthThrottle } from './auth-throttle.js';
 import type { Principal } from './auth.decorators.js';

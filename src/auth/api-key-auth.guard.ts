@@ -1,7 +1,7 @@
 import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { AppError } from '../common/app-error.js';
-import { ConsoleSessionsService, secretRefusedToConsole } from '../console/console-sessions.service.js';
+import { ConsoleSessionsService, secretRefusedToConsole } from './console-sessions.service.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { AuthenticatedRequest, OPERATOR_ONLY, PUBLIC_ROUTE, SHOWS_SECRET } from './auth.decorators.js';
 import { AuthThrottle } from './auth-throttle.js';

@@ -8,8 +8,7 @@ import { ApiKeyCache } from './api-key-cache.js';
 import type { Principal } from './auth.decorators.js';
 import { TenantApiKeyEntity } from './tenant-api-key.entity.js';
 import { TenantApiKeysRepository } from './tenant-api-keys.repository.js';
-import { TENANT_ID } from './tenant.entity.js';
-import { TenantsRepository } from './tenants.repository.js';
+import { TenantDirectory } from './tenant-directory.js';
 import { sha256 } from '../common/hash.js';
 
 export const TENANT_KEY_PREFIX = 'cwsk_';
@@ -33,7 +32,7 @@ export class ApiKeysService {
     private readonly repo: TenantApiKeysRepository,
     private readonly clock: Clock,
     private readonly cache: ApiKeyCache,
-    private readonly tenants: TenantsRepository,
+    private readonly tenants: TenantDirectory,
   ) {
     this.operatorHash = sha256(config.operatorApiKey);
   }
@@ -53,8 +52,7 @@ export class ApiKeysService {
   async admit(principal: Principal, tenantId: string | undefined): Promise<Principal> {
     if (tenantId === undefined) return principal;
     // A tenant key exists only while its tenant does (the delete cascades); the operator may name any id.
-    const known =
-      principal.kind === 'tenant' ? tenantId === principal.tenantId : TENANT_ID.test(tenantId) && (await this.tenants.exists(tenantId));
+    const known = principal.kind === 'tenant' ? tenantId === principal.tenantId : await this.tenants.exists(tenantId);
     if (!known) throw new AppError('tenant_not_found', 'No such tenant.');
     return principal;
   }
@@ -104,6 +102,12 @@ export class ApiKeysService {
   async revoke(tenantId: string, id: string): Promise<void> {
     if (!(await this.repo.revoke(tenantId, id, this.clock.now()))) throw new AppError('api_key_not_found', 'No such API key.');
     this.cache.dropKey(id);
+  }
+
+  /** Revokes every live key of a tenant being deleted, here and (by the change feed) on every instance. */
+  async revokeAllOf(tenantId: string, at: Date): Promise<void> {
+    await this.repo.revokeAll(tenantId, at);
+    this.cache.dropTenant(tenantId);
   }
 }
 

@@ -1,4 +1,4 @@
-import { createHash, createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { parse as parseCookies } from 'cookie';
 import type { CookieOptions, Request } from 'express';
@@ -6,7 +6,8 @@ import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
-import type { Principal } from '../tenants/auth.decorators.js';
+import { sha256 } from '../common/hash.js';
+import type { Principal } from './auth.decorators.js';
 import { ConsoleSessionEntity } from './console-session.entity.js';
 import { ConsoleSessionsRepository } from './console-sessions.repository.js';
 
@@ -111,8 +112,4 @@ function sessionTokenOf(req: Request): string | null {
 
 function csrfTokenFor(token: string): string {
   return createHmac('sha256', token).update('cws-console csrf').digest('base64url');
-}
-
-function sha256(s: string): Buffer {
-  return createHash('sha256').update(s, 'utf8').digest();
 }
