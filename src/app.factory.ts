@@ -11,7 +11,10 @@ import { withFacadePaths } from './facade/facade-openapi.js';
 import { isFacadePath } from './facade/facade-routes.js';
 import { createHttpServer, FacadeDoor, FrontDoor } from './facade/front-door.js';
 import { createLogging } from './ops/logger.js';
-import { ApiKeysService, AuthThrottle, ConsoleSessionsService, credentialFirst, needsCredential } from './auth/index.js';
+import { ApiKeysService } from './auth/api-keys.service.js';
+import { AuthThrottle } from './auth/auth-throttle.js';
+import { ConsoleSessionsService } from './auth/console-sessions.service.js';
+import { credentialFirst, needsCredential } from './auth/request-credential.js';
 import { InboundDoor } from './webhooks/inbound-door.js';
 import { withInboundPath } from './webhooks/inbound-openapi.js';
 

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { constants as osConstants } from 'node:os';
 import { describeStartupFailure } from './startup-failure.js';
 import { type AppConfig, loadConfig } from './config/app-config.js';
-import { ApiKeysService } from './auth/index.js';
+import { ApiKeysService } from './auth/api-keys.service.js';
 import { buildInfo } from './ops/build-info.js';
 import { startupLogger } from './ops/logger.js';
 import { type RunningService, startService } from './service.js';

@@ -1,7 +1,7 @@
 import { createParamDecorator, type ExecutionContext } from '@nestjs/common';
 import type { Request } from 'express';
 import { requestIdOf } from '../common/request-id.js';
-import type { AuthenticatedRequest, Principal } from '../auth/index.js';
+import type { AuthenticatedRequest, Principal } from '../auth/auth.decorators.js';
 import type { AuditActor } from './audit-entry.js';
 
 /** Who is acting and in which request: what a service that records a change itself needs from the request. */

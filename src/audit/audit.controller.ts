@@ -1,7 +1,7 @@
 import { Controller, Get, Param, Query } from '@nestjs/common';
 import { ApiBearerAuth, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
-import { OperatorOnly } from '../auth/index.js';
+import { OperatorOnly } from '../auth/auth.decorators.js';
 import { AuditService } from './audit.service.js';
 import { AuditEntryDto, AuditPageDto, ListAllAuditQueryDto, ListAuditQueryDto } from './dto/audit.dto.js';
 

@@ -2,7 +2,7 @@ import { Controller, Get, Param, Query, Req, Res, UseFilters } from '@nestjs/com
 import { ApiExcludeController } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
 import { AppError } from '../common/app-error.js';
-import { Public } from '../auth/index.js';
+import { Public } from '../auth/auth.decorators.js';
 import { BrowserErrorFilter } from './browser-error.filter.js';
 import { connectBrowserModule } from './connect-browser-asset.js';
 import { ConnectPopupService } from './connect-popup.service.js';

@@ -1,7 +1,7 @@
 import { Controller, Get, Param, Req, Res, UseFilters } from '@nestjs/common';
 import { ApiExcludeController } from '@nestjs/swagger';
 import type { Request, Response } from 'express';
-import { Public } from '../auth/index.js';
+import { Public } from '../auth/auth.decorators.js';
 import { BrowserErrorFilter } from './browser-error.filter.js';
 import { ConnectService } from './connect.service.js';
 

@@ -14,7 +14,8 @@ import {
 import type { Request, Response } from 'express';
 import { ApiErrors, ApiRoute, ErrorResponseDto } from '../common/api-docs.js';
 import { AppError } from '../common/app-error.js';
-import { CONSOLE_COOKIE, ConsoleSessionsService, OperatorOnly, Public } from '../auth/index.js';
+import { CONSOLE_COOKIE, ConsoleSessionsService } from '../auth/console-sessions.service.js';
+import { OperatorOnly, Public } from '../auth/auth.decorators.js';
 import { ASSET_NAME, CONSOLE_CSP, consoleBuildDir } from './console-assets.js';
 import { ConsoleFiguresService } from './console-figures.service.js';
 import { ConsoleService } from './console.service.js';

@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import { AuditModule } from '../audit/audit.module.js';
-import { AuthModule } from '../auth/index.js';
+import { AuthModule } from '../auth/auth.module.js';
 import { MetricsModule } from '../ops/metrics.module.js';
 import { ConsoleFiguresService } from './console-figures.service.js';
 import { ConsoleController } from './console.controller.js';

@@ -3,7 +3,9 @@ import type { Request } from 'express';
 import { AuditService } from '../audit/audit.service.js';
 import { AppError } from '../common/app-error.js';
 import { requestIdOf } from '../common/request-id.js';
-import { ApiKeysService, AuthThrottle, clientOf, ConsoleSessionsService, throttled, type ConsoleSessionView } from '../auth/index.js';
+import { ApiKeysService } from '../auth/api-keys.service.js';
+import { AuthThrottle, clientOf, throttled } from '../auth/auth-throttle.js';
+import { ConsoleSessionsService, type ConsoleSessionView } from '../auth/console-sessions.service.js';
 
 @Injectable()
 export class ConsoleService {

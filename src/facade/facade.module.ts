@@ -1,5 +1,5 @@
 import { Module } from '@nestjs/common';
-import { AuthModule } from '../auth/index.js';
+import { AuthModule } from '../auth/auth.module.js';
 import { RoutingModule } from '../routing/routing.module.js';
 import { FacadeService } from './facade.service.js';
 import { FacadeDoor } from './front-door.js';

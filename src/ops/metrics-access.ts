@@ -5,7 +5,7 @@ import { AppError } from '../common/app-error.js';
 import { sha256 } from '../common/hash.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
-import { bearerOf } from '../auth/index.js';
+import { bearerOf } from '../auth/api-keys.service.js';
 import { MetricsService } from './metrics.service.js';
 
 /**

@@ -2,7 +2,7 @@ import { Controller, Get, Header, HttpCode, Req, Res } from '@nestjs/common';
 import { ApiExcludeEndpoint, ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
 import { ApiErrors } from '../common/api-docs.js';
 import type { Request, Response } from 'express';
-import { Public } from '../auth/index.js';
+import { Public } from '../auth/auth.decorators.js';
 import { buildInfo } from './build-info.js';
 import { HealthService } from './health.service.js';
 import { LivenessDto } from './liveness.dto.js';

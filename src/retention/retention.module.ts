@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import { AuditModule } from '../audit/audit.module.js';
-import { AuthModule } from '../auth/index.js';
+import { AuthModule } from '../auth/auth.module.js';
 import { ConnectionsModule } from '../connections/connections.module.js';
 import { EventsModule } from '../events/events.module.js';
 import { TenantsModule } from '../tenants/tenants.module.js';

@@ -4,7 +4,7 @@ import { Clock } from '../common/clock.js';
 import { ConnectSessionsRepository } from '../connections/connect-sessions.repository.js';
 import { ConnectionsRepository } from '../connections/connections.repository.js';
 import { EventsRemoval } from '../events/events-removal.repository.js';
-import { TenantApiKeysRepository } from '../auth/index.js';
+import { TenantApiKeysRepository } from '../auth/tenant-api-keys.repository.js';
 import { TenantsRepository } from '../tenants/tenants.repository.js';
 
 const TENANTS_PER_RUN = 100;

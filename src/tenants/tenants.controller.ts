@@ -3,7 +3,8 @@ import { ApiBearerAuth, ApiBody, ApiCreatedResponse, ApiNoContentResponse, ApiOk
 import { Audited } from '../audit/audited.decorator.js';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
 import { uuidParam } from '../common/params.js';
-import { ApiKeysService, OperatorOnly, ShowsSecret } from '../auth/index.js';
+import { ApiKeysService } from '../auth/api-keys.service.js';
+import { OperatorOnly, ShowsSecret } from '../auth/auth.decorators.js';
 import { ApiKeyResponseDto, CreateApiKeyDto, CreatedApiKeyResponseDto } from './dto/api-key.dto.js';
 import {
   CreatedTenantResponseDto,

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { AuthModule, TenantDirectory } from '../auth/index.js';
+import { AuthModule } from '../auth/auth.module.js';
+import { TenantDirectory } from '../auth/tenant-directory.js';
 import { VaultModule } from '../vault/vault.module.js';
 import { TenantEntity } from './tenant.entity.js';
 import { TenantsController } from './tenants.controller.js';

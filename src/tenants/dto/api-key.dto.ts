@@ -1,6 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsOptional, IsString, Length } from 'class-validator';
-import type { TenantApiKeyEntity } from '../../auth/index.js';
+import type { TenantApiKeyEntity } from '../../auth/tenant-api-key.entity.js';
 
 export class CreateApiKeyDto {
   @ApiPropertyOptional({ example: 'production backend' })
