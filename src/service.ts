@@ -1,15 +1,32 @@
-import type { NestExpressApplication } from '@nestjs/platform-express';
+import { NestFactory } from '@nestjs/core';
+import { ExpressAdapter, type NestExpressApplication } from '@nestjs/platform-express';
 import { SandboxServer } from 'cws-sandbox';
+import express from 'express';
+import { Logger } from 'nestjs-pino';
 import type { DestinationStream } from 'pino';
-import { createApp } from './app.factory.js';
+import { AppModule } from './app.module.js';
+import { ApiKeysService } from './auth/api-keys.service.js';
+import { AuthThrottle } from './auth/auth-throttle.js';
+import { ConsoleSessionsService } from './auth/console-sessions.service.js';
+import { credentialFirst, needsCredential } from './auth/request-credential.js';
 import type { Clock } from './common/clock.js';
+import { refuseBadUrl, requestBodyParser } from './common/json-body.js';
 import type { AppConfig } from './config/app-config.js';
 import type { EmbeddedDatabase } from './database/embedded-postgres.js';
 import { openDatabase } from './database/open-database.js';
 import { ConnectionWatch, drain } from './drain.js';
+import { withFacadePaths } from './facade/facade-openapi.js';
+import { isFacadePath } from './facade/facade-routes.js';
+import { createHttpServer, FacadeDoor, FrontDoor } from './facade/front-door.js';
+import { createLogging } from './ops/logger.js';
+import { serveApiDocs } from './ops/openapi-document.js';
+import { InboundDoor } from './webhooks/inbound-door.js';
+import { withInboundPath } from './webhooks/inbound-openapi.js';
 
-// The one way to build cws-connect: the server (main.ts) and the tests (test/support/test-app.ts) start it
-// here; the CLI (cli/cli-runtime.ts) opens the database the same way (database/open-database.ts).
+// The one way to build cws-connect, read top-down: startService (the database, the sandbox, the app, the
+// listener), then buildApp (Nest's app on the front door's HTTP server, the middleware before the routes, the
+// OpenAPI document); AppModule (app.module.ts) is the module graph. The server (main.ts) and the tests
+// (test/support/test-app.ts) start it here; the CLI (cli/cli-runtime.ts) opens the database the same way.
 
 export interface RunningService {
   config: AppConfig;
@@ -64,7 +81,7 @@ export async function startService(base: AppConfig, options: ServiceOptions = {}
       });
     }
 
-    app = await createApp(config, { logDestination: options.logDestination, clock: options.clock });
+    app = await buildApp(config, options);
     const built = app;
     const watch = new ConnectionWatch(app.getHttpServer());
     const host = options.host ?? '0.0.0.0';
@@ -83,4 +100,49 @@ export async function startService(base: AppConfig, options: ServiceOptions = {}
     await stop();
     throw e;
   }
+}
+
+/**
+ * Nest's Express adapter, with the one HTTP server built here: its request listener is the front door
+ * (facade/front-door.ts), which serves the facade's routes and hands every other request to Express.
+ */
+class FrontDoorAdapter extends ExpressAdapter {
+  readonly door: FrontDoor;
+
+  constructor(private readonly config: AppConfig) {
+    const instance = express();
+    super(instance);
+    this.door = new FrontDoor(instance);
+  }
+
+  override initHttpServer(): void {
+    this.setHttpServer(createHttpServer(this.config, this.door.listener));
+  }
+}
+
+/** The app, initialised; `app.listen` starts its server (`app.getHttpServer()`), `app.close` stops both. */
+async function buildApp(config: AppConfig, options: ServiceOptions): Promise<NestExpressApplication> {
+  const adapter = new FrontDoorAdapter(config);
+  const logging = createLogging(config, options.logDestination);
+  const app = await NestFactory.create<NestExpressApplication>(AppModule.forRoot(config, logging, options), adapter, {
+    bodyParser: false,
+    bufferLogs: true,
+  });
+  adapter.door.open(app.get(FacadeDoor), app.get(InboundDoor));
+  app.useLogger(app.get(Logger));
+  app.set('trust proxy', 'loopback');
+  app.disable('x-powered-by');
+  // No ETag on JSON answers (a SHA-1 of every body, for conditional GETs the API does not offer).
+  app.set('etag', false);
+  app.use(logging.accessLog); // Express's routes; the front door logs its own (facade-routes.ts, `log`)
+  app.use(refuseBadUrl);
+  // The credential before the body, then the body within its route kind's bounds (docs/security.md).
+  app.use(credentialFirst({ keys: app.get(ApiKeysService), sessions: app.get(ConsoleSessionsService), throttle: app.get(AuthThrottle) }));
+  app.use(
+    // A facade route's path (with a method no route takes: Express answers 404) keeps its body unread.
+    requestBodyParser((url) => (isFacadePath(url) ? 'unread' : needsCredential(url) ? 'api' : 'public')),
+  );
+  serveApiDocs(app, [withFacadePaths, withInboundPath]);
+  await app.init();
+  return app;
 }

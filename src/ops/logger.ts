@@ -73,7 +73,7 @@ export interface Logging {
 }
 
 /**
- * The access log is mounted by the app itself (app.factory.ts), not by nestjs-pino: nestjs-pino's middleware
+ * The access log is mounted by the app itself (service.ts, `buildApp`), not by nestjs-pino: nestjs-pino's middleware
  * runs each request inside an AsyncLocalStorage, and Node 20 implements that with async hooks which, once
  * enabled by the first request, run on every promise of the process, the front door's proxied calls included.
  * Lines logged inside a request therefore do not carry its id by themselves: error lines name it explicitly

@@ -1,4 +1,5 @@
-import type { OpenAPIObject } from '@nestjs/swagger';
+import type { INestApplication } from '@nestjs/common';
+import { DocumentBuilder, type OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import {
   isUpstreamAnswer,
   UPSTREAM_SCHEMAS,
@@ -188,4 +189,26 @@ function toJsonSchema2020(value: unknown): unknown {
   if (typeof out.type === 'string') out.type = [out.type, 'null'];
   else if (Array.isArray(out.type)) out.type = [...(out.type as unknown[]), 'null'];
   return out;
+}
+
+/**
+ * The service's OpenAPI document, served at `/docs` (and `/docs-json`): Nest's routes, then the paths no
+ * controller declares (the facade's, the inbound receiver's), the body parser's errors, the console's
+ * session scheme, and the rules above.
+ */
+export function serveApiDocs(app: INestApplication, extraPaths: Array<(document: OpenAPIObject) => OpenAPIObject>): void {
+  const document = SwaggerModule.createDocument(
+    app,
+    new DocumentBuilder()
+      .setTitle('cws-connect')
+      .setDescription(
+        'Connects a partner SaaS to the Contract Workflow Service: tenants, OAuth connections, a facade that calls the upstream with the right token, webhooks. Errors are `{"error": {"code", "message", "requestId"}}`.',
+      )
+      .setVersion('1')
+      .addServer('/', 'this service')
+      .addBearerAuth({ type: 'http', scheme: 'bearer', bearerFormat: 'API key', description: 'The operator key or a tenant API key.' })
+      .build(),
+  );
+  const withPaths = extraPaths.reduce((doc, add) => add(doc), withBodyParserErrors(withConsoleSessions(document)));
+  SwaggerModule.setup('docs', app, finishDocument(withPaths), { jsonDocumentUrl: 'docs-json' });
 }
