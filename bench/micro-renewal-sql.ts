@@ -4,7 +4,7 @@
 //
 //   npx tsx bench/micro-renewal-sql.ts
 //
-// The statements are the repository's own (ConnectionsRepository's CLAIM_DUE_SQL and SAVE_RENEWED_SQL, which
+// The statements are the repository's own (the renewal repositories' CLAIM_DUE_SQL and SAVE_RENEWED_SQL, which
 // writes each pair's history line too), so the figures follow the code.
 // Env: DATABASE_URL, MICRO_CONNECTIONS (10000), MICRO_LOOPS (3 measured passes over all of them, after one
 // not counted), MICRO_GROUP (10 pairs per save, about the commit lane's group under the benchmark),
@@ -14,7 +14,8 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
-import { CLAIM_DUE_SQL, SAVE_RENEWED_SQL } from '../src/connections/connections.repository.js';
+import { CLAIM_DUE_SQL } from '../src/connections/store/renewal-lease.repository.js';
+import { SAVE_RENEWED_SQL } from '../src/connections/store/renewal-save.repository.js';
 import { runMigrations } from '../src/database/migrate.js';
 import './harness.js'; // prints the runtime this bench runs on
 

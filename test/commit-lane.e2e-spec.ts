@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
-import { GroupCommitLane } from '../src/connections/commit-lane.js';
+import { GroupCommitLane } from '../src/connections/store/commit-lane.js';
 import { createTestDatabase, openPool } from './support/test-database.js';
 
 /**
- * Renewal's commit lane (src/connections/commit-lane.ts) on a real PostgreSQL: a lone pair commits at once,
+ * Renewal's commit lane (src/connections/store/commit-lane.ts) on a real PostgreSQL: a lone pair commits at once,
  * the pairs that arrive during a commit go together in the next one and wait for nothing else, a failed
  * statement fails its pairs at once, and a lost connection never makes a pair wait for a reconnect.
  */

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { ConnectionsRepository } from '../src/connections/connections.repository.js';
+import { ConnectionHealthRepository } from '../src/connections/store/connection-health.repository.js';
 import { connectViaHttp, newTenant } from './support/connect.js';
 import { seedConnections, type IssuedPair } from './support/seed-connections.js';
 import { expectDocumented } from './support/openapi.js';
@@ -232,7 +232,7 @@ describe('connections at scale: keyset pages, filters, lastError and renewal his
   });
 
   it('outcomes of one connection that share a group commit are all kept; the newest decides lastError', async () => {
-    const repo = t.app.get(ConnectionsRepository);
+    const repo = t.app.get(ConnectionHealthRepository);
     const id = seededIds[5];
     const at = (s: number) => new Date(Date.UTC(2030, 0, 1, 0, 0, s));
     // All three are written in one flush, out of order.
@@ -256,7 +256,7 @@ describe('connections at scale: keyset pages, filters, lastError and renewal his
   });
 
   it('a renewed pair is saved with its line; a failure recorded after the fact that is older goes behind it and leaves lastError alone', async () => {
-    const repo = t.app.get(ConnectionsRepository);
+    const repo = t.app.get(ConnectionHealthRepository);
     const tokens = t.sandbox!.issueTokens('bob');
     const [c] = await seedConnections(t.db, VAULT_KEYS, [{ tenantId: 'other', userId: 'u-order', upstreamUserId: 'bob', tokens }]);
     const before = Date.now();

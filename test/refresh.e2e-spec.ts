@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { AppError } from '../src/common/app-error.js';
-import type { ConnectionEntity } from '../src/connections/connection.entity.js';
-import { ConnectionsRepository } from '../src/connections/connections.repository.js';
+import type { ConnectionEntity } from '../src/connections/store/connection.entity.js';
+import { ConnectionsRepository } from '../src/connections/store/connections.repository.js';
 import { RefreshScheduler } from '../src/refresh/refresh-scheduler.service.js';
 import { RenewalService } from '../src/refresh/renewal.service.js';
 import { newTenant } from './support/connect.js';

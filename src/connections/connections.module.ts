@@ -10,11 +10,14 @@ import { ConnectPopupController } from './connect-popup.controller.js';
 import { ConnectPopupService } from './connect-popup.service.js';
 import { ConnectSessionsRepository } from './connect-sessions.repository.js';
 import { ConnectService } from './connect.service.js';
-import { ConnectionEntity } from './connection.entity.js';
 import { ConnectionsController } from './connections.controller.js';
-import { ConnectionsRepository } from './connections.repository.js';
 import { ConnectionsService } from './connections.service.js';
 import { OAuthController } from './oauth.controller.js';
+import { ConnectionHealthRepository } from './store/connection-health.repository.js';
+import { ConnectionEntity } from './store/connection.entity.js';
+import { ConnectionsRepository } from './store/connections.repository.js';
+import { RenewalLeaseRepository } from './store/renewal-lease.repository.js';
+import { RenewalSaveRepository } from './store/renewal-save.repository.js';
 import { ConnectionTokens } from './token-fields.js';
 
 @Module({
@@ -27,7 +30,25 @@ import { ConnectionTokens } from './token-fields.js';
     AuditModule,
   ],
   controllers: [ConnectionsController, OAuthController, ConnectPopupController],
-  providers: [ConnectionsRepository, ConnectSessionsRepository, ConnectionsService, ConnectService, ConnectPopupService, ConnectionTokens],
-  exports: [ConnectionsService, ConnectionsRepository, ConnectSessionsRepository, ConnectionTokens],
+  providers: [
+    ConnectionsRepository,
+    ConnectionHealthRepository,
+    RenewalLeaseRepository,
+    RenewalSaveRepository,
+    ConnectSessionsRepository,
+    ConnectionsService,
+    ConnectService,
+    ConnectPopupService,
+    ConnectionTokens,
+  ],
+  exports: [
+    ConnectionsService,
+    ConnectionsRepository,
+    ConnectionHealthRepository,
+    RenewalLeaseRepository,
+    RenewalSaveRepository,
+    ConnectSessionsRepository,
+    ConnectionTokens,
+  ],
 })
 export class ConnectionsModule {}

@@ -10,15 +10,11 @@ import { TenantsService } from '../tenants/tenants.service.js';
 import { EventsRepository } from '../events/events.repository.js';
 import type { TokenSet, UpstreamUser } from '../upstream/upstream.types.js';
 import type { ConnectSessionEntity } from './connect-session.entity.js';
-import type { ConnectionEntity } from './connection.entity.js';
-import {
-  ConnectionsRepository,
-  type ConnectedFields,
-  type ConnectionFilter,
-  type ConnectionWithHealth,
-  type PagePosition,
-  type RenewalRecord,
-} from './connections.repository.js';
+import { ConnectionHealthRepository, type ConnectionWithHealth, type RenewalRecord } from './store/connection-health.repository.js';
+import type { ConnectionFilter, PagePosition } from './store/connection-paging.js';
+import type { ConnectionEntity } from './store/connection.entity.js';
+import { ConnectionsRepository, type ConnectedFields } from './store/connections.repository.js';
+import { RenewalLeaseRepository } from './store/renewal-lease.repository.js';
 import { ConnectSessionsRepository } from './connect-sessions.repository.js';
 import { ConnectionTokens } from './token-fields.js';
 import { sha256 } from '../common/hash.js';
@@ -33,6 +29,8 @@ export class ConnectionsService {
     private readonly tenants: TenantsService,
     private readonly audit: AuditService,
     private readonly sessions: ConnectSessionsRepository,
+    private readonly health: ConnectionHealthRepository,
+    private readonly leases: RenewalLeaseRepository,
   ) {}
 
   /** A page of the tenant's connections in creation order; `next` (null on the last page) continues after it. */
@@ -56,7 +54,7 @@ export class ConnectionsService {
 
   /** The connection's last renewals, newest first. */
   async renewals(tenantId: string, id: string): Promise<RenewalRecord[]> {
-    const history = await this.repo.renewalHistory(tenantId, id);
+    const history = await this.health.renewalHistory(tenantId, id);
     if (!history) throw new AppError('connection_not_found', 'No such connection.');
     return history;
   }
@@ -96,7 +94,7 @@ export class ConnectionsService {
    */
   markReauthRequired(id: string, owner: string, version: number, reason: string): Promise<ConnectionEntity | null> {
     return this.repo.transaction(async (m) => {
-      const c = await this.repo.markReauthRequired(m, id, owner, version, reason, this.clock.now());
+      const c = await this.leases.markReauthRequired(m, id, owner, version, reason, this.clock.now());
       if (c)
         await this.events.record(
           {

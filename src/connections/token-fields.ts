@@ -3,8 +3,8 @@ import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
 import { type SealedRef, TokenVault } from '../vault/token-vault.service.js';
-import type { ConnectionEntity } from './connection.entity.js';
-import type { RenewedFields } from './connections.repository.js';
+import type { ConnectionEntity } from './store/connection.entity.js';
+import type { RenewedFields } from './store/connections.repository.js';
 
 /**
  * How a connection's tokens are kept: sealed with the row id and column in their AAD, and renewed at

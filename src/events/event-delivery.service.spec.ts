@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { retryAfterMsOf, retryDelayMs } from './event-delivery.service.js';
+import { retryDelayMs } from './event-delivery.service.js';
+import { retryAfterMsOf } from './event-target-client.js';
 
 describe('retryAfterMsOf', () => {
   const now = Date.parse('2026-11-23T12:00:00Z');

@@ -9,7 +9,8 @@ const BATCH_STATEMENT_TIMEOUT = '5s';
 /**
  * The row-by-row removals of the events table and of its attempts (the day partitions themselves are
  * dropped by `EventPartitions`): a tenant's events past a window shorter than the partitions', a deleted
- * tenant's events, and an erased user's. Reads and writes of events are `EventsRepository`'s.
+ * tenant's events, and an erased user's. Reads and writes of events are `EventsRepository`'s and the delivery
+ * repositories' (event-delivery.repository.ts, event-redelivery.repository.ts).
  */
 @Injectable()
 export class EventsRemoval {

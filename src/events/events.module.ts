@@ -1,8 +1,10 @@
 import { Module } from '@nestjs/common';
 import { TenantsModule } from '../tenants/tenants.module.js';
+import { EventDeliveryRepository } from './event-delivery.repository.js';
 import { EventDeliveryService } from './event-delivery.service.js';
 import { EventsController } from './events.controller.js';
 import { EventPartitions } from './event-partitions.js';
+import { EventRedeliveryRepository } from './event-redelivery.repository.js';
 import { EventsRemoval } from './events-removal.repository.js';
 import { EventsRepository } from './events.repository.js';
 import { EventsService } from './events.service.js';
@@ -14,7 +16,15 @@ import { EventsService } from './events.service.js';
 @Module({
   imports: [TenantsModule],
   controllers: [EventsController],
-  providers: [EventsRepository, EventsRemoval, EventPartitions, EventsService, EventDeliveryService],
+  providers: [
+    EventsRepository,
+    EventDeliveryRepository,
+    EventRedeliveryRepository,
+    EventsRemoval,
+    EventPartitions,
+    EventsService,
+    EventDeliveryService,
+  ],
   exports: [EventsRepository, EventsRemoval, EventPartitions, EventDeliveryService],
 })
 export class EventsModule {}

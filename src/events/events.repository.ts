@@ -3,25 +3,11 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { v7 as timeOrderedUuid } from 'uuid';
 import { Clock } from '../common/clock.js';
-import { LOCKS, withAdvisoryLock } from '../database/advisory-lock.js';
 import { preparedQuery } from '../database/pg-pool.js';
-import { currentTraceparent } from '../ops/tracing.js';
+import { currentTraceparent } from '../ops/operation-spans.js';
 
 export type EventSource = 'upstream' | 'service';
 export type DeliveryState = 'pending' | 'delivered' | 'dead' | 'no_target' | 'filtered';
-
-/** One delivery attempt as the partner may see it: never a body, a header or a URL. */
-export interface DeliveryAttempt {
-  at: Date;
-  /** The target's HTTP status; null when none came (timeout, network error). */
-  status: number | null;
-  durationMs: number;
-  /** null on success; else `timeout`, `network` or `http_<status>`. */
-  error: string | null;
-}
-
-/** The states a bulk redelivery may pick: everything that is not on its way already. */
-export const REDELIVERABLE_STATES = ['dead', 'delivered', 'no_target'] as const;
 
 export interface NewEvent {
   tenantId: string;
@@ -31,7 +17,7 @@ export interface NewEvent {
   /** `payload` as the JSON text it was parsed from (one JSON value, already checked): stored as is, not encoded again. */
   payloadJson?: string;
   receiverId?: string | null;
-  /** The trace that received or created it (ops/tracing.ts); `record` takes the one in progress. */
+  /** The trace that received or created it (ops/operation-spans.ts); `record` takes the one in progress. */
   traceparent?: string | null;
   /** The partner's end user it is about (a user connection's events), for erasure; null: nobody's. */
   userId?: string | null;
@@ -71,17 +57,17 @@ export interface StoredEvent {
   payloadDigest: string | null;
 }
 
+/**
+ * The events table's rows: recording events (one, or a group commit of inbound deliveries) and reading them
+ * back in the events API's order. Where a delivery stands is event-delivery.repository.ts's, a redelivery
+ * event-redelivery.repository.ts's, removals events-removal.repository.ts's.
+ */
 @Injectable()
 export class EventsRepository {
   constructor(
     @InjectDataSource() private readonly db: DataSource,
     private readonly clock: Clock,
   ) {}
-
-  /** Runs the job queue's schema set-up one instance at a time (pg-boss deadlocks when two start together). */
-  withQueueSetupLock<T>(work: () => Promise<T>): Promise<T> {
-    return withAdvisoryLock(this.db, LOCKS.jobQueueSetup, work);
-  }
 
   /**
    * Records an event. Pass the transaction's manager when the event belongs to a state change, so that
@@ -148,166 +134,6 @@ export class EventsRepository {
     const rows = (await this.db.query(`SELECT * FROM events WHERE id = $1`, [id])) as Array<Record<string, unknown>>;
     return rows[0] ? toEvent(rows[0]) : null;
   }
-
-  /**
-   * The outbox relay: claims up to `limit` pending events not handed to the job queue yet (SKIP LOCKED,
-   * so instances share the work) and lets `enqueue` insert their jobs through the same transaction, so
-   * an event is marked enqueued exactly when its job exists. Returns how many were claimed.
-   */
-  async relayUnqueued(limit: number, enqueue: (events: UnqueuedEvent[], sql: SqlExecutor) => Promise<void>): Promise<number> {
-    return this.db.transaction(async (m) => {
-      const rows = (await m.query(
-        `SELECT id, delivery_attempts, next_attempt_at FROM events
-          WHERE delivery_state = 'pending' AND enqueued_at IS NULL
-          ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`,
-        [limit],
-      )) as Array<{ id: string; delivery_attempts: number; next_attempt_at: Date | null }>;
-      if (rows.length === 0) return 0;
-      await enqueue(
-        rows.map((r) => ({ id: r.id, attempt: Number(r.delivery_attempts), notBefore: r.next_attempt_at })),
-        executorOf(m),
-      );
-      await m.query(`UPDATE events SET enqueued_at = now() WHERE id = ANY($1::uuid[])`, [rows.map((r) => r.id)]);
-      return rows.length;
-    });
-  }
-
-  /** Attempt `attempt` (0-based) succeeded. */
-  async markDelivered(id: string, attempt: number): Promise<void> {
-    await this.db.query(
-      `UPDATE events SET delivery_state = 'delivered', delivered_at = now(), delivery_attempts = GREATEST(delivery_attempts, $2), last_delivery_error = NULL, next_attempt_at = NULL
-        WHERE id = $1 AND delivery_state = 'pending'`,
-      [id, attempt + 1],
-    );
-  }
-
-  /**
-   * Attempt `attempt` failed: counts it and, in the same transaction, lets `schedule` queue the next
-   * attempt. Returns false (and schedules nothing) when another run already counted this attempt.
-   */
-  async recordFailure(
-    id: string,
-    attempt: number,
-    error: string,
-    nextAttemptAt: Date,
-    schedule: (sql: SqlExecutor) => Promise<void>,
-  ): Promise<boolean> {
-    return this.db.transaction(async (m) => {
-      const rows = (await m.query(
-        `UPDATE events SET delivery_attempts = $2 + 1, last_delivery_error = $3, next_attempt_at = $4
-          WHERE id = $1 AND delivery_state = 'pending' AND delivery_attempts = $2 RETURNING id`,
-        [id, attempt, error.slice(0, 500), nextAttemptAt],
-      )) as [Array<{ id: string }>, number];
-      if (rows[1] !== 1) return false;
-      await schedule(executorOf(m));
-      return true;
-    });
-  }
-
-  /** The last attempt failed and the retry span is over: dead-lettered, kept and listed with this state. */
-  async markDead(id: string, attempt: number, error: string): Promise<void> {
-    await this.db.query(
-      `UPDATE events SET delivery_state = 'dead', delivery_attempts = $2 + 1, last_delivery_error = $3, next_attempt_at = NULL
-        WHERE id = $1 AND delivery_state = 'pending' AND delivery_attempts = $2`,
-      [id, attempt, error.slice(0, 500)],
-    );
-  }
-
-  /** Keeps one delivery attempt in the event's attempts log. */
-  async recordAttempt(eventId: string, a: DeliveryAttempt): Promise<void> {
-    await this.db.query(`INSERT INTO event_attempts (event_id, at, status, duration_ms, error) VALUES ($1, $2, $3, $4, $5)`, [
-      eventId,
-      a.at,
-      a.status,
-      a.durationMs,
-      a.error,
-    ]);
-  }
-
-  /** The attempts of one of the tenant's events kept since `keptSince`, oldest first; null when the tenant has no such event. */
-  async listAttempts(tenantId: string, eventId: string, keptSince: Date): Promise<DeliveryAttempt[] | null> {
-    const rows = (await this.db.query(
-      `SELECT e.id AS event_id, a.at, a.status, a.duration_ms, a.error
-         FROM events e LEFT JOIN event_attempts a ON a.event_id = e.id AND a.at >= e.received_at
-        WHERE e.tenant_id = $1 AND e.id = $2 AND e.received_at >= $3
-        ORDER BY a.id`,
-      [tenantId, eventId, keptSince],
-    )) as Array<{ at: Date | null; status: number | null; duration_ms: number | null; error: string | null }>;
-    if (rows.length === 0) return null;
-    return rows
-      .filter((r) => r.at !== null)
-      .map((r) => ({ at: r.at!, status: r.status, durationMs: Number(r.duration_ms), error: r.error }));
-  }
-
-  /**
-   * Delivers one of the tenant's events again (same id, so the partner can de-duplicate): it becomes pending,
-   * with a fresh retry span, and the relay queues it. An event on its way already is left as it is.
-   * Answers `queued`, `pending` (on its way already), `expired` (received before `keptSince`: kept no longer,
-   * whether or not its row is removed yet, or an id whose time is before it) or `unknown`.
-   */
-  async redeliverOne(tenantId: string, eventId: string, keptSince: Date): Promise<'queued' | 'pending' | 'expired' | 'unknown'> {
-    const [rows] = (await this.db.query(
-      `UPDATE events e SET delivery_state = 'pending', enqueued_at = NULL, next_attempt_at = now(), retry_from = now()
-        WHERE e.tenant_id = $1 AND e.id = $2 AND e.delivery_state <> 'pending' AND e.received_at >= $3
-        RETURNING e.id`,
-      [tenantId, eventId, keptSince],
-    )) as [Array<{ id: string }>, number];
-    if (rows.length === 1) return 'queued';
-    const found = (await this.db.query(`SELECT received_at FROM events WHERE tenant_id = $1 AND id = $2`, [tenantId, eventId])) as Array<{
-      received_at: Date;
-    }>;
-    if (found[0]) return found[0].received_at < keptSince ? 'expired' : 'pending';
-    const minted = timeOfId(eventId);
-    return minted !== null && minted < keptSince ? 'expired' : 'unknown';
-  }
-
-  /**
-   * Delivers again the tenant's events received since `since` in one of `states`, oldest first, at most
-   * `max` of them and never more than leaves the tenant `maxPending` events waiting in all. One statement:
-   * two concurrent calls cannot both fill the same room. Answers how many were queued and how many matched
-   * but did not fit.
-   */
-  async redeliverSince(
-    tenantId: string,
-    since: Date,
-    states: readonly DeliveryState[],
-    max: number,
-    maxPending: number,
-    keptSince: Date,
-  ): Promise<{ queued: number; left: number }> {
-    if (since < keptSince) since = keptSince;
-    return this.db.transaction(async (m) => {
-      // Serialises bulk redeliveries of one tenant, so the room computed below is not spent twice.
-      await m.query(`SELECT pg_advisory_xact_lock(hashtextextended('events-redeliver:' || $1, 0))`, [tenantId]);
-      const [{ pending }] = (await m.query(
-        `SELECT count(*)::int AS pending FROM events WHERE tenant_id = $1 AND delivery_state = 'pending'`,
-        [tenantId],
-      )) as Array<{ pending: number }>;
-      const room = Math.max(0, Math.min(max, maxPending - pending));
-      const [{ matching }] = (await m.query(
-        `SELECT count(*)::int AS matching FROM events WHERE tenant_id = $1 AND received_at >= $2 AND delivery_state = ANY($3::text[])`,
-        [tenantId, since, states],
-      )) as Array<{ matching: number }>;
-      if (room === 0 || matching === 0) return { queued: 0, left: matching };
-      const [rows] = (await m.query(
-        `UPDATE events e SET delivery_state = 'pending', enqueued_at = NULL, next_attempt_at = now(), retry_from = now()
-          WHERE e.id IN (SELECT id FROM events
-                          WHERE tenant_id = $1 AND received_at >= $2 AND delivery_state = ANY($3::text[])
-                          ORDER BY received_at, seq LIMIT $4 FOR UPDATE SKIP LOCKED)
-          RETURNING e.id`,
-        [tenantId, since, states, room],
-      )) as [Array<{ id: string }>, number];
-      return { queued: rows.length, left: matching - rows.length };
-    });
-  }
-
-  /** The tenant's eventsTargetUrl was removed while the event waited. */
-  async markNoTarget(id: string): Promise<void> {
-    await this.db.query(
-      `UPDATE events SET delivery_state = 'no_target', next_attempt_at = NULL WHERE id = $1 AND delivery_state = 'pending'`,
-      [id],
-    );
-  }
 }
 
 /**
@@ -347,26 +173,6 @@ function insertParams(events: Array<NewEvent & { id: string }>, receivedAt: Date
     events.map((e) => e.userId ?? null),
     events.map((e) => e.payloadDigest ?? null),
   ];
-}
-
-export interface UnqueuedEvent {
-  id: string;
-  /** Attempts already made (the job carries it, so a stale or repeated job can tell). */
-  attempt: number;
-  notBefore: Date | null;
-}
-
-/** pg-boss's `db` option: lets it run its SQL inside one of our transactions. */
-export interface SqlExecutor {
-  executeSql(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
-}
-
-function executorOf(m: EntityManager): SqlExecutor {
-  const runner = m.queryRunner;
-  if (!runner) throw new Error('a transaction manager without a query runner');
-  return {
-    executeSql: async (text, values) => ({ rows: ((await runner.query(text, values, true)) as { records?: unknown[] }).records ?? [] }),
-  };
 }
 
 export function toEvent(r: Record<string, unknown>): StoredEvent {

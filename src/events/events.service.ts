@@ -3,7 +3,9 @@ import { AppError } from '../common/app-error.js';
 import type { TenantEntity } from '../tenants/tenant.entity.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { EventDeliveryService } from './event-delivery.service.js';
-import { type DeliveryAttempt, type DeliveryState, type EventPosition, EventsRepository, type StoredEvent } from './events.repository.js';
+import { type DeliveryAttempt, EventDeliveryRepository } from './event-delivery.repository.js';
+import { EventRedeliveryRepository } from './event-redelivery.repository.js';
+import { type DeliveryState, type EventPosition, EventsRepository, type StoredEvent } from './events.repository.js';
 
 export const DEFAULT_PAGE = 50;
 export const MAX_PAGE = 500;
@@ -26,12 +28,14 @@ export class EventsService {
     private readonly events: EventsRepository,
     private readonly tenants: TenantsService,
     private readonly delivery: EventDeliveryService,
+    private readonly deliveries: EventDeliveryRepository,
+    private readonly redeliveries: EventRedeliveryRepository,
   ) {}
 
   /** Every delivery attempt of one of the tenant's events, oldest first. */
   async attempts(tenantId: string, eventId: string): Promise<DeliveryAttempt[]> {
     const tenant = await this.tenants.get(tenantId);
-    const attempts = await this.events.listAttempts(tenantId, eventId, this.tenants.keptSince(tenant));
+    const attempts = await this.deliveries.listAttempts(tenantId, eventId, this.tenants.keptSince(tenant));
     if (!attempts) throw eventNotFound();
     return attempts;
   }
@@ -42,7 +46,7 @@ export class EventsService {
    */
   async redeliver(tenantId: string, eventId: string): Promise<void> {
     const tenant = await this.requireTarget(tenantId);
-    const outcome = await this.events.redeliverOne(tenantId, eventId, this.tenants.keptSince(tenant));
+    const outcome = await this.redeliveries.redeliverOne(tenantId, eventId, this.tenants.keptSince(tenant));
     if (outcome === 'unknown') throw eventNotFound();
     if (outcome === 'expired')
       throw new AppError('event_expired', `The event is older than the tenant's retention (${this.tenants.retentionDaysOf(tenant)} days).`);
@@ -52,7 +56,7 @@ export class EventsService {
   /** Delivers again the events received since `since` in `state` (bounded: see REDELIVER_PER_CALL and REDELIVER_MAX_PENDING). */
   async redeliverSince(tenantId: string, since: Date, state: RedeliverState): Promise<{ queued: number; remaining: number }> {
     const tenant = await this.requireTarget(tenantId);
-    const { queued, left } = await this.events.redeliverSince(
+    const { queued, left } = await this.redeliveries.redeliverSince(
       tenantId,
       since,
       STATES_OF[state],

@@ -2,17 +2,10 @@ import { EventEmitter } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, expect, it } from '@jest/globals';
 import { trace } from '@opentelemetry/api';
-import {
-  annotate,
-  connectionAttributes,
-  contextOf,
-  currentTraceparent,
-  inSpan,
-  startClientSpan,
-  traceRenewal,
-  traceRequest,
-  tracingOn,
-} from './tracing.js';
+import { connectionAttributes, startClientSpan } from './client-spans.js';
+import { annotate, contextOf, currentTraceparent, inSpan, traceRenewal } from './operation-spans.js';
+import { traceRequest } from './request-tracing.js';
+import { tracingOn } from './tracing.js';
 
 describe('tracing while off (no OTEL_EXPORTER_OTLP_ENDPOINT)', () => {
   it('starts nothing and makes no span objects', async () => {

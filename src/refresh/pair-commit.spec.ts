@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
-import type { ConnectionEntity } from '../connections/connection.entity.js';
-import type { ConnectionsRepository, RenewedItem } from '../connections/connections.repository.js';
+import type { ConnectionEntity } from '../connections/store/connection.entity.js';
+import type { ConnectionsRepository } from '../connections/store/connections.repository.js';
+import type { RenewalSaveRepository, RenewedItem } from '../connections/store/renewal-save.repository.js';
 import type { ConnectionTokens } from '../connections/token-fields.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
 import { PairCommit } from './pair-commit.js';
@@ -25,9 +26,16 @@ function setup(current: Partial<ConnectionEntity> | null, poolSaves: boolean[] =
       poolSaved.push(item);
       return poolSaves.shift() ?? true;
     },
-  } as unknown as ConnectionsRepository;
+  };
   const metrics = fakeMetrics();
-  const commit = new PairCommit(fakeConfig, repo, tokens, metrics, systemClock);
+  const commit = new PairCommit(
+    fakeConfig,
+    repo as unknown as ConnectionsRepository,
+    repo as unknown as RenewalSaveRepository,
+    tokens,
+    metrics,
+    systemClock,
+  );
   return { commit, metrics, poolSaved };
 }
 

@@ -4,7 +4,9 @@ import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
-import { type CommitLane, ConnectionsRepository, type RenewalRow, type RenewedItem } from '../connections/connections.repository.js';
+import { ConnectionsRepository } from '../connections/store/connections.repository.js';
+import type { RenewalRow } from '../connections/store/renewal-lease.repository.js';
+import { type CommitLane, type RenewedItem, RenewalSaveRepository } from '../connections/store/renewal-save.repository.js';
 import { ConnectionTokens } from '../connections/token-fields.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
@@ -25,6 +27,7 @@ export class PairCommit {
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly repo: ConnectionsRepository,
+    private readonly saves: RenewalSaveRepository,
     private readonly tokens: ConnectionTokens,
     private readonly metrics: RefreshMetrics,
     private readonly clock: Clock,
@@ -43,7 +46,7 @@ export class PairCommit {
     const saveUntil = takenAt + this.config.refresh.leaseMs - 500;
     for (let attempt = 0; ; attempt++) {
       try {
-        const saved = attempt === 0 ? await lane.save(me, item) : await this.repo.saveRenewed(me, item);
+        const saved = attempt === 0 ? await lane.save(me, item) : await this.saves.saveRenewed(me, item);
         if (saved) {
           this.metrics.record('success', secondsSince(started));
           // The CAS matched our version and lease, so the row now holds exactly what we wrote on top of what we read.

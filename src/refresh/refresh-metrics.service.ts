@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { Counter, Gauge, Histogram } from 'prom-client';
 import { MetricsService } from '../ops/metrics.service.js';
-import { ConnectionsRepository } from '../connections/connections.repository.js';
+import { RenewalLeaseRepository } from '../connections/store/renewal-lease.repository.js';
 
 export type RenewalOutcome = 'success' | 'failure' | 'reauth_required' | 'lost_race';
 
@@ -12,7 +12,7 @@ export class RefreshMetrics {
   private readonly duration: Histogram;
   private collecting = true;
 
-  constructor(metrics: MetricsService, repo: ConnectionsRepository) {
+  constructor(metrics: MetricsService, leases: RenewalLeaseRepository) {
     const registers = [metrics.registry];
     this.total = new Counter({
       name: 'cws_refresh_total',
@@ -35,7 +35,7 @@ export class RefreshMetrics {
       // Computed at scrape by one index-backed query; skipped once the app is closing (the pool may be gone).
       async collect() {
         if (!isCollecting()) return;
-        this.set(await repo.oldestOverdueSeconds().catch(() => 0));
+        this.set(await leases.oldestOverdueSeconds().catch(() => 0));
       },
     });
   }

@@ -5,7 +5,8 @@ import { databaseOutage, isDatabaseUnavailable } from '../common/database-outage
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
-import { type CommitLane, type LeasedConnection, ConnectionsRepository } from '../connections/connections.repository.js';
+import { type LeasedConnection, RenewalLeaseRepository } from '../connections/store/renewal-lease.repository.js';
+import { type CommitLane, RenewalSaveRepository } from '../connections/store/renewal-save.repository.js';
 import { RenewalService } from './renewal.service.js';
 
 const INTERVAL_NAME = 'cws-refresh-scheduler';
@@ -37,7 +38,8 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-    private readonly repo: ConnectionsRepository,
+    private readonly leases: RenewalLeaseRepository,
+    private readonly saves: RenewalSaveRepository,
     private readonly renewal: RenewalService,
     private readonly metrics: RefreshMetrics,
     private readonly schedulers: SchedulerRegistry,
@@ -79,7 +81,7 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
     this.metrics.stop();
     await this.running?.catch(() => undefined);
     await this.renewal.settle();
-    const rest = await this.repo.releaseLeasesOf(this.config.instanceId);
+    const rest = await this.leases.releaseLeasesOf(this.config.instanceId);
     const released = this.releasedOnStop + rest;
     this.releasedOnStop = 0;
     return released;
@@ -114,7 +116,7 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
   private async pass(): Promise<number> {
     const { batchSize, concurrency, leaseMs } = this.config.refresh;
     const me = this.config.instanceId;
-    let backlog = await this.repo.countDue();
+    let backlog = await this.leases.countDue();
     if (backlog === 0) return 0;
     // A row that waited its turn this long could see its lease lapse during the token call: extend it first.
     const extendAfter = (leaseMs - 2 * this.config.upstream.tokenTimeoutMs - this.config.upstream.connectTimeoutMs) / 2;
@@ -139,7 +141,7 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
     };
     const refill = async () => {
       const takenAt = performance.now();
-      const batch = await this.repo.claimDueForRefresh(me, leaseMs, batchSize);
+      const batch = await this.leases.claimDueForRefresh(me, leaseMs, batchSize);
       claimed += batch.length;
       for (const leased of batch) queue.push({ leased, takenAt });
       if (batch.length < batchSize) exhausted = true;
@@ -171,7 +173,7 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
         }
         let lane: CommitLane;
         try {
-          lane = await this.repo.reserveCommitLane();
+          lane = await this.saves.reserveCommitLane();
         } catch (e) {
           queue.unshift(next);
           claimError ??= e;
@@ -182,7 +184,7 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
           let leaseFrom = next.takenAt;
           if (performance.now() - next.takenAt > extendAfter) {
             leaseFrom = performance.now();
-            if (!(await this.repo.extendLease(next.leased.connection.id, me, next.leased.connection.version, leaseMs))) continue;
+            if (!(await this.leases.extendLease(next.leased.connection.id, me, next.leased.connection.version, leaseMs))) continue;
           }
           await this.renewal.renewClaimed(next.leased, leaseFrom, lane);
         } finally {
@@ -192,7 +194,7 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
     };
     grow();
     while (started.size > 0) await Promise.all([...started]);
-    const released = await this.repo.releaseLeases(
+    const released = await this.leases.releaseLeases(
       queue.map((q) => q.leased.connection.id),
       me,
     );

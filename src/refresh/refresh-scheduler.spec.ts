@@ -3,7 +3,8 @@ import type { SchedulerRegistry } from '@nestjs/schedule';
 import type { AppConfig } from '../config/app-config.js';
 import type { RefreshMetrics } from './refresh-metrics.service.js';
 import { RefreshScheduler, renewalsInFlight } from './refresh-scheduler.service.js';
-import type { CommitLane, LeasedConnection, ConnectionsRepository } from '../connections/connections.repository.js';
+import type { LeasedConnection, RenewalLeaseRepository } from '../connections/store/renewal-lease.repository.js';
+import type { CommitLane, RenewalSaveRepository } from '../connections/store/renewal-save.repository.js';
 import type { RenewalService } from './renewal.service.js';
 
 /**
@@ -66,7 +67,8 @@ function harness(rows: number, concurrency: number) {
   } as unknown as AppConfig;
   const scheduler = new RefreshScheduler(
     config,
-    repo as unknown as ConnectionsRepository,
+    repo as unknown as RenewalLeaseRepository,
+    repo as unknown as RenewalSaveRepository,
     renewal as unknown as RenewalService,
     {} as RefreshMetrics,
     {} as SchedulerRegistry,

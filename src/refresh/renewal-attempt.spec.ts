@@ -1,8 +1,10 @@
 import { describe, expect, it } from '@jest/globals';
 import { Environments } from '../config/environments.js';
 import type { CwsEnvironment } from '../config/app-config.js';
-import type { ConnectionEntity } from '../connections/connection.entity.js';
-import type { ConnectionsRepository, LeasedConnection, RenewalRecord, RenewalRow } from '../connections/connections.repository.js';
+import type { ConnectionEntity } from '../connections/store/connection.entity.js';
+import type { ConnectionHealthRepository, RenewalRecord } from '../connections/store/connection-health.repository.js';
+import type { ConnectionsRepository } from '../connections/store/connections.repository.js';
+import type { LeasedConnection, RenewalLeaseRepository, RenewalRow } from '../connections/store/renewal-lease.repository.js';
 import type { ConnectionsService } from '../connections/connections.service.js';
 import type { ConnectionTokens } from '../connections/token-fields.js';
 import type { PairCommit } from './pair-commit.js';
@@ -31,7 +33,7 @@ function setup(answer: 'pair' | Error, opts: { marked?: boolean; current?: Parti
     async recordRenewal(_id: string, r: RenewalRecord) {
       history.push(r);
     },
-  } as unknown as ConnectionsRepository;
+  };
   const connections = {
     async markReauthRequired(id: string, _owner: string, version: number, reason: string) {
       marked.push({ id, version, reason });
@@ -53,7 +55,9 @@ function setup(answer: 'pair' | Error, opts: { marked?: boolean; current?: Parti
   const metrics = fakeMetrics();
   const attempt = new RenewalAttempt(
     fakeConfig,
-    repo,
+    repo as unknown as ConnectionsRepository,
+    repo as unknown as RenewalLeaseRepository,
+    repo as unknown as ConnectionHealthRepository,
     connections,
     tokens,
     new Environments({ sandbox }),

@@ -5,10 +5,13 @@ import { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { Environments } from '../config/environments.js';
-import { type CommitLane, ConnectionsRepository, type LeasedConnection, type RenewalRow } from '../connections/connections.repository.js';
+import { ConnectionHealthRepository } from '../connections/store/connection-health.repository.js';
+import { ConnectionsRepository } from '../connections/store/connections.repository.js';
+import { type LeasedConnection, RenewalLeaseRepository, type RenewalRow } from '../connections/store/renewal-lease.repository.js';
+import type { CommitLane } from '../connections/store/renewal-save.repository.js';
 import { ConnectionsService } from '../connections/connections.service.js';
 import { ConnectionTokens } from '../connections/token-fields.js';
-import { traceRenewal } from '../ops/tracing.js';
+import { traceRenewal } from '../ops/operation-spans.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
 import { VaultError } from '../vault/token-vault.service.js';
 import { PairCommit } from './pair-commit.js';
@@ -38,6 +41,8 @@ export class RenewalAttempt {
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly repo: ConnectionsRepository,
+    private readonly leases: RenewalLeaseRepository,
+    private readonly health: ConnectionHealthRepository,
     private readonly connections: ConnectionsService,
     private readonly tokens: ConnectionTokens,
     private readonly environments: Environments,
@@ -62,13 +67,13 @@ export class RenewalAttempt {
     try {
       if (!need(row, this.clock.now())) {
         // Renewed by someone else between our decision and our lease: use theirs.
-        await this.repo.releaseLease(row.id, me);
+        await this.leases.releaseLease(row.id, me);
         this.metrics.record('lost_race', secondsSince(started));
         return { connection: row, accessToken: null };
       }
       const env = this.environments.find(leased.environment);
       if (!env || !row.refreshTokenEnc) {
-        await this.repo.recordFailure(
+        await this.leases.recordFailure(
           row.id,
           me,
           row.version,
@@ -85,7 +90,7 @@ export class RenewalAttempt {
         // The stored refresh token does not open with VAULT_KEYS: nothing was sent. Retrying every tick
         // cannot help until the operator fixes the key ring, so it backs off like any failure (capped at
         // 5 minutes); readiness reports the key id meanwhile (ops/health.service.ts).
-        await this.repo
+        await this.leases
           .recordFailure(row.id, me, row.version, retryAt(this.clock.now(), row.refreshFailures, null, null))
           .catch(() => undefined);
         this.metrics.record('failure', secondsSince(started));
@@ -98,7 +103,7 @@ export class RenewalAttempt {
       if (!(e instanceof AppError)) {
         // Nothing was sent, or nothing was spent: the stored refresh token is still the valid one, so the
         // lease can go back. (After a successful token call we never get here.)
-        await this.repo.releaseLease(row.id, me).catch(() => undefined);
+        await this.leases.releaseLease(row.id, me).catch(() => undefined);
         this.metrics.record('failure', secondsSince(started));
         this.logger.error(
           { connectionId: row.id, tenantId: row.tenantId, error: e instanceof Error ? e.name : 'unknown' },
@@ -126,7 +131,7 @@ export class RenewalAttempt {
       throw reauthRequired();
     }
     this.metrics.record('lost_race', secondsSince(started));
-    await this.repo.releaseLease(row.id, me).catch(() => undefined);
+    await this.leases.releaseLease(row.id, me).catch(() => undefined);
     const current = await this.repo.findById(row.id);
     if (!current) throw connectionNotFound();
     if (current.status !== 'active') throw reauthRequired();
@@ -135,7 +140,7 @@ export class RenewalAttempt {
 
   /**
    * Keeps the outcome of a renewal that held the lease in the connection's history and lastError. A renewed
-   * pair's line is written by the statement that saves the pair (ConnectionsRepository, with the time until
+   * pair's line is written by the statement that saves the pair (RenewalSaveRepository, with the time until
    * the pair was handed to it); any other outcome is written after the fact and never awaited: it neither
    * delays nor fails the renewal (a lost record costs a line of history, not a token).
    */
@@ -143,7 +148,7 @@ export class RenewalAttempt {
     const started = performance.now();
     const keep = (outcome: 'failed' | 'reauth_required', error: string) => {
       const record = { at: this.clock.now(), outcome, error, durationMs: Math.round(performance.now() - started) };
-      this.repo.recordRenewal(connectionId, record).catch((e: unknown) => {
+      this.health.recordRenewal(connectionId, record).catch((e: unknown) => {
         this.logger.warn(
           { connectionId, error: e instanceof Error ? e.name : 'unknown' },
           'could not keep a renewal in the connection history',

@@ -1,7 +1,8 @@
 // Fakes shared by the renewal unit specs: the database row, the metrics and the configuration a renewal reads.
 import type { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
-import type { CommitLane, RenewalRow, RenewedItem } from '../connections/connections.repository.js';
+import type { RenewalRow } from '../connections/store/renewal-lease.repository.js';
+import type { CommitLane, RenewedItem } from '../connections/store/renewal-save.repository.js';
 import type { RefreshMetrics, RenewalOutcome } from './refresh-metrics.service.js';
 
 export const fakeConfig = {

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { AppError } from '../common/app-error.js';
-import type { RenewalRow } from '../connections/connections.repository.js';
+import type { RenewalRow } from '../connections/store/renewal-lease.repository.js';
 
 /** Why a renewal runs; it decides whether a failed token call is retried while the caller waits. */
 export type Mode = 'scheduled' | 'on_demand' | 'rejected' | 'forced';

@@ -1,7 +1,9 @@
 import { describe, expect, it } from '@jest/globals';
 import { AppError } from '../common/app-error.js';
-import type { ConnectionEntity } from '../connections/connection.entity.js';
-import type { CommitLane, ConnectionsRepository, LeasedConnection, RenewalRow } from '../connections/connections.repository.js';
+import type { ConnectionEntity } from '../connections/store/connection.entity.js';
+import type { ConnectionsRepository } from '../connections/store/connections.repository.js';
+import type { LeasedConnection, RenewalLeaseRepository, RenewalRow } from '../connections/store/renewal-lease.repository.js';
+import type { CommitLane, RenewalSaveRepository } from '../connections/store/renewal-save.repository.js';
 import type { ConnectionTokens } from '../connections/token-fields.js';
 import type { RenewalAttempt } from './renewal-attempt.js';
 import { codeOf, fakeConfig, fakeLane, row, systemClock } from './renewal-fakes.js';
@@ -33,7 +35,7 @@ function setup(
       return { connection: row({ id }), environment: 'sandbox' };
     },
     findById: async () => current ?? null,
-  } as unknown as ConnectionsRepository;
+  };
   const tokens = { openAccessToken: (c: { accessTokenEnc: string }) => `opened(${c.accessTokenEnc})` } as unknown as ConnectionTokens;
   let attempts = 0;
   const renewalAttempt = {
@@ -42,7 +44,15 @@ function setup(
       return attempt(leased, need);
     },
   } as unknown as RenewalAttempt;
-  const service = new RenewalService(fakeConfig, repo, tokens, renewalAttempt, systemClock);
+  const service = new RenewalService(
+    fakeConfig,
+    repo as unknown as ConnectionsRepository,
+    repo as unknown as RenewalLeaseRepository,
+    repo as unknown as RenewalSaveRepository,
+    tokens,
+    renewalAttempt,
+    systemClock,
+  );
   return { service, leases, lanes, attempts: () => attempts };
 }
 

@@ -4,8 +4,10 @@ import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
-import type { ConnectionEntity } from '../connections/connection.entity.js';
-import { type CommitLane, ConnectionsRepository, type LeasedConnection, type RenewalRow } from '../connections/connections.repository.js';
+import type { ConnectionEntity } from '../connections/store/connection.entity.js';
+import { ConnectionsRepository } from '../connections/store/connections.repository.js';
+import { type LeasedConnection, RenewalLeaseRepository, type RenewalRow } from '../connections/store/renewal-lease.repository.js';
+import { type CommitLane, RenewalSaveRepository } from '../connections/store/renewal-save.repository.js';
 import { ConnectionTokens } from '../connections/token-fields.js';
 import { RenewalAttempt } from './renewal-attempt.js';
 import { needsRenewal } from './renewal-timing.js';
@@ -50,6 +52,8 @@ export class RenewalService implements OnModuleDestroy {
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly repo: ConnectionsRepository,
+    private readonly leases: RenewalLeaseRepository,
+    private readonly saves: RenewalSaveRepository,
     private readonly tokens: ConnectionTokens,
     private readonly attempt: RenewalAttempt,
     private readonly clock: Clock,
@@ -148,10 +152,10 @@ export class RenewalService implements OnModuleDestroy {
     for (;;) {
       if (this.closing) throw new AppError('service_unavailable', 'The service is shutting down.');
       // Reserved before the lease and the token call: waiting for it spends nothing.
-      const lane = await this.repo.reserveCommitLane();
+      const lane = await this.saves.reserveCommitLane();
       try {
         const takenAt = performance.now();
-        const leased = await this.repo.tryLease(id, this.config.instanceId, leaseMs);
+        const leased = await this.leases.tryLease(id, this.config.instanceId, leaseMs);
         if (leased) return await this.attempt.run(leased, need, mode, takenAt, lane);
       } finally {
         lane.release();

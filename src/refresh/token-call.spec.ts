@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { CwsEnvironment } from '../config/app-config.js';
-import type { ConnectionsRepository } from '../connections/connections.repository.js';
+import type { RenewalLeaseRepository } from '../connections/store/renewal-lease.repository.js';
 import type { UpstreamClient } from '../upstream/upstream-client.service.js';
 import { TokenEndpointError, UpstreamTimeoutError } from '../upstream/upstream.errors.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
@@ -28,7 +28,7 @@ function setup(...answers: Array<TokenSet | Error>) {
       failures.push({ id, version, next });
       return true;
     },
-  } as unknown as ConnectionsRepository;
+  } as unknown as RenewalLeaseRepository;
   const metrics = fakeMetrics();
   const tokenCall = new TokenCall(fakeConfig, repo, upstream, metrics, systemClock);
   const call = (mode: Mode) => tokenCall.call(row(), env, 'rt-old', mode, performance.now(), performance.now());

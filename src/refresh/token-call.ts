@@ -4,7 +4,7 @@ import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
 import type { AppConfig, CwsEnvironment } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
-import { ConnectionsRepository, type RenewalRow } from '../connections/connections.repository.js';
+import { RenewalLeaseRepository, type RenewalRow } from '../connections/store/renewal-lease.repository.js';
 import { UpstreamClient } from '../upstream/upstream-client.service.js';
 import { TokenEndpointError, upstreamFailure } from '../upstream/upstream.errors.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
@@ -25,7 +25,7 @@ export class TokenCall {
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-    private readonly repo: ConnectionsRepository,
+    private readonly leases: RenewalLeaseRepository,
     private readonly upstream: UpstreamClient,
     private readonly metrics: RefreshMetrics,
     private readonly clock: Clock,
@@ -50,7 +50,7 @@ export class TokenCall {
           continue;
         }
         const failures = row.refreshFailures + 1;
-        await this.repo.recordFailure(
+        await this.leases.recordFailure(
           row.id,
           me,
           row.version,

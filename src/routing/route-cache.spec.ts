@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { ChangeFeed, ChangeHandler } from '../changes/change-feed.service.js';
 import { parseChanges } from '../changes/change-feed.service.js';
-import type { ConnectionEntity } from '../connections/connection.entity.js';
+import type { ConnectionEntity } from '../connections/store/connection.entity.js';
 import { ownerKey, RouteCache } from './route-cache.js';
 
 class FakeFeed {

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { ChangeFeed, type Change } from '../changes/change-feed.service.js';
 import type { EnvironmentName } from '../config/app-config.js';
-import type { ConnectionEntity } from '../connections/connection.entity.js';
+import type { ConnectionEntity } from '../connections/store/connection.entity.js';
 import type { Design } from '../tenants/tenant.entity.js';
 
 export interface CachedTenant {

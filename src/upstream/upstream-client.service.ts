@@ -1,10 +1,12 @@
 import { backoffMs } from '../common/backoff.js';
 import { Inject, Injectable, OnModuleDestroy, Optional } from '@nestjs/common';
-import type { IncomingHttpHeaders } from 'node:http';
 import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
 import type { AppConfig, CwsEnvironment } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
-import { endClientSpan, injectTraceContext, startClientSpan, tracingOn } from '../ops/tracing.js';
+import { endClientSpan, injectTraceContext, startClientSpan } from '../ops/client-spans.js';
+import { tracingOn } from '../ops/tracing.js';
+import { type SmallResponse, postSmall } from './small-request.js';
+import { oauthErrorOf, parseTokenSet, parseUser, retryAfterOf } from './upstream-answers.js';
 import { UpstreamMetrics } from './upstream-metrics.js';
 import { TokenEndpointError, UpstreamStatusError, UpstreamTimeoutError, UpstreamUnavailableError } from './upstream.errors.js';
 import type { ResourceRequest, ResourceResponse, TokenSet, UpstreamUser } from './upstream.types.js';
@@ -169,118 +171,6 @@ export class UpstreamClient implements OnModuleDestroy {
     }
     return parseTokenSet(text, withScope);
   }
-}
-
-/**
- * A token endpoint answer is a few hundred bytes. Past this much the rest is read and dropped, not kept: the
- * cut text then fails to parse like any other malformed answer, and the status still decides what happens.
- */
-const TOKEN_RESPONSE_LIMIT = 64 * 1024;
-
-interface SmallResponse {
-  status: number;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
-/**
- * One request whose answer is read whole into a string, through undici's handler API (`dispatch`) rather than
- * `request`: no body stream, no consumer promise chain per call, for the thousands of token calls a second the
- * scheduler makes. Errors (connect, timeouts, a socket
- * closed mid-answer) reject with undici's own error classes, exactly as `request` would.
- */
-function postSmall(agent: Dispatcher, options: Dispatcher.DispatchOptions): Promise<SmallResponse> {
-  return new Promise((resolve, reject) => {
-    let status = 0;
-    let headers: IncomingHttpHeaders = {};
-    const chunks: Buffer[] = [];
-    let size = 0;
-    agent.dispatch(options, {
-      onRequestStart() {},
-      onResponseStart(_controller, statusCode, responseHeaders) {
-        status = statusCode;
-        headers = responseHeaders;
-      },
-      onResponseData(_controller, chunk) {
-        size += chunk.length;
-        if (size <= TOKEN_RESPONSE_LIMIT) chunks.push(chunk);
-      },
-      onResponseEnd() {
-        resolve({ status, headers, body: (chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)).toString('utf8') });
-      },
-      onResponseError(_controller, error) {
-        reject(error);
-      },
-    });
-  });
-}
-
-export function parseTokenSet(text: string, withScope: boolean): TokenSet {
-  let json: Record<string, unknown>;
-  try {
-    json = JSON.parse(text) as Record<string, unknown>;
-  } catch {
-    throw new TokenEndpointError(200, 'invalid_token_response', null);
-  }
-  const accessToken = json.access_token;
-  const refreshToken = json.refresh_token;
-  // The spec names the field expiresIn; expires_in (RFC 6749) is accepted as the same thing. Never a constant.
-  const expiresIn = json.expiresIn ?? json.expires_in;
-  if (typeof accessToken !== 'string' || !accessToken || typeof refreshToken !== 'string' || !refreshToken) {
-    throw new TokenEndpointError(200, 'invalid_token_response', null);
-  }
-  if (typeof expiresIn !== 'number' || !Number.isFinite(expiresIn) || expiresIn <= 0) {
-    throw new TokenEndpointError(200, 'invalid_token_response', null);
-  }
-  return {
-    accessToken,
-    refreshToken,
-    expiresIn,
-    scope: withScope || json.scope !== undefined ? scopesOf(json.scope) : null,
-    tokenType: typeof json.token_type === 'string' ? json.token_type : 'Bearer',
-  };
-}
-
-function parseUser(text: string): UpstreamUser {
-  let json: Record<string, unknown>;
-  try {
-    json = JSON.parse(text) as Record<string, unknown>;
-  } catch {
-    throw new UpstreamStatusError(200, '/userinfo');
-  }
-  const id = json.id ?? json.sub ?? json.user_id ?? json.userId;
-  if ((typeof id !== 'string' && typeof id !== 'number') || id === '') throw new UpstreamStatusError(200, '/userinfo');
-  const str = (v: unknown) => (typeof v === 'string' && v ? v : null);
-  return {
-    id: String(id),
-    email: str(json.email),
-    username: str(json.username) ?? str(json.preferred_username),
-    scopes: json.scopes !== undefined || json.scope !== undefined ? scopesOf(json.scopes ?? json.scope) : null,
-  };
-}
-
-function scopesOf(v: unknown): string[] | null {
-  if (Array.isArray(v)) return v.filter((s): s is string => typeof s === 'string');
-  if (typeof v === 'string') return v.split(/\s+/).filter(Boolean);
-  return null;
-}
-
-function oauthErrorOf(text: string): string | null {
-  try {
-    const json = JSON.parse(text) as { error?: unknown };
-    return typeof json.error === 'string' ? json.error : null;
-  } catch {
-    return null;
-  }
-}
-
-function retryAfterOf(header: string | string[] | undefined): number | null {
-  const v = Array.isArray(header) ? header[0] : header;
-  if (!v) return null;
-  const seconds = Number(v);
-  if (Number.isFinite(seconds) && seconds >= 0) return seconds;
-  const date = Date.parse(v);
-  return Number.isNaN(date) ? null : Math.max(0, Math.ceil((date - Date.now()) / 1000));
 }
 
 function mapError(e: unknown): Error {

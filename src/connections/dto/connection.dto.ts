@@ -2,8 +2,8 @@ import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { IsIn, IsInt, IsOptional, IsString, Length, Max, MaxLength, Min } from 'class-validator';
 import { ENVIRONMENT_NAMES, type EnvironmentName } from '../../config/app-config.js';
-import type { ConnectionEntity, ConnectionKind, ConnectionStatus } from '../connection.entity.js';
-import type { LastError, RenewalOutcome, RenewalRecord } from '../connections.repository.js';
+import type { LastError, RenewalOutcome, RenewalRecord } from '../store/connection-health.repository.js';
+import type { ConnectionEntity, ConnectionKind, ConnectionStatus } from '../store/connection.entity.js';
 import { DEFAULT_CONNECTIONS_PAGE, MAX_CONNECTIONS_PAGE } from '../connections.service.js';
 
 class UpstreamUserDto {

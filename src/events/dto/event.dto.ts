@@ -1,6 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsIn, IsISO8601, IsOptional, IsString, Matches, MaxLength } from 'class-validator';
-import type { DeliveryAttempt, DeliveryState, EventSource, StoredEvent } from '../events.repository.js';
+import type { DeliveryAttempt } from '../event-delivery.repository.js';
+import type { DeliveryState, EventSource, StoredEvent } from '../events.repository.js';
 import type { RedeliverState } from '../events.service.js';
 
 export class ListEventsQueryDto {

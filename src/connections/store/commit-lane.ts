@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { CommitBatcher, statementRefused } from '../common/commit-batcher.js';
+import { CommitBatcher, statementRefused } from '../../common/commit-batcher.js';
 
 /**
  * A renewal's hold on the commit lane, taken before its token call, so that once the upstream has rotated
