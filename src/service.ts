@@ -3,7 +3,7 @@ import { SandboxServer } from 'cws-sandbox';
 import type { DestinationStream } from 'pino';
 import { createApp } from './app.factory.js';
 import type { Clock } from './common/clock.js';
-import type { AppConfig } from './config/app-config.js';
+import type { AppConfig, CwsEnvironment } from './config/app-config.js';
 import type { EmbeddedDatabase } from './database/embedded-postgres.js';
 import { openDatabase } from './database/open-database.js';
 import { ConnectionWatch, drain } from './drain.js';
@@ -48,20 +48,20 @@ export async function startService(base: AppConfig, options: ServiceOptions = {}
   try {
     const opened = await openDatabase(base, log);
     embedded = opened.embedded;
-    const { config, applied } = opened;
+    const { applied } = opened;
+    let config = opened.config;
     if (applied.length) log(`applied ${applied.length} migration${applied.length === 1 ? '' : 's'}, the last ${applied.at(-1)}`);
 
-    const sandboxEnv = config.environments.sandbox;
-    if (config.sandbox.enabled && sandboxEnv) {
+    if (config.sandbox.enabled) {
+      // The sandbox's own defaults (its client id, scopes, token lifetime) reach the service only from here.
       sandbox = await SandboxServer.start({
         port: config.sandbox.port,
-        clientId: sandboxEnv.clientId,
-        clientSecret: sandboxEnv.clientSecret,
+        clientSecret: config.sandbox.clientSecret,
         redirectUris: [`${config.publicUrl}/oauth/callback`],
-        scopes: sandboxEnv.scopes,
-        accessTokenTtlSeconds: config.sandbox.accessTokenTtlSeconds,
+        ...(config.sandbox.accessTokenTtlSeconds === null ? {} : { accessTokenTtlSeconds: config.sandbox.accessTokenTtlSeconds }),
         seedWorkflows: true,
       });
+      config = withSandboxEnvironment(config, sandbox);
     }
 
     app = await createApp(config, { logDestination: options.logDestination, clock: options.clock });
@@ -83,4 +83,19 @@ export async function startService(base: AppConfig, options: ServiceOptions = {}
     await stop();
     throw e;
   }
+}
+
+/** The configuration with the `sandbox` environment pointing at the running in-process sandbox. */
+function withSandboxEnvironment(config: AppConfig, sandbox: SandboxServer): AppConfig {
+  const environment: CwsEnvironment = Object.freeze({
+    name: 'sandbox',
+    authUrl: sandbox.url,
+    apiUrl: sandbox.url,
+    clientId: sandbox.clientId,
+    clientSecret: sandbox.clientSecret,
+    scopes: Object.freeze([...sandbox.scopes]) as string[],
+    tokenAuth: 'body',
+    userinfoMethod: 'GET',
+  });
+  return Object.freeze({ ...config, environments: Object.freeze({ ...config.environments, sandbox: environment }) });
 }
