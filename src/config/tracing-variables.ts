@@ -8,7 +8,7 @@ const MINUTE = 60_000;
 
 /** Read at every start: whether tracing is on (an OTLP endpoint set, OTEL_SDK_DISABLED not). */
 export const TRACING_SWITCH = {
-  OTEL_SDK_DISABLED: variable('traces', onOff(), false, '`true` turns tracing off'),
+  OTEL_SDK_DISABLED: variable('traces', onOff(), false, '`true` turns tracing off', { defaultText: '`false`' }),
   OTEL_EXPORTER_OTLP_ENDPOINT: optional(
     'traces',
     httpUrl(),
@@ -29,10 +29,17 @@ const PROTOCOL = oneOf(['http/protobuf', 'http/json'], { grpc: 'grpc is not supp
 
 /** The settings of the export, read only when tracing is on. */
 export const TRACING_VARIABLES = {
+  OTEL_EXPORTER_OTLP_PROTOCOL: variable('traces', PROTOCOL, 'http/protobuf', 'the export protocol: `http/protobuf` or `http/json`'),
   OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: optional('traces', PROTOCOL, 'the export protocol of traces, over `OTEL_EXPORTER_OTLP_PROTOCOL`', {
     defaultText: '`OTEL_EXPORTER_OTLP_PROTOCOL`',
   }),
-  OTEL_EXPORTER_OTLP_PROTOCOL: variable('traces', PROTOCOL, 'http/protobuf', 'the export protocol: `http/protobuf` or `http/json`'),
+  OTEL_EXPORTER_OTLP_HEADERS: variable(
+    'traces',
+    parsedBy(otlpHeaders),
+    {},
+    'headers sent with each export, `name=value` pairs, comma separated, values percent-encoded (never logged)',
+    { defaultText: 'none' },
+  ),
   OTEL_EXPORTER_OTLP_TRACES_HEADERS: optional(
     'traces',
     parsedBy(otlpHeaders),
@@ -40,13 +47,6 @@ export const TRACING_VARIABLES = {
     {
       defaultText: '`OTEL_EXPORTER_OTLP_HEADERS`',
     },
-  ),
-  OTEL_EXPORTER_OTLP_HEADERS: variable(
-    'traces',
-    parsedBy(otlpHeaders),
-    {},
-    'headers sent with each export, `name=value` pairs, comma separated, values percent-encoded (never logged)',
-    { defaultText: 'none' },
   ),
   OTEL_SERVICE_NAME: variable('traces', text(), 'cws-connect', 'the `service.name` of the spans'),
   OTEL_TRACES_SAMPLER: variable(

@@ -14,9 +14,12 @@ const DAY = 86_400_000;
 
 /** The variables read at every start. */
 export const SERVICE_VARIABLES = {
-  NODE_ENV: variable('the service', text(), 'development', 'production mode: `production` applies the production rules of this table', {
-    production: '`production`',
-  }),
+  NODE_ENV: variable(
+    'the service',
+    text(),
+    'development',
+    'production mode: `production` applies the rules of the last column (other values: `development`, `test`)',
+  ),
   PORT: variable('the service', int(0, 65535), 3000, 'HTTP port'),
   PUBLIC_URL: optional('the service', httpUrl(), 'the address browsers and the upstream use to reach this service', {
     defaultText: '`http://localhost:$PORT`',
@@ -110,7 +113,12 @@ export const SERVICE_VARIABLES = {
   UPSTREAM_TOKEN_TIMEOUT_MS: variable('upstream HTTP', int(100, 10 * MINUTE), 15_000, 'token calls to the upstream, ms'),
   UPSTREAM_RETRIES: variable('upstream HTTP', int(0, 10), 2, 'retries of idempotent upstream calls on connection errors and 502/503/504'),
 
-  HTTP_HEADERS_TIMEOUT_MS: variable('this HTTP server', int(100, 10 * MINUTE), 15_000, 'all request headers must arrive within this, ms'),
+  HTTP_HEADERS_TIMEOUT_MS: variable(
+    'this HTTP server',
+    int(100, 10 * MINUTE),
+    15_000,
+    'all request headers must arrive within this, ms (see `docs/security.md`)',
+  ),
   HTTP_REQUEST_TIMEOUT_MS: variable('this HTTP server', int(1000, DAY), HOUR, 'a whole request, ms (a 1 GiB upload needs about 300 KB/s)'),
   HTTP_IDLE_TIMEOUT_MS: variable(
     'this HTTP server',
