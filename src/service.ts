@@ -3,10 +3,11 @@ import { SandboxServer } from 'cws-sandbox';
 import type { DestinationStream } from 'pino';
 import { createApp } from './app.factory.js';
 import type { Clock } from './common/clock.js';
-import type { AppConfig, CwsEnvironment } from './config/app-config.js';
+import type { AppConfig } from './config/app-config.js';
 import type { EmbeddedDatabase } from './database/embedded-postgres.js';
 import { openDatabase } from './database/open-database.js';
 import { ConnectionWatch, drain } from './drain.js';
+import { withSandboxEnvironment } from './sandbox-environment.js';
 
 // The one way to build cws-connect: the server (main.ts) and the tests (test/support/test-app.ts) start it
 // here; the CLI (cli/cli-runtime.ts) opens the database the same way (database/open-database.ts).
@@ -83,19 +84,4 @@ export async function startService(base: AppConfig, options: ServiceOptions = {}
     await stop();
     throw e;
   }
-}
-
-/** The configuration with the `sandbox` environment pointing at the running in-process sandbox. */
-function withSandboxEnvironment(config: AppConfig, sandbox: SandboxServer): AppConfig {
-  const environment: CwsEnvironment = Object.freeze({
-    name: 'sandbox',
-    authUrl: sandbox.url,
-    apiUrl: sandbox.url,
-    clientId: sandbox.clientId,
-    clientSecret: sandbox.clientSecret,
-    scopes: Object.freeze([...sandbox.scopes]) as string[],
-    tokenAuth: 'body',
-    userinfoMethod: 'GET',
-  });
-  return Object.freeze({ ...config, environments: Object.freeze({ ...config.environments, sandbox: environment }) });
 }
