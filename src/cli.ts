@@ -2,7 +2,8 @@ import 'reflect-metadata';
 import { type CliCommand, CliRuntime } from './cli/cli-runtime.js';
 import { migrateCommand } from './cli/migrate.command.js';
 import { vaultReencryptCommand } from './cli/vault-reencrypt.command.js';
-import { type AppConfig, ConfigError, loadConfig } from './config/app-config.js';
+import { type AppConfig, loadConfig } from './config/app-config.js';
+import { ConfigError } from './config/config-error.js';
 
 /** Every operator command; a new one is a CliCommand in src/cli/ and one line here. */
 const COMMANDS: readonly CliCommand[] = [migrateCommand, vaultReencryptCommand];

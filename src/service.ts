@@ -22,6 +22,7 @@ import { createLogging } from './ops/logger.js';
 import { serveApiDocs } from './ops/openapi-document.js';
 import { InboundDoor } from './webhooks/inbound-door.js';
 import { withInboundPath } from './webhooks/inbound-openapi.js';
+import { withSandboxEnvironment } from './sandbox-environment.js';
 
 // The one way to build cws-connect, read top-down: startService (the database, the sandbox, the app, the
 // listener), then buildApp (Nest's app on the front door's HTTP server, the middleware before the routes, the
@@ -65,20 +66,20 @@ export async function startService(base: AppConfig, options: ServiceOptions = {}
   try {
     const opened = await openDatabase(base, log);
     embedded = opened.embedded;
-    const { config, applied } = opened;
+    const { applied } = opened;
+    let config = opened.config;
     if (applied.length) log(`applied ${applied.length} migration${applied.length === 1 ? '' : 's'}, the last ${applied.at(-1)}`);
 
-    const sandboxEnv = config.environments.sandbox;
-    if (config.sandbox.enabled && sandboxEnv) {
+    if (config.sandbox.enabled) {
+      // The sandbox's own defaults (its client id, scopes, token lifetime) reach the service only from here.
       sandbox = await SandboxServer.start({
         port: config.sandbox.port,
-        clientId: sandboxEnv.clientId,
-        clientSecret: sandboxEnv.clientSecret,
+        clientSecret: config.sandbox.clientSecret,
         redirectUris: [`${config.publicUrl}/oauth/callback`],
-        scopes: sandboxEnv.scopes,
-        accessTokenTtlSeconds: config.sandbox.accessTokenTtlSeconds,
+        ...(config.sandbox.accessTokenTtlSeconds === null ? {} : { accessTokenTtlSeconds: config.sandbox.accessTokenTtlSeconds }),
         seedWorkflows: true,
       });
+      config = withSandboxEnvironment(config, sandbox);
     }
 
     app = await buildApp(config, options);

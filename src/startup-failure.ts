@@ -1,5 +1,5 @@
 import type { AppConfig } from './config/app-config.js';
-import { ConfigError } from './config/app-config.js';
+import { ConfigError } from './config/config-error.js';
 import { isDatabaseUnavailable } from './common/database-outage.js';
 
 type Errno = { code?: unknown; syscall?: unknown; path?: unknown; port?: unknown; address?: unknown };

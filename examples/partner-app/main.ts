@@ -6,7 +6,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { localDataDir } from '../../src/config/app-config.js';
+import { localDataDir } from '../../src/config/local-data.js';
 import { startPartnerApp } from './server.js';
 
 function operatorKey(): string {

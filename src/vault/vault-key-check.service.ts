@@ -1,5 +1,5 @@
 import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
-import { ConfigError } from '../config/app-config.js';
+import { ConfigError } from '../config/config-error.js';
 import { SEALED_COLUMNS } from './sealed-columns.js';
 import { type SealedRef, TokenVault, VaultError } from './token-vault.service.js';
 import { VaultRepository } from './vault.repository.js';

@@ -1,0 +1,72 @@
+import { VariableProblem } from './variable-types.js';
+
+// The formats of the variables that are more than a number, a word or a URL (variables.ts declares which reads which).
+
+export interface VaultKey {
+  kid: string;
+  key: Buffer;
+}
+
+/** VAULT_KEYS: `kid:base64(32 bytes)` entries, comma separated, in order (the first is the active key). Never quotes key material. */
+export function vaultKeyRing(raw: string): VaultKey[] {
+  const keys = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((entry) => {
+      const i = entry.indexOf(':');
+      const kid = i > 0 ? entry.slice(0, i) : '';
+      if (!/^[A-Za-z0-9_-]{1,32}$/.test(kid)) {
+        throw new VariableProblem('each entry must be kid:base64(32 bytes), kid of letters, digits, - or _ (at most 32)');
+      }
+      const key = Buffer.from(entry.slice(i + 1), 'base64');
+      if (key.length !== 32) throw new VariableProblem(`key "${kid}" must decode to exactly 32 bytes`);
+      return { kid, key };
+    });
+  if (keys.length === 0) throw new VariableProblem('holds no key');
+  if (new Set(keys.map((k) => k.kid)).size !== keys.length) throw new VariableProblem('key ids must be unique');
+  return keys;
+}
+
+/** `key=value,key2=value2`, values percent-encoded (the OpenTelemetry specification's format). The values are not quoted in errors. */
+export function otlpHeaders(raw: string): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const pair of raw.split(',')) {
+    if (!pair.trim()) continue;
+    const eq = pair.indexOf('=');
+    const name = eq > 0 ? pair.slice(0, eq).trim() : '';
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw new VariableProblem('must be a comma-separated list of name=value pairs');
+    try {
+      headers[name.toLowerCase()] = decodeURIComponent(pair.slice(eq + 1).trim());
+    } catch {
+      throw new VariableProblem(`the value of ${name} is not valid percent-encoding`);
+    }
+  }
+  return headers;
+}
+
+/** DATABASE_URL: a PostgreSQL connection string (not repeated: it may hold a password). */
+export function postgresUrl(raw: string): string {
+  if (!/^postgres(ql)?:\/\//.test(raw)) throw new VariableProblem('must be a postgres:// or postgresql:// connection string');
+  return raw;
+}
+
+/** The space-separated scopes of CWS_<ENV>_SCOPES. */
+export function scopeList(raw: string): string[] {
+  return raw.split(/\s+/).filter(Boolean);
+}
+
+/**
+ * A key's strength as an attacker must assume it: its length times log2 of the alphabet of the character
+ * classes it uses (lower case 26, upper case 26, digits 10, anything else 33); a key of fewer than 10
+ * distinct characters (`aaaa…`, `abab…`) counts as none.
+ */
+export function estimatedBits(key: string): number {
+  if (new Set(key).size < 10) return 0;
+  let alphabet = 0;
+  if (/[a-z]/.test(key)) alphabet += 26;
+  if (/[A-Z]/.test(key)) alphabet += 26;
+  if (/[0-9]/.test(key)) alphabet += 10;
+  if (/[^a-zA-Z0-9]/.test(key)) alphabet += 33;
+  return key.length * Math.log2(alphabet);
+}
