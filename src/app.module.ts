@@ -16,7 +16,7 @@ import { ConsoleModule } from './console/console.module.js';
 import { DatabaseModule } from './database/database.module.js';
 import { EventsModule } from './events/events.module.js';
 import { FacadeModule } from './facade/facade.module.js';
-import type { Logging } from './ops/logger.js';
+import type { Logging } from './telemetry/logger.js';
 import { OpsModule } from './ops/ops.module.js';
 import { RefreshModule } from './refresh/refresh.module.js';
 import { RetentionModule } from './retention/retention.module.js';

@@ -3,8 +3,8 @@ import { constants as osConstants } from 'node:os';
 import { describeStartupFailure } from './startup-failure.js';
 import { type AppConfig, loadConfig } from './config/app-config.js';
 import { ApiKeysService } from './auth/api-keys.service.js';
-import { buildInfo } from './ops/build-info.js';
-import { startupLogger } from './ops/logger.js';
+import { buildInfo } from './telemetry/build-info.js';
+import { startupLogger } from './telemetry/logger.js';
 import { type RunningService, startService } from './service.js';
 
 /** NestJS injection needs decorator metadata; esbuild-based runners (tsx) do not emit it. */

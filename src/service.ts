@@ -18,7 +18,7 @@ import { ConnectionWatch, drain } from './drain.js';
 import { withFacadePaths } from './facade/facade-openapi.js';
 import { isFacadePath } from './facade/facade-routes.js';
 import { createHttpServer, FacadeDoor, FrontDoor } from './facade/front-door.js';
-import { createLogging } from './ops/logger.js';
+import { createLogging } from './telemetry/logger.js';
 import { serveApiDocs } from './ops/openapi-document.js';
 import { InboundDoor } from './webhooks/inbound-door.js';
 import { withInboundPath } from './webhooks/inbound-openapi.js';

@@ -71,7 +71,7 @@ export function build({ force = false } = {}) {
 
 /**
  * dist/build-info.json: the commit this build came from, shown by GET /health/live and the start-up banner
- * (src/ops/build-info.ts). CWS_BUILD_COMMIT when the packaging sets it, else the checkout's HEAD when this
+ * (src/telemetry/build-info.ts). CWS_BUILD_COMMIT when the packaging sets it, else the checkout's HEAD when this
  * directory is a git checkout of its own, else `unknown` (an unpacked tarball). Written at every run: a new
  * commit that changed no source still changes the commit shown.
  */

@@ -1,4 +1,4 @@
-import { parseAllowEntry } from '../events/target-policy.js';
+import { parseAllowEntry } from '../common/target-policy.js';
 import { TRACING_SWITCH } from './tracing-variables.js';
 import { estimatedBits, postgresUrl, vaultKeyRing } from './value-formats.js';
 import { optional, variable } from './variable.js';

@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
-import { MetricsService } from '../ops/metrics.service.js';
+import { MetricsService } from '../telemetry/metrics.service.js';
 import type { ConsoleFiguresDto } from './dto/console.dto.js';
 
 interface HistogramFigures {

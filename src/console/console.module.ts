@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import { AuditModule } from '../audit/audit.module.js';
 import { AuthModule } from '../auth/auth.module.js';
-import { MetricsModule } from '../ops/metrics.module.js';
+import { MetricsModule } from '../telemetry/metrics.module.js';
 import { ConsoleFiguresService } from './console-figures.service.js';
 import { ConsoleController } from './console.controller.js';
 import { ConsoleService } from './console.service.js';

@@ -15,8 +15,7 @@ import {
   symlinkSync,
 } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { ids, type RunAs } from './embedded-postgres-user.js';
-import { lastLine } from './embedded-postgres-server.js';
+import { ids, lastLine, type RunAs } from './embedded-postgres-user.js';
 
 export interface Binaries {
   postgres: string;

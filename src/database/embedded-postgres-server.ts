@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { chownSync, existsSync, mkdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Binaries } from './embedded-postgres-binaries.js';
-import { ids, type RunAs } from './embedded-postgres-user.js';
+import { ids, lastLine, type RunAs } from './embedded-postgres-user.js';
 
 /** Creates the cluster in `dir`: UTF-8, scram-sha-256, the password given through a file removed afterwards. */
 export async function initdb(bin: Binaries, dataDir: string, dir: string, password: string, runAs: RunAs | null): Promise<void> {
@@ -148,8 +148,4 @@ function parentOf(pid: number): number | null {
   } catch {
     return null;
   }
-}
-
-export function lastLine(text: string): string {
-  return text.trim().split('\n').at(-1)?.trim() ?? '';
 }

@@ -64,3 +64,7 @@ export function ensureTraversable(dataDir: string): void {
     }
   }
 }
+
+export function lastLine(text: string): string {
+  return text.trim().split('\n').at(-1)?.trim() ?? '';
+}

@@ -3,12 +3,12 @@ import { Logger } from '@nestjs/common';
 import { Agent, request } from 'undici';
 import type { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
-import { endClientSpan, injectTraceContext, startClientSpan } from '../ops/client-spans.js';
-import { contextOf } from '../ops/operation-spans.js';
-import { ATTR } from '../ops/tracing.js';
+import { endClientSpan, injectTraceContext, startClientSpan } from '../telemetry/client-spans.js';
+import { contextOf } from '../telemetry/operation-spans.js';
+import { ATTR } from '../telemetry/tracing.js';
 import type { StoredEvent } from './events.repository.js';
 import { signDelivery } from './standard-webhooks.js';
-import { guardedConnector, TargetRefusedError, targetPolicy } from './target-policy.js';
+import { guardedConnector, TargetRefusedError, targetPolicy } from '../common/target-policy.js';
 
 /** One attempt's result: what the attempts log keeps, and the Retry-After the target asked for (429, 503). */
 export interface AttemptOutcome {

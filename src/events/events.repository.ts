@@ -4,7 +4,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { v7 as timeOrderedUuid } from 'uuid';
 import { Clock } from '../common/clock.js';
 import { preparedQuery } from '../database/pg-pool.js';
-import { currentTraceparent } from '../ops/operation-spans.js';
+import { currentTraceparent } from '../telemetry/operation-spans.js';
 
 export type EventSource = 'upstream' | 'service';
 export type DeliveryState = 'pending' | 'delivered' | 'dead' | 'no_target' | 'filtered';
@@ -17,7 +17,7 @@ export interface NewEvent {
   /** `payload` as the JSON text it was parsed from (one JSON value, already checked): stored as is, not encoded again. */
   payloadJson?: string;
   receiverId?: string | null;
-  /** The trace that received or created it (ops/operation-spans.ts); `record` takes the one in progress. */
+  /** The trace that received or created it (telemetry/operation-spans.ts); `record` takes the one in progress. */
   traceparent?: string | null;
   /** The partner's end user it is about (a user connection's events), for erasure; null: nobody's. */
   userId?: string | null;

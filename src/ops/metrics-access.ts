@@ -6,7 +6,7 @@ import { sha256 } from '../common/hash.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { bearerOf } from '../auth/api-keys.service.js';
-import { MetricsService } from './metrics.service.js';
+import { MetricsService } from '../telemetry/metrics.service.js';
 
 /**
  * Who may read /metrics (docs/security.md, "Metrics"), which shows the Node version and process figures.

@@ -3,11 +3,11 @@ import { ApiExcludeEndpoint, ApiOkResponse, ApiOperation, ApiTags } from '@nestj
 import { ApiErrors } from '../common/api-docs.js';
 import type { Request, Response } from 'express';
 import { Public } from '../auth/auth.decorators.js';
-import { buildInfo } from './build-info.js';
+import { buildInfo } from '../telemetry/build-info.js';
 import { HealthService } from './health.service.js';
 import { LivenessDto } from './liveness.dto.js';
 import { MetricsAccess } from './metrics-access.js';
-import { MetricsService } from './metrics.service.js';
+import { MetricsService } from '../telemetry/metrics.service.js';
 
 @ApiTags('operations')
 @Public()

@@ -2,10 +2,10 @@ import { Module } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
 import { HealthService } from './health.service.js';
 import { MetricsAccess } from './metrics-access.js';
-import { MetricsModule } from './metrics.module.js';
+import { MetricsModule } from '../telemetry/metrics.module.js';
 import { OpsController } from './ops.controller.js';
 import { OpsRepository } from './ops.repository.js';
-import { TracingLifecycle } from './tracing.js';
+import { TracingLifecycle } from '../telemetry/tracing.js';
 import { VaultModule } from '../vault/vault.module.js';
 
 @Module({

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Counter, Gauge, Histogram } from 'prom-client';
-import { MetricsService } from '../ops/metrics.service.js';
+import { MetricsService } from '../telemetry/metrics.service.js';
 import { RenewalLeaseRepository } from '../connections/store/renewal-lease.repository.js';
 
 export type RenewalOutcome = 'success' | 'failure' | 'reauth_required' | 'lost_race';

@@ -1,5 +1,5 @@
 import { Module } from '@nestjs/common';
-import { MetricsModule } from '../ops/metrics.module.js';
+import { MetricsModule } from '../telemetry/metrics.module.js';
 import { EventsModule } from '../events/events.module.js';
 import { VaultModule } from '../vault/vault.module.js';
 import { UpstreamModule } from '../upstream/upstream.module.js';

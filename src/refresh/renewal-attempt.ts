@@ -11,7 +11,7 @@ import { type LeasedConnection, RenewalLeaseRepository, type RenewalRow } from '
 import type { CommitLane } from '../connections/store/renewal-save.repository.js';
 import { ConnectionsService } from '../connections/connections.service.js';
 import { ConnectionTokens } from '../connections/token-fields.js';
-import { traceRenewal } from '../ops/operation-spans.js';
+import { traceRenewal } from '../telemetry/operation-spans.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
 import { VaultError } from '../vault/token-vault.service.js';
 import { PairCommit } from './pair-commit.js';

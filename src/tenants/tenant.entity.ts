@@ -4,9 +4,6 @@ import type { EnvironmentName } from '../config/app-config.js';
 export const DESIGNS = ['admin', 'users', 'admin+users'] as const;
 export type Design = (typeof DESIGNS)[number];
 
-/** A tenant id: a lower-case slug of at most 63 characters. */
-export const TENANT_ID = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
-
 @Entity({ name: 'tenants' })
 export class TenantEntity {
   @PrimaryColumn({ type: 'text' })

@@ -6,10 +6,11 @@ import { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { Environments } from '../config/environments.js';
-import { targetPolicy, targetProblem, type TargetPolicy } from '../events/target-policy.js';
+import { targetPolicy, targetProblem, type TargetPolicy } from '../common/target-policy.js';
 import { TokenVault, type SealedRef } from '../vault/token-vault.service.js';
 import type { CreateTenantDto, UpdateTenantDto } from './dto/tenant.dto.js';
-import { TENANT_ID, TenantEntity } from './tenant.entity.js';
+import { TENANT_ID } from '../common/params.js';
+import { TenantEntity } from './tenant.entity.js';
 import { TenantsRepository } from './tenants.repository.js';
 
 @Injectable()

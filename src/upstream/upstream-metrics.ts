@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Counter, Histogram } from 'prom-client';
-import { MetricsService } from '../ops/metrics.service.js';
+import { MetricsService } from '../telemetry/metrics.service.js';
 
 export const UPSTREAM_OUTCOMES = ['2xx', '3xx', '4xx', '5xx', 'error'] as const;
 export type UpstreamOutcome = (typeof UPSTREAM_OUTCOMES)[number];

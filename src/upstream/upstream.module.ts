@@ -1,5 +1,5 @@
 import { Module } from '@nestjs/common';
-import { MetricsModule } from '../ops/metrics.module.js';
+import { MetricsModule } from '../telemetry/metrics.module.js';
 import { UpstreamClient } from './upstream-client.service.js';
 import { UpstreamMetrics } from './upstream-metrics.js';
 

@@ -32,7 +32,7 @@ export interface ResourceRequest {
   retry?: boolean;
   /** undici also takes an EventEmitter that emits 'abort' (cheaper per call than an AbortController). */
   signal?: AbortSignal | EventEmitter;
-  /** Attributes of the call's span (ops/client-spans.ts: ids, environment, token kind; never a secret). */
+  /** Attributes of the call's span (telemetry/client-spans.ts: ids, environment, token kind; never a secret). */
   trace?: Attributes | null;
 }
 

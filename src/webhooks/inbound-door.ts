@@ -5,7 +5,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
 import { errorBody, logFailure } from '../common/app-exception.filter.js';
 import { parseJsonBody, urlProblem } from '../common/json-body.js';
-import { accessLogLevel } from '../ops/logger.js';
+import { accessLogLevel } from '../telemetry/logger.js';
 import { InboundService, isJsonType } from './inbound.service.js';
 
 const logger = new Logger('InboundDoor');

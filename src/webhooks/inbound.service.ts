@@ -7,7 +7,7 @@ import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { EventDeliveryService } from '../events/event-delivery.service.js';
 import { EventsRepository, type NewEvent } from '../events/events.repository.js';
-import { currentTraceparent } from '../ops/operation-spans.js';
+import { currentTraceparent } from '../telemetry/operation-spans.js';
 import { TokenVault } from '../vault/token-vault.service.js';
 import { WebhookReceiversRepository } from './webhook-receivers.repository.js';
 import { receiverRef } from './webhooks.service.js';

@@ -1,7 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min } from 'class-validator';
-import { TENANT_ID } from '../../tenants/tenant.entity.js';
+import { TENANT_ID } from '../../common/params.js';
 import { ACTOR_KINDS, AUDIT_ACTIONS, type AuditRow } from '../audit-entry.js';
 import { DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE } from '../audit.service.js';
 

@@ -19,7 +19,8 @@ import {
 } from 'class-validator';
 import { Type } from 'class-transformer';
 import { ENVIRONMENT_NAMES, type EnvironmentName } from '../../config/app-config.js';
-import { DESIGNS, TENANT_ID, type Design, type TenantEntity } from '../tenant.entity.js';
+import { TENANT_ID } from '../../common/params.js';
+import { DESIGNS, type Design, type TenantEntity } from '../tenant.entity.js';
 
 const URL_OPTIONS = { require_tld: false, require_protocol: true, protocols: ['http', 'https'] };
 
