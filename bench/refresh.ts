@@ -124,6 +124,8 @@ async function main(): Promise<void> {
         REFRESH_INTERVAL_MS: '100',
         REFRESH_BATCH_SIZE: String(BATCH),
         REFRESH_CONCURRENCY: String(CONCURRENCY),
+        // The cost of a renewal, not the pacing policy: the floor renews as fast as it can too.
+        REFRESH_MAX_PER_SECOND: '0',
         LOG_LEVEL: 'warn',
         // spawnApp runs `node dist/src/main.js` without flags; Node 24 takes the profiler's flags in NODE_OPTIONS.
         ...(PROFILE_DIR ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${PROFILE_DIR} --cpu-prof-interval=200` } : {}),

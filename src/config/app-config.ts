@@ -49,6 +49,8 @@ export interface AppConfig {
     intervalMs: number;
     batchSize: number;
     concurrency: number;
+    /** Scheduled renewals started per second at most (0: no limit). */
+    maxPerSecond: number;
     leaseMs: number;
     onDemandMarginMs: number;
     schedulerEnabled: boolean;
@@ -160,6 +162,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
       intervalMs: v.REFRESH_INTERVAL_MS,
       batchSize: v.REFRESH_BATCH_SIZE,
       concurrency: v.REFRESH_CONCURRENCY,
+      maxPerSecond: v.REFRESH_MAX_PER_SECOND,
       leaseMs: v.REFRESH_LEASE_MS,
       onDemandMarginMs: v.REFRESH_MARGIN_MS,
       schedulerEnabled: v.REFRESH_SCHEDULER,

@@ -93,6 +93,12 @@ export const SERVICE_VARIABLES = {
     8,
     'renewals in flight per instance at most (a cap: never more than connections due)',
   ),
+  REFRESH_MAX_PER_SECOND: variable(
+    'renewal',
+    int(0, 100_000),
+    100,
+    'scheduled renewals an instance starts per second at most (`0`: no limit; see `docs/renewal.md`)',
+  ),
   REFRESH_LEASE_MS: variable(
     'renewal',
     int(1000, HOUR),

@@ -7,6 +7,7 @@ import { APP_CONFIG } from '../config/config.module.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
 import { type LeasedConnection, RenewalLeaseRepository } from '../connections/store/renewal-lease.repository.js';
 import { type CommitLane, RenewalSaveRepository } from '../connections/store/renewal-save.repository.js';
+import { RenewalPacer } from './renewal-pacer.js';
 import { RenewalService } from './renewal.service.js';
 
 const INTERVAL_NAME = 'cws-refresh-scheduler';
@@ -35,6 +36,8 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
   /** Leases given back by passes cut short by a stop (claimed, not started). */
   private releasedOnStop = 0;
   private registered = false;
+  /** REFRESH_MAX_PER_SECOND over every pass of this instance; a burst of one claim's worth of workers. */
+  private readonly pacer: RenewalPacer;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -43,7 +46,9 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
     private readonly renewal: RenewalService,
     private readonly metrics: RefreshMetrics,
     private readonly schedulers: SchedulerRegistry,
-  ) {}
+  ) {
+    this.pacer = new RenewalPacer(config.refresh.maxPerSecond, config.refresh.concurrency);
+  }
 
   onApplicationBootstrap(): void {
     if (!this.config.refresh.schedulerEnabled) return;
@@ -167,6 +172,9 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
           }
           return;
         }
+        // The row stays leased while it waits its slot; a long wait extends the lease below.
+        const wait = this.pacer.reserve();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         if (this.stopping) {
           queue.unshift(next);
           return;

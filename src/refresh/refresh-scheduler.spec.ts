@@ -62,7 +62,7 @@ function harness(rows: number, concurrency: number) {
   };
   const config = {
     instanceId: 'me',
-    refresh: { batchSize: 7, concurrency, leaseMs: 60_000 },
+    refresh: { batchSize: 7, concurrency, maxPerSecond: 0, leaseMs: 60_000 },
     upstream: { tokenTimeoutMs: 15_000, connectTimeoutMs: 5_000 },
   } as unknown as AppConfig;
   const scheduler = new RefreshScheduler(

@@ -1,0 +1,29 @@
+import { performance } from 'node:perf_hooks';
+
+/**
+ * Spaces the scheduler's renewals: at most `perSecond` start per second, with a burst of `burst` after a quiet
+ * spell (0: no limit). A backlog after an outage is then renewed at a steady rate, in time linear in its size,
+ * while the facade, the inbound receiver and on-demand renewals (never paced) keep the CPU they need, and the
+ * upstream's token endpoint sees no thundering herd. One pacer per instance.
+ */
+export class RenewalPacer {
+  /** When (performance.now(), ms) the next renewal may start. */
+  private next = 0;
+
+  constructor(
+    private readonly perSecond: number,
+    private readonly burst: number,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
+
+  /** Takes the next slot: answers how many ms to wait before starting the renewal (0: start now). */
+  reserve(): number {
+    if (!(this.perSecond > 0)) return 0;
+    const interval = 1000 / this.perSecond;
+    const now = this.now();
+    // A pacer left idle banks at most `burst` slots.
+    const start = Math.max(this.next, now - this.burst * interval);
+    this.next = start + interval;
+    return Math.max(0, start - now);
+  }
+}
