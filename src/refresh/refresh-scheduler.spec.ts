@@ -1,4 +1,4 @@
-import { describe, expect, it } from '@jest/globals';
+import { afterEach, describe, expect, it, jest } from '@jest/globals';
 import type { SchedulerRegistry } from '@nestjs/schedule';
 import type { AppConfig } from '../config/app-config.js';
 import type { RefreshMetrics } from './refresh-metrics.service.js';
@@ -12,7 +12,7 @@ import type { RenewalService } from './renewal.service.js';
  * its lane reservation to its commit, no more are in flight than the cap or the backlog needs, every
  * renewal gets a lane of its own, and a pass ends only once every outcome is stored.
  */
-function harness(rows: number, concurrency: number) {
+function harness(rows: number, concurrency: number, maxPerSecond = 0) {
   const ids = Array.from({ length: rows }, (_, i) => `c-${i}`);
   let next = 0;
   const state = { inFlight: 0, maxInFlight: 0, committed: 0, lanesOut: 0, maxLanesOut: 0, renewedOnOwnLane: 0 };
@@ -62,7 +62,7 @@ function harness(rows: number, concurrency: number) {
   };
   const config = {
     instanceId: 'me',
-    refresh: { batchSize: 7, concurrency, maxPerSecond: 0, leaseMs: 60_000 },
+    refresh: { batchSize: 7, concurrency, maxPerSecond, leaseMs: 60_000 },
     upstream: { tokenTimeoutMs: 15_000, connectTimeoutMs: 5_000 },
   } as unknown as AppConfig;
   const scheduler = new RefreshScheduler(
@@ -106,5 +106,25 @@ describe('RefreshScheduler pass', () => {
     const { scheduler, state } = harness(0, 8);
     expect(await scheduler.runOnce()).toBe(0);
     expect(state.maxLanesOut).toBe(0);
+  });
+});
+
+describe('RefreshScheduler pacing (REFRESH_MAX_PER_SECOND)', () => {
+  afterEach(() => {
+    jest.useRealTimers();
+  });
+
+  it('starts no more renewals a second than the limit (and a burst), and still renews the whole backlog', async () => {
+    jest.useFakeTimers();
+    const { scheduler, state } = harness(60, 4, 20);
+    const pass = scheduler.runOnce();
+    await jest.advanceTimersByTimeAsync(1000);
+    // One second of the clock: the slot due at once, the burst of 4, then one every 50 ms.
+    expect(state.committed).toBeGreaterThanOrEqual(20);
+    expect(state.committed).toBeLessThanOrEqual(20 + 4 + 1);
+    await jest.advanceTimersByTimeAsync(3000);
+    expect(await pass).toBe(60);
+    expect(state.committed).toBe(60);
+    expect(state.lanesOut).toBe(0);
   });
 });

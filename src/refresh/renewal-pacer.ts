@@ -1,5 +1,3 @@
-import { performance } from 'node:perf_hooks';
-
 /**
  * Spaces the scheduler's renewals: at most `perSecond` start per second, with a burst of `burst` after a quiet
  * spell (0: no limit). A backlog after an outage is then renewed at a steady rate, in time linear in its size,
