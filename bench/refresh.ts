@@ -44,7 +44,9 @@ import { seedConnections, type IssuedPair } from '../test/support/seed-connectio
 import { freePort } from '../src/common/free-port.js';
 import { buildApp, spawnApp, type SpawnedApp } from '../test/support/spawn-app.js';
 import { CommitBatcher, statementRefused } from '../src/common/commit-batcher.js';
+import { withDatabase } from '../test/support/database-setup.js';
 import { cpuBoundRate, profileTop } from './harness.js';
+import { inParallel } from './measure.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -484,26 +486,6 @@ function median(xs: number[]): number {
 async function stats(http: Pool): Promise<{ refreshes: number; refreshReuses: number }> {
   const res = await http.request({ method: 'GET', path: '/_sandbox/stats' });
   return (await res.body.json()) as { refreshes: number; refreshReuses: number };
-}
-
-async function inParallel<T>(n: number, concurrency: number, work: (i: number) => Promise<T>): Promise<T[]> {
-  const out = new Array<T>(n);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(concurrency, n) }, async () => {
-      while (next < n) {
-        const i = next++;
-        out[i] = await work(i);
-      }
-    }),
-  );
-  return out;
-}
-
-function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
 }
 
 main().then(

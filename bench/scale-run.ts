@@ -4,7 +4,7 @@ import { availableParallelism, cpus, loadavg } from 'node:os';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import type { SpawnedApp } from '../test/support/spawn-app.js';
-import { DELIVERY_BODY } from './harness.js';
+import { DELIVERY_BODY, finish } from './harness.js';
 import {
   addReceiver,
   type BenchSandbox,
@@ -284,10 +284,4 @@ async function main(): Promise<void> {
   }
 }
 
-await main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    console.error(e);
-    process.exit(1);
-  },
-);
+finish(main());

@@ -17,7 +17,7 @@ import { availableParallelism, cpus, loadavg } from 'node:os';
 import autocannon from 'autocannon';
 import type pg from 'pg';
 import { buildApp, type SpawnedApp } from '../test/support/spawn-app.js';
-import { DELIVERY_BODY, median } from './harness.js';
+import { DELIVERY_BODY, finish, median } from './harness.js';
 import { addReceiver, type BenchSandbox, scratchDatabase, startBenchApp, startSandbox, tenantKey } from './measure.js';
 import { BIG_TENANT, seedConnections, seedEvents, seedTenants, tenantId } from './scale-seed.js';
 
@@ -153,10 +153,4 @@ async function main(): Promise<void> {
   }
 }
 
-await main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    console.error(e);
-    process.exit(1);
-  },
-);
+finish(main());
