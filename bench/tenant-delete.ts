@@ -10,8 +10,8 @@
 // removal may take), BENCH_SKIP_BUILD=1. Not part of `npm test`.
 //
 // A round measures both loads at once; a round after the deletion counts as "during the removal" when rows of
-// events were deleted in it (pg_stat_user_tables). The goal: the median such round's p99 within 2x of the median
-// round's p99 before (the worst round is printed too: on a shared machine one round's p99 is often the machine's).
+// events were deleted in it (pg_stat_user_tables). The goal: the worst such round's p99 within 2x of the median
+// round's p99 before (the median round during the removal is printed beside it).
 import { randomBytes } from 'node:crypto';
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import autocannon from 'autocannon';
@@ -129,17 +129,19 @@ async function main(): Promise<void> {
 
     const facadeBefore = median(before.map((r) => r.facadeP99));
     const inboundBefore = median(before.map((r) => r.inboundP99));
-    const worst = (pick: (r: Round) => number) => Math.max(...during.map(pick));
     console.log(
-      `\n| ${OTHER}'s figure | before (median of ${ROUNDS} rounds) | during the removal (worst of ${during.length} rounds) | ratio | goal |`,
+      `\n| ${OTHER}'s figure | before (median of ${ROUNDS} rounds) | during the removal: worst of ${during.length} rounds | median round | worst / before | goal |`,
     );
-    console.log('|---|---:|---:|---:|---|');
-    for (const [name, base, worstDuring] of [
-      ['facade p99 (ms)', facadeBefore, worst((r) => r.facadeP99)],
-      ['inbound p99 (ms)', inboundBefore, worst((r) => r.inboundP99)],
+    console.log('|---|---:|---:|---:|---:|---|');
+    for (const [name, base, pick] of [
+      ['facade p99 (ms)', facadeBefore, (r: Round) => r.facadeP99],
+      ['inbound p99 (ms)', inboundBefore, (r: Round) => r.inboundP99],
     ] as const) {
-      const ratio = worstDuring / base;
-      console.log(`| ${name} | ${base} | ${worstDuring} | ${ratio.toFixed(2)} | <= 2: ${ratio <= 2 ? 'met' : 'MISSED'} |`);
+      const worst = Math.max(...during.map(pick));
+      const ratio = worst / base;
+      console.log(
+        `| ${name} | ${base} | ${worst} | ${median(during.map(pick))} | ${ratio.toFixed(2)} | <= 2: ${ratio <= 2 ? 'met' : 'MISSED'} |`,
+      );
     }
     console.log(
       `\nload average at the end: ${loadavg()
