@@ -223,9 +223,10 @@ async function runSize(size: number, sandbox: BenchSandbox): Promise<Figure[]> {
     add('database CPU per renewal (the claim and the save)', 'µs', renewal.db, '<= 1.1x', within(1.1));
 
     // A backlog after an outage: time to renew it, and the facade's rate meanwhile against its rate alone.
-    // Only a size that holds the whole backlog (twice over: in the big tenant, after the due batch) measures it.
+    // Only a size whose big tenant (half the connections, after the due batch) holds the backlog measures it.
     const backlog = Math.min(BACKLOG, bigCount - DUE - 1);
-    const holdsBacklog = backlog === BACKLOG;
+    // Nearly all of it is enough: 100,000 connections hold 49,599 of 50,000 (the per-1,000 figure compares).
+    const holdsBacklog = backlog >= 0.9 * BACKLOG;
     const backlogPairs = await inParallel(backlog, 32, () => sandboxCall('alice'));
     const overdue = await makeDue(db, vaultKeys, DUE + 1, backlogPairs);
     const during = autocannon({ url: `${base}/workflows`, headers: warmHeaders, connections: 20, duration: SECONDS });
