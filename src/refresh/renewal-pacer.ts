@@ -1,11 +1,16 @@
+/** Renewals a pacer lets start together: slots are handed out on ticks of this length. */
+export const PACER_TICK_MS = 100;
+
 /**
  * Spaces the scheduler's renewals: at most `perSecond` start per second, with a burst of `burst` after a quiet
  * spell (0: no limit). A backlog after an outage is then renewed at a steady rate, in time linear in its size,
  * while the facade, the inbound receiver and on-demand renewals (never paced) keep the CPU they need, and the
- * upstream's token endpoint sees no thundering herd. One pacer per instance.
+ * upstream's token endpoint sees no thundering herd. Slots start on ticks of PACER_TICK_MS: the renewals of one
+ * tick make their token calls together, so their saves share the commit lane's group commits, as an unpaced
+ * backlog's do (one renewal at a time, each committing alone, cost twice the CPU). One pacer per instance.
  */
 export class RenewalPacer {
-  /** When (performance.now(), ms) the next renewal may start. */
+  /** When (performance.now(), ms) the next renewal may start, before rounding up to its tick. */
   private next = 0;
 
   constructor(
@@ -22,6 +27,7 @@ export class RenewalPacer {
     // A pacer left idle banks at most `burst` slots.
     const start = Math.max(this.next, now - this.burst * interval);
     this.next = start + interval;
-    return Math.max(0, start - now);
+    if (start <= now) return 0;
+    return Math.ceil(start / PACER_TICK_MS) * PACER_TICK_MS - now;
   }
 }
