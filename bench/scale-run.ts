@@ -229,10 +229,11 @@ async function runSize(size: number, sandbox: BenchSandbox): Promise<Figure[]> {
     const holdsBacklog = backlog >= 0.9 * BACKLOG;
     const backlogPairs = await inParallel(backlog, 32, () => sandboxCall('alice'));
     const overdue = await makeDue(db, vaultKeys, DUE + 1, backlogPairs);
-    const during = autocannon({ url: `${base}/workflows`, headers: warmHeaders, connections: 20, duration: SECONDS });
-    const backlogSeconds = renewed(db, overdue.at, overdue.ids, 1800);
-    const rateDuring = (await during).requests.average;
-    const seconds = await backlogSeconds;
+    // The bench's own polling (a count over the backlog's ids every 250 ms) starts once the facade's rate is taken:
+    // run meanwhile, its CPU on the same cores counted against the service. The time comes from the rows anyway.
+    const rateDuring = (await autocannon({ url: `${base}/workflows`, headers: warmHeaders, connections: 20, duration: SECONDS })).requests
+      .average;
+    const seconds = await renewed(db, overdue.at, overdue.ids, 1800);
     console.log(`    backlog: ${backlog} overdue connections renewed in ${seconds.toFixed(1)} s`);
     add(
       'time to renew the backlog, per 1,000 overdue (linear: flat)',
