@@ -100,6 +100,30 @@ export async function seedEvents(db: pg.ClientBase, tenants: number, count: numb
 }
 
 /**
+ * Everything a seeded bench stores before the service starts: `tenants` tenants, `connections` connections
+ * holding `shared`'s access token (an upstream pair of the sandbox's), `events` events, then VACUUM ANALYZE.
+ * Answers the seconds it took.
+ */
+export async function seedAll(
+  db: pg.ClientBase,
+  vaultKeys: string,
+  shared: { access_token: string; expiresIn: number },
+  size: { tenants: number; connections: number; events: number; payload: string },
+): Promise<number> {
+  const t = performance.now();
+  await seedTenants(db, vaultKeys, size.tenants);
+  await seedConnections(db, vaultKeys, {
+    tenants: size.tenants,
+    connections: size.connections,
+    accessToken: shared.access_token,
+    accessExpiresAt: new Date(Date.now() + shared.expiresIn * 1000),
+  });
+  await seedEvents(db, size.tenants, size.events, size.payload);
+  await db.query('VACUUM ANALYZE');
+  return (performance.now() - t) / 1000;
+}
+
+/**
  * Makes `pairs.length` connections of the big tenant due now, each with a fresh pair from the upstream
  * (sealed under its id), so that the scheduler renews them. Answers when the rows were made due (the
  * database's clock) and their ids.
