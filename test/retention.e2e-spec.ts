@@ -47,6 +47,9 @@ describe('retention, erasure and tenant deletion (API.md sections 4, 6 and 8; do
       clock,
       env: { EVENTS_RELAY_INTERVAL_MS: '100', EVENTS_POLL_INTERVAL_MS: '500', EVENTS_MAINTENANCE_SECONDS: '1' },
     });
+    // The tests drive every retention run themselves (runToEnd) and count what each run removed: the service's
+    // own minute timer stops here, or a run of its own could remove rows between a test's moves and its count.
+    await t.app.get(RetentionService).onModuleDestroy();
   });
   afterAll(async () => {
     await t?.close();

@@ -49,6 +49,8 @@ describe('an unknown tenant is 404 tenant_not_found on every tenant-scoped route
 
   beforeAll(async () => {
     t = await startTestApp();
+    // The removal below is driven here; the service's own minute timer stops so that it cannot take the run first.
+    await t.app.get(RetentionService).onModuleDestroy();
     await newTenant(t, 'acme');
     await newTenant(t, 'beta');
     await newTenant(t, 'doomed');
