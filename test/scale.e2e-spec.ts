@@ -5,7 +5,7 @@ import { DataSource, type QueryRunner } from 'typeorm';
 import { BIG_TENANT, seedConnections, seedEvents, seedTenants } from '../bench/scale-seed.js';
 import { ConnectionEntity } from '../src/connections/store/connection.entity.js';
 import { ConnectionsRepository } from '../src/connections/store/connections.repository.js';
-import { CLAIM_DUE_SQL } from '../src/connections/store/renewal-lease.repository.js';
+import { CLAIM_DUE_SQL, RELEASE_LEASES_OF_SQL } from '../src/connections/store/renewal-lease.repository.js';
 import { EventsRepository } from '../src/events/events.repository.js';
 import { MAX_OWNERS, ownerKey, RouteCache } from '../src/routing/route-cache.js';
 import { RoutingService } from '../src/routing/routing.service.js';
@@ -130,6 +130,22 @@ describe('at 100k connections and 10k tenants: indexes, bounded reads, bounded c
       expect(nodes(plan).some((n) => n['Index Name'] === 'ix_connections_refresh_due')).toBe(true);
       expect(rowsRead(plan, 'connections')).toBeLessThanOrEqual(400);
     }
+  });
+
+  it("a drain's release of its leases reads the due index and the rows due now, not the table", async () => {
+    // Leases an instance holds at its drain: on connections it claimed, which were due.
+    await t.db.query(
+      `UPDATE connections SET refresh_due_at = now() - interval '1 minute', lease_owner = 'scale-drain', lease_until = now() + interval '1 minute'
+        WHERE id IN (SELECT id FROM connections WHERE status = 'active' ORDER BY id DESC LIMIT 50)`,
+    );
+    const plan = await explain(RELEASE_LEASES_OF_SQL, ['scale-drain']);
+    expectIndexed(plan, 'connections');
+    expect(nodes(plan).some((n) => n['Index Name'] === 'ix_connections_refresh_due')).toBe(true);
+    expect(rowsRead(plan, 'connections')).toBeLessThanOrEqual(400);
+    // The 50 leases, each found once by the index scan (the update's own node names the table too).
+    const found = scans(plan, 'connections').filter((n) => n['Node Type'].endsWith('Scan'));
+    expect(found.reduce((n, scan) => n + (scan['Actual Rows'] ?? 0) * (scan['Actual Loops'] ?? 1), 0)).toBe(50);
+    await t.db.query(`UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = 'scale-drain'`);
   });
 
   it("the facade's token lookup (the owner's connection) reads one row through the tenant's user index", async () => {

@@ -40,6 +40,17 @@ export const CLAIM_DUE_SQL = `UPDATE connections c SET lease_owner = $1, lease_u
         RETURNING ${RENEWAL_ROW_COLUMNS}, t.environment`;
 
 /**
+ * A drain's release of what `$1` still holds once its renewals have settled. A lease that outlives its renewal
+ * is on a claimed row, and a claim takes only due rows and leaves their due time alone until the save or the
+ * failure that releases it: so the due index finds them, and the release reads the rows due now (the backlog)
+ * rather than the table (lease_owner has no index of its own: one would make every claim's update a non-HOT
+ * one). An on-demand renewal's lease on a row not yet due has ended by then (the drain waits for it); one whose
+ * release failed lapses with its lease time.
+ */
+export const RELEASE_LEASES_OF_SQL = `UPDATE connections SET lease_owner = NULL, lease_until = NULL
+  WHERE status = 'active' AND refresh_due_at <= now() AND lease_owner = $1 RETURNING id`;
+
+/**
  * Renewal's lease on a connection: finding what is due, claiming it, keeping and giving the lease back, and the
  * outcomes that end it without a new pair (a failure, reauth_required). Leases and due times are compared with
  * the database's now(), so that instances with skewed clocks still agree on whose lease is live. The new pair's
@@ -108,14 +119,9 @@ export class RenewalLeaseRepository {
     await this.query(`UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2`, [id, owner]);
   }
 
-  /**
-   * Every lease `owner` holds, given back (a drain's last renewal step, once its renewals have committed).
-   * No index serves lease_owner: one scan of the table per instance stop.
-   */
+  /** Every lease `owner` still holds on a due connection, given back (a drain's last renewal step): RELEASE_LEASES_OF_SQL. */
   async releaseLeasesOf(owner: string): Promise<number> {
-    const rows = await this.query(`UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = $1 RETURNING id`, [
-      owner,
-    ]);
+    const rows = await this.query(RELEASE_LEASES_OF_SQL, [owner]);
     return rows.length;
   }
 
