@@ -25,6 +25,8 @@ const TENANTS = Number(process.env.SCALE_TENANTS ?? 10_000);
 const DUE = Number(process.env.SCALE_DUE ?? 400);
 const BACKLOG = Number(process.env.SCALE_BACKLOG ?? 50_000);
 const SECONDS = Number(process.env.SCALE_SECONDS ?? 3);
+/** The service's V8 flags: the heap bound the deploy examples set (docs/operations.md, "Memory"); empty for none. */
+const APP_NODE_OPTIONS = process.env.SCALE_NODE_OPTIONS ?? '--max-old-space-size=256';
 /** Reads of each page per round, and rounds (the figure: the p99 of all of them). */
 const PAGE_SAMPLES = 100;
 const PAGE_ROUNDS = Number(process.env.SCALE_PAGE_ROUNDS ?? 5);
@@ -93,7 +95,7 @@ async function runSize(size: number, sandbox: BenchSandbox): Promise<Figure[]> {
 
     // Start-up to ready, and memory after start.
     const t = performance.now();
-    const started = await startBenchApp(scratch.url, sandbox, vaultKeys, { REFRESH_INTERVAL_MS: '100' });
+    const started = await startBenchApp(scratch.url, sandbox, vaultKeys, { REFRESH_INTERVAL_MS: '100', NODE_OPTIONS: APP_NODE_OPTIONS });
     app = started.app;
     const operatorKey = started.operatorKey;
     add('start-up to ready', 'ms', performance.now() - t, '<= 1.5x', within(1.5));
@@ -307,7 +309,11 @@ async function runSize(size: number, sandbox: BenchSandbox): Promise<Figure[]> {
     // 208,000 renewals at 1M take minutes rather than the hour; memory after start and after the last of them.
     const hour = Math.min(Math.round(size * RENEWALS_PER_HOUR_SHARE), bigCount - 1);
     const hourPairs = await inParallel(hour, 32, () => sandboxCall('alice'));
-    const restarted = await startBenchApp(scratch.url, sandbox, vaultKeys, { REFRESH_INTERVAL_MS: '100', REFRESH_MAX_PER_SECOND: '0' });
+    const restarted = await startBenchApp(scratch.url, sandbox, vaultKeys, {
+      REFRESH_INTERVAL_MS: '100',
+      REFRESH_MAX_PER_SECOND: '0',
+      NODE_OPTIONS: APP_NODE_OPTIONS,
+    });
     app = restarted.app;
     const rssBeforeHour = rssMiB(app.pid);
     const hourDue = await makeDue(db, vaultKeys, 1, hourPairs);
@@ -324,7 +330,7 @@ async function runSize(size: number, sandbox: BenchSandbox): Promise<Figure[]> {
 async function main(): Promise<void> {
   console.log(
     `bench/scale.ts: sizes ${SIZES.join(', ')} connections over ${TENANTS} tenants; ${cpus()[0]?.model ?? '?'} x ${availableParallelism()}, ` +
-      `node ${process.version}, load average ${loadavg()
+      `node ${process.version}, the service's NODE_OPTIONS "${APP_NODE_OPTIONS}", load average ${loadavg()
         .map((l) => l.toFixed(1))
         .join(' ')}`,
   );
