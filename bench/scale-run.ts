@@ -4,7 +4,7 @@ import { availableParallelism, cpus, loadavg } from 'node:os';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import type { SpawnedApp } from '../test/support/spawn-app.js';
-import { DELIVERY_BODY, finish } from './harness.js';
+import { DELIVERY_BODY, finish, median } from './harness.js';
 import {
   addReceiver,
   type BenchSandbox,
@@ -54,7 +54,6 @@ interface Figure {
 }
 
 const within = (max: number) => (r: number) => r <= max;
-const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 const atLeast = (min: number) => (r: number) => r >= min;
 
 /**
