@@ -63,12 +63,41 @@ export async function json<T>(res: Response): Promise<T> {
   return (await res.json()) as T;
 }
 
-/** user + system CPU time of a process so far, in ms (Linux /proc). */
+/**
+ * CPU time of a process so far, in ms: the time each of its threads has run, in nanoseconds
+ * (`/proc/<pid>/task/<tid>/schedstat`, the scheduler's own clock), summed. `/proc/<pid>/stat`'s user and system
+ * times come in ticks of 10 ms, too coarse for a round of a few hundred ms split over a process and its database
+ * backends; they are the fallback where schedstat is missing. The service's threads (the main one, V8's and
+ * libuv's pools) live as long as the process, so none of their time leaves the sum between two readings.
+ */
 export function cpuMs(pid: number | undefined): number {
   if (!pid) return 0;
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime in clock ticks (100 Hz)
+    let ns = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+      } catch {
+        /* the thread ended between the listing and the read */
+      }
+    }
+    return ns / 1e6;
+  } catch {
+    return ticksMs(pid, false);
+  }
+}
+
+/** The kernel's share of a process's CPU so far, in ms (`/proc/<pid>/stat`'s system time, in 10 ms ticks). */
+export function kernelCpuMs(pid: number | undefined): number {
+  return pid ? ticksMs(pid, true) : 0;
+}
+
+function ticksMs(pid: number, systemOnly: boolean): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // Fields 14 and 15 of /proc/<pid>/stat (utime, stime), counted after the command name; 100 ticks a second.
+    return (((systemOnly ? 0 : Number(fields[11])) + Number(fields[12])) * 1000) / 100;
   } catch {
     return 0;
   }

@@ -43,18 +43,24 @@ export async function inParallel<T>(n: number, concurrency: number, work: (i: nu
   return out;
 }
 
-/** CPU of the app's process and its PostgreSQL backends over `work`, in µs per operation. */
+/**
+ * CPU of the app's process and its PostgreSQL backends over `work`, in µs per operation; `lane` is the share of
+ * the database's that renewal's commit lane spent (its backend names itself `cws-connect <instance> renewal`: the
+ * saves of new pairs), the rest being the pool's (claims, lookups, everything else) and the change listener's.
+ */
 export async function cpuPerOp(
   db: pg.Client,
   database: string,
   pid: number,
   work: () => Promise<number>,
-): Promise<{ app: number; db: number; ops: number }> {
+): Promise<{ app: number; db: number; lane: number; ops: number }> {
   const appBefore = cpuMs(pid);
   const dbBefore = await databaseCpu(db, database, 'cws-connect%');
+  const laneBefore = await databaseCpu(db, database, 'cws-connect % renewal');
   const ops = Math.max(1, await work());
   const dbMs = databaseCpuSince(dbBefore, await databaseCpu(db, database, 'cws-connect%'));
-  return { app: ((cpuMs(pid) - appBefore) * 1000) / ops, db: (dbMs * 1000) / ops, ops };
+  const laneMs = databaseCpuSince(laneBefore, await databaseCpu(db, database, 'cws-connect % renewal'));
+  return { app: ((cpuMs(pid) - appBefore) * 1000) / ops, db: (dbMs * 1000) / ops, lane: (laneMs * 1000) / ops, ops };
 }
 
 export async function timed(url: string, headers: Record<string, string>): Promise<{ ms: number; body: string }> {

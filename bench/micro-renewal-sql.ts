@@ -10,26 +10,17 @@
 // not counted), MICRO_GROUP (10 pairs per save, about the commit lane's group under the benchmark),
 // MICRO_SAVE_SQL (another save to try, with the repository's parameters $1..$9), MICRO_SETUP_SQL (statements
 // separated by `;;`, run after seeding: drop an index, add a column...).
-import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { CLAIM_DUE_SQL } from '../src/connections/store/renewal-lease.repository.js';
 import { SAVE_RENEWED_SQL } from '../src/connections/store/renewal-save.repository.js';
 import { runMigrations } from '../src/database/migrate.js';
-import './harness.js'; // prints the runtime this bench runs on
+import { cpuMs } from './harness.js';
 
 const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const N = Number(process.env.MICRO_CONNECTIONS ?? 10_000);
 const LOOPS = Number(process.env.MICRO_LOOPS ?? 3);
 const GROUP = Number(process.env.MICRO_GROUP ?? 10);
-const TICKS = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
-
-function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(f[11]) + Number(f[12])) * 1000) / TICKS;
-}
 
 const tok = () =>
   `v1.k1.${randomBytes(12).toString('base64url')}.${randomBytes(64).toString('base64url')}.${randomBytes(16).toString('base64url')}`;

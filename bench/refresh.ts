@@ -31,7 +31,7 @@
 // The sandbox runs in its own process (tsx packages/cws-sandbox/src/standalone.ts), the app as a compiled process
 // (node dist/src/main.js, built first: NestJS needs decorator metadata, which tsx does not emit).
 // Not part of `npm test`.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
@@ -45,7 +45,7 @@ import { freePort } from '../src/common/free-port.js';
 import { buildApp, spawnApp, type SpawnedApp } from '../test/support/spawn-app.js';
 import { CommitBatcher, statementRefused } from '../src/common/commit-batcher.js';
 import { withDatabase } from '../test/support/database-setup.js';
-import { cpuBoundRate, profileTop } from './harness.js';
+import { cpuBoundRate, cpuMs, kernelCpuMs, profileTop } from './harness.js';
 import { inParallel } from './measure.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -70,7 +70,6 @@ const PROFILE_DIR = process.env.BENCH_PROFILE;
 const CLIENT_ID = 'cws-bench';
 const CLIENT_SECRET = randomBytes(24).toString('base64url');
 const USERS = ['admin', 'alice', 'bob', 'carol', 'dave'];
-const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
 
 interface Phase {
   rate: number;
@@ -415,16 +414,9 @@ function childrenOf(pid: number): number[] {
   }
 }
 
-/** User + system (or, with `systemOnly`, system) CPU time of a process, in milliseconds (0 when it is gone). */
+/** A process's CPU so far in ms (the harness's clock), or only its kernel share (`systemOnly`). */
 function cpuMsOf(pid: number, systemOnly = false): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // Fields 14 and 15 of /proc/<pid>/stat (utime, stime), counted after the command name.
-    return (((systemOnly ? 0 : Number(fields[11])) + Number(fields[12])) * 1000) / CLOCK_TICKS;
-  } catch {
-    return 0;
-  }
+  return systemOnly ? kernelCpuMs(pid) : cpuMs(pid);
 }
 
 /** CPU of the app, the sandbox, this process and the PostgreSQL backends serving the app, over one phase. */

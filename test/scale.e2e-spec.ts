@@ -5,7 +5,7 @@ import { DataSource, type QueryRunner } from 'typeorm';
 import { BIG_TENANT, seedConnections, seedEvents, seedTenants } from '../bench/scale-seed.js';
 import { ConnectionEntity } from '../src/connections/store/connection.entity.js';
 import { ConnectionsRepository } from '../src/connections/store/connections.repository.js';
-import { CLAIM_DUE_SQL, RELEASE_LEASES_OF_SQL } from '../src/connections/store/renewal-lease.repository.js';
+import { CLAIM_DUE_SQL, COUNT_DUE_SQL, RELEASE_LEASES_OF_SQL } from '../src/connections/store/renewal-lease.repository.js';
 import { EventsRepository } from '../src/events/events.repository.js';
 import { MAX_OWNERS, ownerKey, RouteCache } from '../src/routing/route-cache.js';
 import { RoutingService } from '../src/routing/routing.service.js';
@@ -129,6 +129,13 @@ describe('at 100k connections and 10k tenants: indexes, bounded reads, bounded c
       expectIndexed(plan, 'connections');
       expect(nodes(plan).some((n) => n['Index Name'] === 'ix_connections_refresh_due')).toBe(true);
       expect(rowsRead(plan, 'connections')).toBeLessThanOrEqual(400);
+    }
+    // The tick's count of the backlog reads the due index as far as the concurrency cap, in its generic plan too.
+    for (const generic of [false, true]) {
+      const plan = await explain(COUNT_DUE_SQL, [8], generic);
+      expectIndexed(plan, 'connections');
+      expect(nodes(plan).some((n) => n['Index Name'] === 'ix_connections_refresh_due')).toBe(true);
+      expect(rowsRead(plan, 'connections')).toBeLessThanOrEqual(8);
     }
   });
 

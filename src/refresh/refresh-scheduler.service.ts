@@ -121,7 +121,7 @@ export class RefreshScheduler implements OnApplicationBootstrap, OnModuleDestroy
   private async pass(): Promise<number> {
     const { batchSize, concurrency, leaseMs } = this.config.refresh;
     const me = this.config.instanceId;
-    let backlog = await this.leases.countDue();
+    let backlog = await this.leases.countDue(concurrency);
     if (backlog === 0) return 0;
     // A row that waited its turn this long could see its lease lapse during the token call: extend it first.
     const extendAfter = (leaseMs - 2 * this.config.upstream.tokenTimeoutMs - this.config.upstream.connectTimeoutMs) / 2;

@@ -39,6 +39,10 @@ export const CLAIM_DUE_SQL = `UPDATE connections c SET lease_owner = $1, lease_u
         WHERE c.id = due.id AND c.status = 'active' AND (c.lease_until IS NULL OR c.lease_until < now())
         RETURNING ${RENEWAL_ROW_COLUMNS}, t.environment`;
 
+/** The due backlog, up to $1 rows: the due index's range from its start, no further. */
+export const COUNT_DUE_SQL = `SELECT count(*)::int AS n FROM (
+  SELECT 1 FROM connections WHERE status = 'active' AND refresh_due_at <= now() AND (lease_until IS NULL OR lease_until < now()) LIMIT $1) due`;
+
 /**
  * A drain's release of what `$1` still holds once its renewals have settled. A lease that outlives its renewal
  * is on a claimed row, and a claim takes only due rows and leaves their due time alone until the save or the
@@ -60,12 +64,13 @@ export const RELEASE_LEASES_OF_SQL = `UPDATE connections SET lease_owner = NULL,
 export class RenewalLeaseRepository {
   constructor(@InjectDataSource() private readonly db: DataSource) {}
 
-  /** How many active connections are due and not leased: the backlog the scheduler sizes its concurrency by. */
-  async countDue(): Promise<number> {
-    const rows = await this.query(
-      `SELECT count(*)::int AS n FROM connections WHERE status = 'active' AND refresh_due_at <= now() AND (lease_until IS NULL OR lease_until < now())`,
-      [],
-    );
+  /**
+   * How many active connections are due and not leased, counted up to `atMost` (the scheduler sizes its
+   * concurrency by the backlog and never runs more than its cap: a backlog of 50,000 is read as far as the cap).
+   * Prepared: every instance runs it at every tick, mostly to find nothing.
+   */
+  async countDue(atMost: number): Promise<number> {
+    const rows = await preparedQuery<Row>(this.db, { name: 'cws_refresh_count_due', text: COUNT_DUE_SQL, values: [atMost] });
     return Number(rows[0]?.n ?? 0);
   }
 
