@@ -269,19 +269,39 @@ async function runSize(size: number, sandbox: BenchSandbox): Promise<Figure[]> {
       `    rows answered: ${(JSON.parse(eventsPage.body) as { events: unknown[] }).events.length} of ${events / 2} events of the tenant`,
     );
 
-    // A due batch: renewals per second and CPU per renewal.
-    const duePairs = await inParallel(DUE, 32, () => sandboxCall('alice'));
-    let dueSeconds = 0;
-    const renewal = await cpuPerOp(db, dbName, pid, async () => {
-      const due = await makeDue(db, vaultKeys, 1, duePairs);
-      dueSeconds = await renewed(db, due.at, due.ids, 600);
-      return DUE;
-    });
-    add('renewals/s of a due batch', '/s', DUE / dueSeconds, '>= 0.9x', atLeast(0.9));
-    add('CPU per renewal (app + database)', 'µs', renewal.app + renewal.db, '<= 1.1x', within(1.1));
+    // A due batch: renewals per second and CPU per renewal. The same DUE connections are made due in each round,
+    // after one round not counted (it opens the commit lane's backend and brings the rows' pages in, at every size
+    // alike); the figures are the medians of the rounds.
+    const dueRounds: Array<{ rate: number; app: number; db: number; lane: number }> = [];
+    for (let round = -1; round < CPU_ROUNDS; round++) {
+      const duePairs = await inParallel(DUE, 32, () => sandboxCall('alice'));
+      let dueSeconds = 0;
+      const cpu = await cpuPerOp(db, dbName, pid, async () => {
+        const due = await makeDue(db, vaultKeys, 1, duePairs);
+        dueSeconds = await renewed(db, due.at, due.ids, 600);
+        return DUE;
+      });
+      if (round > -1) dueRounds.push({ rate: DUE / dueSeconds, ...cpu });
+    }
+    const renewal = {
+      app: median(dueRounds.map((r) => r.app)),
+      db: median(dueRounds.map((r) => r.db)),
+      lane: median(dueRounds.map((r) => r.lane)),
+    };
+    add('renewals/s of a due batch', '/s', median(dueRounds.map((r) => r.rate)), '>= 0.9x', atLeast(0.9));
+    add('CPU per renewal (app + database)', 'µs', median(dueRounds.map((r) => r.app + r.db)), '<= 1.1x', within(1.1));
     add('database CPU per renewal (the claim and the save)', 'µs', renewal.db, '<= 1.1x', within(1.1));
-    add("the claim's database CPU per renewal (the pool's statements)", 'µs', renewal.db - renewal.lane, '<= 1.1x', within(1.1));
+    add(
+      "the claim's database CPU per renewal (the pool's statements)",
+      'µs',
+      median(dueRounds.map((r) => r.db - r.lane)),
+      '<= 1.1x',
+      within(1.1),
+    );
     add("the save's database CPU per renewal (the commit lane's)", 'µs', renewal.lane, '<= 1.1x', within(1.1));
+    console.log(
+      `    rounds (app + pool + lane µs): ${dueRounds.map((r) => `${r.app.toFixed(0)} + ${(r.db - r.lane).toFixed(0)} + ${r.lane.toFixed(0)}`).join(', ')}`,
+    );
 
     // A backlog after an outage: time to renew it, and the facade's rate meanwhile against its rate alone.
     // Only a size whose big tenant (half the connections, after the due batch) holds the backlog measures it.
