@@ -5,9 +5,9 @@
 //   npx tsx bench/heap-bound.ts
 //
 // Env: BENCH_NODE_OPTIONS (the settings compared, separated by '|'; default
-// '|--max-old-space-size=384|--max-old-space-size=256', the first being none), BENCH_ROUNDS (3), BENCH_BURSTS (4
-// bursts of 20,000 deliveries measured, after one unmeasured), DATABASE_URL, BENCH_SKIP_BUILD=1. Not part of
-// `npm test`.
+// '|--max-old-space-size=256|--max-old-space-size=256 --max-semi-space-size=16', the first being none),
+// BENCH_ROUNDS (3), BENCH_BURSTS (4 bursts of 20,000 deliveries measured, after one unmeasured), DATABASE_URL,
+// BENCH_SKIP_BUILD=1. Not part of `npm test`.
 import { randomBytes } from 'node:crypto';
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import autocannon from 'autocannon';
@@ -16,7 +16,7 @@ import { DELIVERY_BODY, finish, median } from './harness.js';
 import { addReceiver, cpuPerOp, rssMiB, scratchDatabase, startBenchApp, startSandbox } from './measure.js';
 import { BIG_TENANT, seedAll } from './scale-seed.js';
 
-const SETTINGS = (process.env.BENCH_NODE_OPTIONS ?? '|--max-old-space-size=384|--max-old-space-size=256').split('|');
+const SETTINGS = (process.env.BENCH_NODE_OPTIONS ?? '|--max-old-space-size=256|--max-old-space-size=256 --max-semi-space-size=16').split('|');
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const BURSTS = Number(process.env.BENCH_BURSTS ?? 4);
 const BURST = 20_000;

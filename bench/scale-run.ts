@@ -43,7 +43,7 @@ const RENEWALS_PER_HOUR_SHARE = 3600 / (0.8 * 21_600);
 /** Distinct users called once each for the cold-cache facade figure. */
 const COLD_USERS = 1000;
 /** Calls before a measured phase of the facade or of /inbound. */
-const WARMUP_CALLS = 5000;
+const WARMUP_CALLS = 20_000;
 
 /** One figure at one size: a value and how it compares (lower is better unless `higherIsBetter`). */
 interface Figure {
