@@ -16,7 +16,9 @@ import { DELIVERY_BODY, finish, median } from './harness.js';
 import { addReceiver, cpuPerOp, rssMiB, scratchDatabase, startBenchApp, startSandbox } from './measure.js';
 import { BIG_TENANT, seedAll } from './scale-seed.js';
 
-const SETTINGS = (process.env.BENCH_NODE_OPTIONS ?? '|--max-old-space-size=256|--max-old-space-size=256 --max-semi-space-size=16').split('|');
+const SETTINGS = (process.env.BENCH_NODE_OPTIONS ?? '|--max-old-space-size=256|--max-old-space-size=256 --max-semi-space-size=16').split(
+  '|',
+);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const BURSTS = Number(process.env.BENCH_BURSTS ?? 4);
 const BURST = 20_000;
