@@ -25,7 +25,8 @@ describe('server timeouts', () => {
     t = await startTestApp({
       env: {
         HTTP_HEADERS_TIMEOUT_MS: '500',
-        HTTP_REQUEST_TIMEOUT_MS: '4000',
+        // Far above the steady upload's 1.4 s below, so that a loaded machine's late timers never reach it.
+        HTTP_REQUEST_TIMEOUT_MS: '8000',
         HTTP_IDLE_TIMEOUT_MS: '800',
         HTTP_KEEP_ALIVE_TIMEOUT_MS: '300',
         UPSTREAM_TIMEOUT_MS: '500',
@@ -136,7 +137,8 @@ describe('server timeouts', () => {
       );
       req.on('error', reject);
       let next = 0;
-      // One part every 150 ms: about 2 s in all, longer than the header and idle timeouts, never idle for long.
+      // One part every 100 ms: 1.4 s in all, longer than the header and idle timeouts, never idle for long (a
+      // timer of this process may fire hundreds of ms late on a loaded machine: the idle timeout is 8 parts).
       const timer = setInterval(() => {
         req.write(parts[next++]);
         if (next === parts.length) {
@@ -144,7 +146,7 @@ describe('server timeouts', () => {
           sentAll = true;
           req.end();
         }
-      }, 150);
+      }, 100);
     });
     // The upstream read the whole body and answered it: the server did not cut the upload off.
     expect(answer).toEqual({ status: 201, upstream: '201', afterLastByte: true });
