@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { retryDelayMs } from './event-delivery.service.js';
+import { retryDelayMs, settleAll } from './event-delivery.service.js';
 import { retryAfterMsOf } from './event-target-client.js';
 
 describe('retryAfterMsOf', () => {
@@ -30,5 +30,27 @@ describe('retryDelayMs', () => {
     expect(retryDelayMs(10, 100, 1000, () => 0.5)).toBe(1000);
     expect(retryDelayMs(1, 100, 1000, () => 0)).toBe(80);
     expect(retryDelayMs(1, 100, 1000, () => 1)).toBe(120);
+  });
+});
+
+describe('settleAll (a batch of delivery jobs)', () => {
+  it('fails only once every job has finished, with the first failure', async () => {
+    const finished: number[] = [];
+    const work = async (n: number) => {
+      if (n === 1) throw new Error('database trouble');
+      await new Promise((r) => setTimeout(r, 20 * n));
+      finished.push(n);
+    };
+    await expect(settleAll([1, 2, 3], work)).rejects.toThrow('database trouble');
+    // The jobs still running when the first failed finished before the batch was failed back to the queue.
+    expect(finished).toEqual([2, 3]);
+  });
+
+  it('answers when every job succeeded', async () => {
+    const finished: number[] = [];
+    await settleAll([1, 2], async (n) => {
+      finished.push(n);
+    });
+    expect(finished).toEqual([1, 2]);
   });
 });

@@ -182,7 +182,7 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
   private async deliverAll(jobs: DeliveryJob[]): Promise<void> {
     this.inFlight += jobs.length;
     try {
-      await Promise.all(jobs.map((job) => this.deliver(job)));
+      await settleAll(jobs, (job) => this.deliver(job));
     } finally {
       this.inFlight -= jobs.length;
     }
@@ -245,6 +245,18 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
       );
     });
   }
+}
+
+/**
+ * Runs `work` on every item at once and answers once every one has finished; then throws the first failure, if
+ * any. pg-boss fails a whole batch when its handler throws and offers its jobs again at once: a handler that threw
+ * at the first failure (Promise.all) let another instance pick up jobs whose attempts were still running here,
+ * find their events still pending, and send them a second time.
+ */
+export async function settleAll<T>(items: readonly T[], work: (item: T) => Promise<void>): Promise<void> {
+  const results = await Promise.allSettled(items.map(work));
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
 }
 
 /** Exponential with ±20% jitter, capped: base, 2·base, 4·base, … up to max. `failures` ≥ 1. */
