@@ -414,11 +414,6 @@ function childrenOf(pid: number): number[] {
   }
 }
 
-/** A process's CPU so far in ms (the harness's clock), or only its kernel share (`systemOnly`). */
-function cpuMsOf(pid: number, systemOnly = false): number {
-  return systemOnly ? kernelCpuMs(pid) : cpuMs(pid);
-}
-
 /** CPU of the app, the sandbox, this process and the PostgreSQL backends serving the app, over one phase. */
 async function cpuMeter(db: pg.Pool, procs: { app: number; sandbox: number }) {
   const backends = async (name: string) =>
@@ -428,12 +423,12 @@ async function cpuMeter(db: pg.Pool, procs: { app: number; sandbox: number }) {
       ])
     ).rows.map((r) => r.pid);
   const read = async () => ({
-    app: cpuMsOf(procs.app),
-    appKernel: cpuMsOf(procs.app, true),
-    sandbox: cpuMsOf(procs.sandbox),
+    app: cpuMs(procs.app),
+    appKernel: kernelCpuMs(procs.app),
+    sandbox: cpuMs(procs.sandbox),
     bench: (process.cpuUsage().user + process.cpuUsage().system) / 1000,
-    postgres: new Map((await backends('cws-connect%')).map((pid) => [pid, cpuMsOf(pid)])),
-    floorPostgres: new Map((await backends('renewal-floor')).map((pid) => [pid, cpuMsOf(pid)])),
+    postgres: new Map((await backends('cws-connect%')).map((pid) => [pid, cpuMs(pid)])),
+    floorPostgres: new Map((await backends('renewal-floor')).map((pid) => [pid, cpuMs(pid)])),
   });
   const before = await read();
   return {

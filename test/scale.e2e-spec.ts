@@ -128,6 +128,9 @@ describe('at 100k connections and 10k tenants: indexes, bounded reads, bounded c
       const plan = await explain(CLAIM_DUE_SQL, ['scale-test', 60_000, 100], generic);
       expectIndexed(plan, 'connections');
       expect(nodes(plan).some((n) => n['Index Name'] === 'ix_connections_refresh_due')).toBe(true);
+      // The update reaches the locked rows by tuple id: no second descent of an index per row.
+      expect(nodes(plan).some((n) => n['Node Type'] === 'Tid Scan' && n['Relation Name'] === 'connections')).toBe(true);
+      expect(nodes(plan).some((n) => n['Index Name'] === 'connections_pkey')).toBe(false);
       expect(rowsRead(plan, 'connections')).toBeLessThanOrEqual(400);
     }
     // The tick's count of the backlog reads the due index as far as the concurrency cap, in its generic plan too.

@@ -1,0 +1,133 @@
+// PostgreSQL backend CPU per claimed row of the scheduler's claim (the repository's CLAIM_DUE_SQL) and of the
+// tick's count (COUNT_DUE_SQL), at each size of the connections table, the sizes alternated round by round:
+// whether the claim's cost grows with the table. Used for the claim figures in docs/benchmarks.md.
+//
+//   npx tsx bench/micro-claim.ts
+//
+// Each size is seeded as bench/scale.ts seeds it (bench/scale-seed.ts: 10,000 tenants, half of the connections
+// in one big tenant). A round makes the same 300 of the big tenant's connections due, claims them in three
+// statements of 100 (each after a count, as a tick runs them), and puts them back a day ahead, not counted.
+// Env: DATABASE_URL, MICRO_SIZES (1000,1000000), MICRO_ROUNDS (15, the first not counted), MICRO_CLAIM_SQL (another
+// claim to compare, with the repository's parameters $1..$3), MICRO_SETUP_SQL (statements separated by `;;`,
+// run after seeding).
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { CLAIM_DUE_SQL, COUNT_DUE_SQL } from '../src/connections/store/renewal-lease.repository.js';
+import { cpuMs, median } from './harness.js';
+import { scratchDatabase, type ScratchDatabase } from './measure.js';
+import { BIG_TENANT, seedConnections, seedTenants } from './scale-seed.js';
+
+const SIZES = (process.env.MICRO_SIZES ?? '1000,1000000').split(',').map(Number);
+const ROUNDS = Number(process.env.MICRO_ROUNDS ?? 15);
+const CLAIM_SQL = process.env.MICRO_CLAIM_SQL ?? CLAIM_DUE_SQL;
+const TENANTS = 10_000;
+const BATCH = 100;
+const STATEMENTS = 3;
+
+interface Size {
+  n: number;
+  scratch: ScratchDatabase;
+  claimer: pg.Client;
+  pid: number;
+  ids: string[];
+  claimUs: number[];
+  countUs: number[];
+}
+
+async function prepare(n: number): Promise<Size> {
+  const vaultKeys = `k1:${randomBytes(32).toString('base64')}`;
+  const scratch = await scratchDatabase('cws_micro_claim');
+  await seedTenants(scratch.db, vaultKeys, TENANTS);
+  const accessExpiresAt = new Date(Date.now() + 3_600_000);
+  await seedConnections(scratch.db, vaultKeys, { tenants: TENANTS, connections: n, accessToken: 'unused', accessExpiresAt });
+  for (const sql of (process.env.MICRO_SETUP_SQL ?? '').split(';;').filter((s) => s.trim() !== '')) await scratch.db.query(sql);
+  await scratch.db.query('VACUUM ANALYZE');
+  await scratch.db.query('CHECKPOINT');
+  const due = await scratch.db.query<{ id: string }>(
+    `SELECT id FROM connections WHERE tenant_id = $1 AND status = 'active' ORDER BY created_at LIMIT $2`,
+    [BIG_TENANT, BATCH * STATEMENTS],
+  );
+  const claimer = new pg.Client({ connectionString: scratch.url, application_name: 'micro-claim' });
+  await claimer.connect();
+  const pid = (await claimer.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+  console.log(`${n} connections seeded`);
+  return { n, scratch, claimer, pid, ids: due.rows.map((r) => r.id), claimUs: [], countUs: [] };
+}
+
+/** One round at one size: the rows made due, counted and claimed (measured), then put back (not measured). */
+async function round(size: Size, counted: boolean): Promise<void> {
+  const { scratch, claimer, pid, ids } = size;
+  await scratch.db.query(
+    `UPDATE connections SET refresh_due_at = now() - interval '1 second', lease_owner = NULL, lease_until = NULL WHERE id = ANY($1::uuid[])`,
+    [ids],
+  );
+  let claimed = 0;
+  let countMs = 0;
+  const before = cpuMs(pid);
+  for (let k = 0; k < STATEMENTS; k++) {
+    const c0 = cpuMs(pid);
+    await claimer.query({ name: 'count', text: COUNT_DUE_SQL, values: [64] });
+    countMs += cpuMs(pid) - c0;
+    const res = await claimer.query({ name: 'claim', text: CLAIM_SQL, values: ['micro', 60_000, BATCH] });
+    claimed += res.rowCount ?? 0;
+  }
+  const claimMs = cpuMs(pid) - before - countMs;
+  if (claimed !== ids.length) throw new Error(`${size.n}: claimed ${claimed} of ${ids.length}`);
+  if (counted) {
+    size.claimUs.push((claimMs * 1000) / claimed);
+    size.countUs.push((countMs * 1000) / STATEMENTS);
+  }
+  await scratch.db.query(
+    `UPDATE connections SET refresh_due_at = now() + interval '1 day', lease_owner = NULL, lease_until = NULL WHERE id = ANY($1::uuid[])`,
+    [ids],
+  );
+}
+
+/** Buffers one claim of a batch touches, by plan node (EXPLAIN ANALYZE, rolled back). */
+async function planBuffers(size: Size): Promise<string> {
+  const { scratch, ids } = size;
+  await scratch.db.query(`UPDATE connections SET refresh_due_at = now() - interval '1 second' WHERE id = ANY($1::uuid[])`, [ids]);
+  await scratch.db.query('BEGIN');
+  try {
+    const plan = await scratch.db.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) ${CLAIM_SQL}`, [
+      'micro',
+      60_000,
+      BATCH,
+    ]);
+    return plan.rows
+      .map((r) => r['QUERY PLAN'])
+      .filter((line) => /Scan|Update|Buffers: shared/.test(line))
+      .join('\n');
+  } finally {
+    await scratch.db.query('ROLLBACK');
+    await scratch.db.query(`UPDATE connections SET refresh_due_at = now() + interval '1 day' WHERE id = ANY($1::uuid[])`, [ids]);
+  }
+}
+
+async function main(): Promise<void> {
+  const sizes: Size[] = [];
+  try {
+    for (const n of SIZES) sizes.push(await prepare(n));
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const size of r % 2 === 0 ? sizes : [...sizes].reverse()) await round(size, r > 0);
+    }
+    console.log(`\n${ROUNDS - 1} rounds counted, ${BATCH * STATEMENTS} rows claimed a round in ${STATEMENTS} statements\n`);
+    for (const size of sizes) {
+      console.log(`${size.n} connections: the claim ${median(size.claimUs).toFixed(1)} µs of backend CPU per claimed row`);
+      console.log(`  rounds: ${size.claimUs.map((v) => v.toFixed(1)).join(' ')}`);
+      console.log(`  the count before each claim: ${median(size.countUs).toFixed(1)} µs`);
+      console.log(`  one claim of ${BATCH}:\n${(await planBuffers(size)).replace(/^/gm, '    ')}`);
+    }
+    const first = median(sizes[0].claimUs);
+    for (const size of sizes.slice(1)) {
+      console.log(`RESULT claim CPU per row, ${size.n} / ${sizes[0].n}: ${(median(size.claimUs) / first).toFixed(2)}`);
+    }
+  } finally {
+    for (const size of sizes) {
+      await size.claimer.end().catch(() => undefined);
+      await size.scratch.drop();
+    }
+  }
+}
+
+await main();
