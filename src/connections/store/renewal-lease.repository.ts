@@ -106,9 +106,9 @@ export class RenewalLeaseRepository {
    * Claims up to `limit` due connections for this instance: the lease is taken in the same statement that
    * finds them, and SKIP LOCKED lets every instance claim a disjoint batch without waiting on the others.
    *
-   * The tenant's environment (which never changes, tenants.controller) comes from a join, looked up once per
-   * tenant in the batch (Memoize), not by a subquery per row, whose generic plan read the whole tenants table
-   * per row once there were a few hundred tenants.
+   * The tenant's environment (which never changes, tenants.controller) comes from a join on tenants' primary
+   * key (a lookup per row in the generic plan; PostgreSQL may memoize it per tenant), not from a subquery per
+   * row, whose generic plan read the whole tenants table per row once there were a few hundred tenants.
    */
   async claimDueForRefresh(owner: string, leaseMs: number, limit: number): Promise<LeasedConnection[]> {
     // A named prepared statement, as the group save is: the scheduler's two hot statements.
