@@ -31,10 +31,10 @@ const RENEWAL_COLUMNS = `${RENEWAL_ROW_COLUMNS}, (SELECT t.environment FROM tena
  *
  * The update reaches each row the due scan locked by its tuple id (`ctid`, a TID scan), not by a second descent
  * of the primary key: the row is locked by this statement, so its version cannot move before the update. That
- * descent was the one per-row cost that grew with the table (a level more at 1M rows: 9.4 µs of backend CPU per
- * claimed row at 1k, 10.9 at 1M; by TID 8.9 at both: `bench/micro-claim.ts`). A row updated
- * by another transaction between the statement's snapshot and its lock is left unclaimed (the TID scan does not
- * see the new version): it stays due and a later tick takes it.
+ * descent was the one per-row cost that grew with the table (a level deeper at 1M rows: 9.7 µs of backend CPU
+ * per claimed row at 1k, 10.8 at 1M; by tuple id 8.5 at both, `bench/micro-claim.ts`). A row updated by another
+ * transaction between the statement's snapshot and its lock is left unclaimed (the TID scan does not see the
+ * new version): it stays due and a later tick takes it.
  */
 export const CLAIM_DUE_SQL = `UPDATE connections c SET lease_owner = $1, lease_until = now() + make_interval(secs => $2::double precision / 1000)
          FROM (SELECT ctid, tenant_id FROM connections
