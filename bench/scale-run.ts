@@ -107,11 +107,19 @@ interface Size {
   due: Array<{ rate: number; app: number; db: number; lane: number }>;
 }
 
+/** Events stored at a size: SCALE_EVENTS, a count or `<k>x` (k per connection); as many as connections by default. */
+function eventsAt(size: number): number {
+  const setting = process.env.SCALE_EVENTS;
+  if (!setting) return size;
+  const perConnection = /^(\d+(?:\.\d+)?)x$/.exec(setting);
+  return perConnection ? Math.round(Number(perConnection[1]) * size) : Number(setting);
+}
+
 /** Seeds a size's database, starts its service and finds what its rounds will call; warms every path up. */
 async function prepare(size: number, sandbox: BenchSandbox): Promise<Size> {
   const scratch = await scratchDatabase(`cws_scale_${size}`);
   const vaultKeys = `scale:${randomBytes(32).toString('base64')}`;
-  const events = Number(process.env.SCALE_EVENTS ?? size);
+  const events = eventsAt(size);
   const seededIn = await seedAll(scratch.db, vaultKeys, await sandbox.tokens('alice'), {
     tenants: TENANTS,
     connections: size,
