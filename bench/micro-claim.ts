@@ -54,13 +54,19 @@ async function prepare(n: number): Promise<Size> {
   return { n, scratch, claimer, pid, ids: due.rows.map((r) => r.id), claimUs: [], countUs: [] };
 }
 
+/** The size's claimed rows made due a second ago (`now`) or put back a day ahead (`later`), their leases cleared. */
+async function setDue(size: Size, when: 'now' | 'later'): Promise<void> {
+  const at = when === 'now' ? `now() - interval '1 second'` : `now() + interval '1 day'`;
+  await size.scratch.db.query(
+    `UPDATE connections SET refresh_due_at = ${at}, lease_owner = NULL, lease_until = NULL WHERE id = ANY($1::uuid[])`,
+    [size.ids],
+  );
+}
+
 /** One round at one size: the rows made due, counted and claimed (measured), then put back (not measured). */
 async function round(size: Size, counted: boolean): Promise<void> {
-  const { scratch, claimer, pid, ids } = size;
-  await scratch.db.query(
-    `UPDATE connections SET refresh_due_at = now() - interval '1 second', lease_owner = NULL, lease_until = NULL WHERE id = ANY($1::uuid[])`,
-    [ids],
-  );
+  const { claimer, pid, ids } = size;
+  await setDue(size, 'now');
   let claimed = 0;
   let countMs = 0;
   const before = cpuMs(pid);
@@ -77,16 +83,13 @@ async function round(size: Size, counted: boolean): Promise<void> {
     size.claimUs.push((claimMs * 1000) / claimed);
     size.countUs.push((countMs * 1000) / STATEMENTS);
   }
-  await scratch.db.query(
-    `UPDATE connections SET refresh_due_at = now() + interval '1 day', lease_owner = NULL, lease_until = NULL WHERE id = ANY($1::uuid[])`,
-    [ids],
-  );
+  await setDue(size, 'later');
 }
 
 /** Buffers one claim of a batch touches, by plan node (EXPLAIN ANALYZE, rolled back). */
 async function planBuffers(size: Size): Promise<string> {
-  const { scratch, ids } = size;
-  await scratch.db.query(`UPDATE connections SET refresh_due_at = now() - interval '1 second' WHERE id = ANY($1::uuid[])`, [ids]);
+  const { scratch } = size;
+  await setDue(size, 'now');
   await scratch.db.query('BEGIN');
   try {
     const plan = await scratch.db.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) ${CLAIM_SQL}`, [
@@ -100,7 +103,7 @@ async function planBuffers(size: Size): Promise<string> {
       .join('\n');
   } finally {
     await scratch.db.query('ROLLBACK');
-    await scratch.db.query(`UPDATE connections SET refresh_due_at = now() + interval '1 day' WHERE id = ANY($1::uuid[])`, [ids]);
+    await setDue(size, 'later');
   }
 }
 
