@@ -47,6 +47,20 @@ module.exports = {
       to: {},
     },
     {
+      name: 'packages-import-nothing-of-the-service',
+      comment: 'the workspace packages (packages/) are published on their own: they never import src/',
+      severity: 'error',
+      from: { path: '^packages/' },
+      to: { path: '^src/' },
+    },
+    {
+      name: 'only-the-bootstrap-starts-the-sandbox',
+      comment: 'the CWS sandbox package is started by the files at the top of src/ (service.ts, sandbox-environment.ts), never by a module',
+      severity: 'error',
+      from: { path: '^src/[^/]+/' },
+      to: { path: '^packages/cws-sandbox/' },
+    },
+    {
       name: 'no-circular',
       severity: 'error',
       from: {},
@@ -61,9 +75,14 @@ module.exports = {
   ],
   options: {
     doNotFollow: { path: 'node_modules' },
-    includeOnly: '^src/',
+    includeOnly: '^(src|packages)/',
+    exclude: { path: '^packages/[^/]+/(node_modules|dist)/' },
     tsConfig: { fileName: 'tsconfig.json' },
     tsPreCompilationDeps: true,
-    enhancedResolveOptions: { extensions: ['.ts', '.js'] },
+    enhancedResolveOptions: {
+      extensions: ['.ts', '.js'],
+      exportsFields: ['exports'],
+      conditionNames: ['cws-connect-source', 'import', 'node', 'default'],
+    },
   },
 };

@@ -17,7 +17,9 @@ import { openDatabase } from './database/open-database.js';
 import { ConnectionWatch, drain } from './drain.js';
 import { withFacadePaths } from './facade/facade-openapi.js';
 import { isFacadePath } from './facade/facade-routes.js';
-import { createHttpServer, FacadeDoor, FrontDoor } from './facade/front-door.js';
+import { FrontDoor } from './edge/front-door.js';
+import { createHttpServer } from './edge/http-server.js';
+import { FacadeDoor } from './facade/facade-door.js';
 import { createLogging } from './telemetry/logger.js';
 import { serveApiDocs } from './ops/openapi-document.js';
 import { InboundDoor } from './webhooks/inbound-door.js';
@@ -105,7 +107,7 @@ export async function startService(base: AppConfig, options: ServiceOptions = {}
 
 /**
  * Nest's Express adapter, with the one HTTP server built here: its request listener is the front door
- * (facade/front-door.ts), which serves the facade's routes and hands every other request to Express.
+ * (edge/front-door.ts), which serves the facade's routes and hands every other request to Express.
  */
 class FrontDoorAdapter extends ExpressAdapter {
   readonly door: FrontDoor;

@@ -2,7 +2,7 @@ import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, jest } from '@jest/globals';
 import { ChangeFeed } from '../src/changes/change-feed.service.js';
 import { FACADE_ROUTES } from '../src/facade/facade-routes.js';
-import { FacadeDoor } from '../src/facade/front-door.js';
+import { FacadeDoor } from '../src/facade/facade-door.js';
 import { connectViaHttp, newTenant } from './support/connect.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
 

@@ -1,4 +1,4 @@
-// npm run docs:config: writes the configuration table, made from src/config/variables.ts, into README.md and
+// npm run docs:config: writes the configuration table, made from src/config/variables.ts, into docs/configuration.md and
 // docs/api.md between their markers, formatted as prettier formats them (src/config/config-tables.spec.ts checks it).
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -19,7 +19,8 @@ const MODULES = {
   retention: ['audit', 'auth', 'connections', 'database', 'events', 'tenants'],
   webhooks: ['audit', 'events', 'routing', 'telemetry', 'upstream', 'vault'],
   console: ['audit', 'auth', 'telemetry'],
-  facade: ['auth', 'routing', 'telemetry', 'upstream', 'webhooks'],
+  facade: ['auth', 'routing', 'telemetry', 'upstream'],
+  edge: ['facade', 'telemetry', 'webhooks'],
   ops: ['auth', 'database', 'telemetry', 'upstream', 'vault'],
 };
 const EVERYWHERE = ['common', 'config'];

@@ -10,7 +10,7 @@ import { credentialOf } from './request-credential.js';
 /**
  * Global and fail-closed: every route needs the operator key or a tenant key unless marked @Public().
  * Tenant isolation is ApiKeysService.authorize's (a tenant key on another tenant's path: 404
- * tenant_not_found); the facade's front door (facade/front-door.ts) applies the same method.
+ * tenant_not_found); the front door (edge/front-door.ts) applies the same method.
  */
 @Injectable()
 export class ApiKeyAuthGuard implements CanActivate {

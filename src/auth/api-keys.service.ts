@@ -42,7 +42,7 @@ export class ApiKeysService {
    * Tenant isolation lives here, once (API.md section 2): a tenant key on another tenant's path answers
    * 404 tenant_not_found, exactly as if that tenant did not exist; and a tenant that does not exist is
    * 404 tenant_not_found on every tenant-scoped route, for the operator too (API.md section 6). Used by
-   * ApiKeyAuthGuard and by the facade's front door (facade/front-door.ts), so no controller repeats it.
+   * ApiKeyAuthGuard and by the front door (edge/front-door.ts), so no controller repeats it.
    */
   async authorize(authorization: string | undefined, tenantId: string | undefined): Promise<Principal> {
     return this.admit(await this.authenticate(bearerOf(authorization)), tenantId);

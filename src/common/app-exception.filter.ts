@@ -3,6 +3,7 @@ import type { Request, Response } from 'express';
 import { AppError, ErrorBody, isContractFailure } from './app-error.js';
 import { DATABASE_RETRY_AFTER_SECONDS, databaseOutage, isDatabaseUnavailable } from './database-outage.js';
 import { requestIdOf } from './request-id.js';
+import { hasBody } from './request-body.js';
 
 const HTTP_CODES: Record<number, string> = {
   400: 'validation_failed',
@@ -58,7 +59,7 @@ const RETRY_LATER: Record<string, string> = Object.freeze({ 'retry-after': Strin
 
 /**
  * The status, the contract's body and the extra headers for anything thrown while serving a request. Also
- * used by the facade's front door (facade/front-door.ts), which answers without Express. An unreachable
+ * used by the front door (edge/front-door.ts), which answers without Express. An unreachable
  * database is a 503 with Retry-After (the client should retry), not an internal error; a stored secret that
  * does not open with the configured keys is named as such (docs/operations.md): any ContractFailure answers as it says.
  */
@@ -157,12 +158,6 @@ export function logFailure(exception: unknown, requestId: string): void {
     },
     'request failed',
   );
-}
-
-function hasBody(req: Request): boolean {
-  if (req.headers['transfer-encoding'] !== undefined) return true;
-  const length = req.headers['content-length'];
-  return length !== undefined && length !== '0';
 }
 
 function isBodyParserError(e: unknown): e is { type: string; status?: number; statusCode?: number } {

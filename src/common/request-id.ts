@@ -11,7 +11,7 @@ export function mintRequestId(): string {
 /**
  * Reuses a caller's x-request-id when it is a plain token (so a partner can correlate), otherwise mints
  * one; sets it on the response before anything else can answer. Called once per request, by the front door
- * (facade/front-door.ts), which also sets it as `req.id` for the logger and the exception filters.
+ * (edge/front-door.ts), which also sets it as `req.id` for the logger and the exception filters.
  */
 export function assignRequestId(req: IncomingMessage, res: ServerResponse): string {
   const given = req.headers['x-request-id'];

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { mintRequestId } from './request-id.js';
+import { hasBody } from './request-body.js';
 
 interface Watched {
   req: IncomingMessage;
@@ -83,10 +84,4 @@ function cut(req: IncomingMessage, res: ServerResponse): void {
   });
   res.end(json, stop);
   setTimeout(stop, 1000).unref(); // the answer could not be flushed: close anyway
-}
-
-function hasBody(req: IncomingMessage): boolean {
-  if (req.headers['transfer-encoding'] !== undefined) return true;
-  const length = req.headers['content-length'];
-  return length !== undefined && length !== '0';
 }

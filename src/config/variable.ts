@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import { ConfigError } from './config-error.js';
 
-/** Where a variable is listed in the configuration tables (README.md, docs/api.md). */
+/** Where a variable is listed in the configuration tables (docs/configuration.md, docs/api.md). */
 export type Section =
   | 'the service'
   | 'database'

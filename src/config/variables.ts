@@ -5,7 +5,7 @@ import { optional, variable } from './variable.js';
 import { httpUrl, int, list, num, oneOf, onOff, parsedBy, text } from './variable-types.js';
 
 // Every environment variable cws-connect reads, declared once: loadConfig (app-config.ts) reads them through
-// readVariables, and the configuration tables of README.md and docs/api.md are made from them (config-tables.ts).
+// readVariables, and the configuration tables of docs/configuration.md and docs/api.md are made from them (config-tables.ts).
 // Declaration order is the order of the checks at start, so NODE_ENV comes first.
 
 const MINUTE = 60_000;

@@ -2,8 +2,8 @@ import type { UpstreamSchemaName } from '../upstream/upstream-openapi.js';
 
 /**
  * The facade's routes under /v1/tenants/{tenantId} (API.md section 7), written once. This table drives the
- * front door's matching (front-door.ts), the OpenAPI document (facade-openapi.ts), which paths no body parser
- * may read (service.ts, `buildApp`), and what is logged (front-door.ts). POST/GET /webhooks are not here: they
+ * front door's matching (edge/front-door.ts), the OpenAPI document (facade-openapi.ts), which paths no body parser
+ * may read (service.ts, `buildApp`), and what is logged (facade-door.ts). POST/GET /webhooks are not here: they
  * belong to the webhooks module (provisioning, API.md section 8).
  */
 

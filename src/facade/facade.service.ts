@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerR
 import type { Readable } from 'node:stream';
 import { Injectable } from '@nestjs/common';
 import { RoutingService, type RouteKind, type RoutedRequest } from '../routing/routing.service.js';
+import { hasBody } from '../common/request-body.js';
 
 /**
  * An upstream call the front door has resolved: whose token (`userinfo`: the user's, to the environment's
@@ -92,12 +93,6 @@ function userIdOf(req: IncomingMessage): string | undefined {
   if (typeof raw !== 'string') return undefined;
   const value = raw.trim();
   return value === '' ? undefined : value;
-}
-
-function hasBody(req: IncomingMessage): boolean {
-  if (req.headers['transfer-encoding'] !== undefined) return true;
-  const length = req.headers['content-length'];
-  return length !== undefined && length !== '0';
 }
 
 /** Names listed in Connection are hop-by-hop too (RFC 9110 7.6.1). */

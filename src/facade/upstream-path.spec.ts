@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { matchRoute, type RouteMatch } from './facade-routes.js';
-import { upstreamCall } from './front-door.js';
+import { upstreamCall } from './facade-door.js';
 import { checkParam, checkUpstreamPath } from './upstream-path.js';
 
 function proxied(rest: string): { route: string; path: string } | string {

@@ -5,7 +5,7 @@ import type { RenewalSaveRepository, RenewedItem } from '../connections/store/re
 import type { ConnectionTokens } from '../connections/token-fields.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
 import { PairCommit } from './pair-commit.js';
-import { codeOf, fakeConfig, fakeLane, fakeMetrics, row, systemClock } from './renewal-fakes.js';
+import { codeOf, fakeConfig, fakeLane, fakeMetrics, row, systemClock } from '../../test/support/renewal-fakes.js';
 
 const pair: TokenSet = { accessToken: 'at-new', refreshToken: 'rt-new', expiresIn: 3600, scope: null, tokenType: 'Bearer' };
 const tokens = {

@@ -9,7 +9,7 @@ import type { ConnectionsService } from '../connections/connections.service.js';
 import type { ConnectionTokens } from '../connections/token-fields.js';
 import type { PairCommit } from './pair-commit.js';
 import { RenewalAttempt } from './renewal-attempt.js';
-import { codeOf, fakeConfig, fakeLane, fakeMetrics, row, systemClock } from './renewal-fakes.js';
+import { codeOf, fakeConfig, fakeLane, fakeMetrics, row, systemClock } from '../../test/support/renewal-fakes.js';
 import { GrantRejected, type Need } from './renewal-types.js';
 import type { TokenCall } from './token-call.js';
 

@@ -6,7 +6,7 @@ import type { LeasedConnection, RenewalLeaseRepository, RenewalRow } from '../co
 import type { CommitLane, RenewalSaveRepository } from '../connections/store/renewal-save.repository.js';
 import type { ConnectionTokens } from '../connections/token-fields.js';
 import type { RenewalAttempt } from './renewal-attempt.js';
-import { codeOf, fakeConfig, fakeLane, row, systemClock } from './renewal-fakes.js';
+import { codeOf, fakeConfig, fakeLane, row, systemClock } from '../../test/support/renewal-fakes.js';
 import type { Need } from './renewal-types.js';
 import { RenewalService } from './renewal.service.js';
 

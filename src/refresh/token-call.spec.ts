@@ -4,7 +4,7 @@ import type { RenewalLeaseRepository } from '../connections/store/renewal-lease.
 import type { UpstreamClient } from '../upstream/upstream-client.service.js';
 import { TokenEndpointError, UpstreamTimeoutError } from '../upstream/upstream.errors.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
-import { codeOf, fakeConfig, fakeMetrics, row, systemClock } from './renewal-fakes.js';
+import { codeOf, fakeConfig, fakeMetrics, row, systemClock } from '../../test/support/renewal-fakes.js';
 import type { Mode } from './renewal-types.js';
 import { TokenCall } from './token-call.js';
 

@@ -91,7 +91,7 @@ export function accessLogOptions(config: AppConfig, destination?: DestinationStr
   const options: HttpOptions = {
     level: config.logLevel,
     hooks,
-    // The front door (facade/front-door.ts) gave every request its id before Express saw it.
+    // The front door (edge/front-door.ts) gave every request its id before Express saw it.
     genReqId: (req: IncomingMessage, res: ServerResponse) => requestIdOf(req, res),
     redact: {
       paths: ['req.headers.authorization', 'req.headers.cookie', 'req.headers["x-api-key"]', 'res.headers["set-cookie"]'],

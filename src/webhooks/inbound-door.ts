@@ -6,7 +6,8 @@ import { AppError } from '../common/app-error.js';
 import { errorBody, logFailure } from '../common/app-exception.filter.js';
 import { parseJsonBody, urlProblem } from '../common/json-body.js';
 import { accessLogLevel } from '../telemetry/logger.js';
-import { InboundService, isJsonType } from './inbound.service.js';
+import { InboundService } from './inbound.service.js';
+import { hasBody, isJsonType } from '../common/request-body.js';
 
 const logger = new Logger('InboundDoor');
 
@@ -86,12 +87,6 @@ export class InboundDoor {
         logger[level]({ req, res, route: 'receiveDelivery', responseTime: Math.round(performance.now() - started) }, 'request completed');
     }
   }
-}
-
-function hasBody(req: IncomingMessage): boolean {
-  if (req.headers['transfer-encoding'] !== undefined) return true;
-  const length = req.headers['content-length'];
-  return length !== undefined && length !== '0';
 }
 
 /**

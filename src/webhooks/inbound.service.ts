@@ -12,6 +12,7 @@ import { TokenVault } from '../vault/token-vault.service.js';
 import { WebhookReceiversRepository } from './webhook-receivers.repository.js';
 import { receiverRef } from './webhooks.service.js';
 import { sha256 } from '../common/hash.js';
+import { isJsonType } from '../common/request-body.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const CACHE_TTL_MS = 60_000;
@@ -152,12 +153,6 @@ export class InboundService {
 
 function digestKey(tenantId: string, receiverId: string): string {
   return `${tenantId}/${receiverId.toLowerCase()}`;
-}
-
-/** Whether a Content-Type is `application/json` (any parameters, any letter case). */
-export function isJsonType(contentType: string | undefined): boolean {
-  if (contentType === 'application/json') return true;
-  return contentType !== undefined && contentType.split(';')[0].trim().toLowerCase() === 'application/json';
 }
 
 function sqlStateOf(e: unknown): string | undefined {

@@ -12,7 +12,7 @@ import { WebhooksService } from './webhooks.service.js';
 @Module({
   imports: [VaultModule, EventsModule, RoutingModule],
   controllers: [WebhooksController],
-  // The inbound receiver is served by InboundDoor through the front door (facade/front-door.ts), not by a controller.
+  // The inbound receiver is served by InboundDoor through the front door (edge/front-door.ts), not by a controller.
   providers: [WebhookReceiversRepository, WebhooksService, InboundService, InboundDoor],
 })
 export class WebhooksModule {}

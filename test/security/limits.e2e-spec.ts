@@ -1,6 +1,6 @@
 import { request as httpRequest, type ClientRequest } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import { FacadeDoor } from '../../src/facade/front-door.js';
+import { FacadeDoor } from '../../src/facade/facade-door.js';
 import { connectViaHttp, newTenant } from '../support/connect.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { API_BASE, RecordingUpstream } from './recording-upstream.js';

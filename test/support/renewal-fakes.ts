@@ -1,9 +1,9 @@
 // Fakes shared by the renewal unit specs: the database row, the metrics and the configuration a renewal reads.
-import type { Clock } from '../common/clock.js';
-import type { AppConfig } from '../config/app-config.js';
-import type { RenewalRow } from '../connections/store/renewal-lease.repository.js';
-import type { CommitLane, RenewedItem } from '../connections/store/renewal-save.repository.js';
-import type { RefreshMetrics, RenewalOutcome } from './refresh-metrics.service.js';
+import type { Clock } from '../../src/common/clock.js';
+import type { AppConfig } from '../../src/config/app-config.js';
+import type { RenewalRow } from '../../src/connections/store/renewal-lease.repository.js';
+import type { CommitLane, RenewedItem } from '../../src/connections/store/renewal-save.repository.js';
+import type { RefreshMetrics, RenewalOutcome } from '../../src/refresh/refresh-metrics.service.js';
 
 export const fakeConfig = {
   instanceId: 'me',

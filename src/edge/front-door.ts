@@ -1,0 +1,63 @@
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { AppError } from '../common/app-error.js';
+import { answerError } from '../common/error-answer.js';
+import { assignRequestId } from '../common/request-id.js';
+import { setSecurityHeaders } from '../common/security-headers.js';
+import { bindRequestContext, setRequestRoute, traceRequest } from '../telemetry/request-tracing.js';
+import { tracingOn } from '../telemetry/tracing.js';
+import type { FacadeDoor } from '../facade/facade-door.js';
+import { matchRoute } from '../facade/facade-routes.js';
+import { matchInbound, type InboundDoor } from '../webhooks/inbound-door.js';
+
+/**
+ * The HTTP server's one request listener: it mints the request id of every request, serves the facade's
+ * routes through FacadeDoor and the inbound receiver through InboundDoor, and hands everything else to
+ * Express (the Nest app).
+ */
+export class FrontDoor {
+  private facade: FacadeDoor | null = null;
+  private inbound: InboundDoor | null = null;
+
+  constructor(private readonly express: RequestListener) {}
+
+  /** The facade and the receiver are served once the Nest app is built (before the server listens). */
+  open(facade: FacadeDoor, inbound: InboundDoor): void {
+    this.facade = facade;
+    this.inbound = inbound;
+  }
+
+  readonly listener = (req: IncomingMessage, res: ServerResponse): void => {
+    const requestId = assignRequestId(req, res);
+    (req as IncomingMessage & { id?: string }).id = requestId;
+    setSecurityHeaders(req, res);
+    if (tracingOn()) traceRequest(req, res, requestId, () => this.route(req, res, requestId));
+    else this.route(req, res, requestId);
+  };
+
+  private route(req: IncomingMessage, res: ServerResponse, requestId: string): void {
+    const url = req.url ?? '';
+    if (url.charCodeAt(0) !== 0x2f /* '/' */) {
+      // Absolute-form (`GET http://host/...`), authority- and asterisk-form targets are for proxies, not for this server.
+      answerError(req, res, new AppError('invalid_path', 'The request target must be a path (origin form).'), requestId);
+      return;
+    }
+    const method = req.method ?? 'GET';
+    const { match } = matchRoute(method, url);
+    if (match !== null && this.facade !== null) {
+      if (tracingOn()) setRequestRoute(req, `/v1/tenants/{tenantId}${match.route.path}`, match.tenantId);
+      this.facade.serve(req, res, match, requestId).catch(() => res.destroy()); // serve answers its own errors; this is a last resort
+      return;
+    }
+    const delivery = this.inbound !== null ? matchInbound(method, url) : null;
+    if (delivery !== null && this.inbound !== null) {
+      if (tracingOn()) {
+        setRequestRoute(req, '/inbound/{tenantId}/{receiverId}', delivery.tenantId);
+        bindRequestContext(req, res); // the body arrives in socket events, outside the span's context
+      }
+      this.inbound.serve(req, res, delivery, requestId, (e) => answerError(req, res, e, requestId)).catch(() => res.destroy());
+      return;
+    }
+    if (tracingOn()) bindRequestContext(req, res);
+    this.express(req, res);
+  }
+}
