@@ -11,6 +11,7 @@ import { AppExceptionFilter } from './common/app-exception.filter.js';
 import { Clock, SystemClock } from './common/clock.js';
 import type { AppConfig } from './config/app-config.js';
 import { ConfigModule } from './config/config.module.js';
+import { ConnectModule } from './connect/connect.module.js';
 import { ConnectionsModule } from './connections/connections.module.js';
 import { ConsoleModule } from './console/console.module.js';
 import { DatabaseModule } from './database/database.module.js';
@@ -47,6 +48,7 @@ export class AppModule {
         UpstreamModule,
         EventsModule,
         TenantsModule,
+        ConnectModule,
         ConnectionsModule,
         ScheduleModule.forRoot(),
         RefreshModule,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { ConnectService } from '../src/connections/connect.service.js';
+import { ConnectService } from '../src/connect/connect.service.js';
 import { authorizeAtSandbox, connectViaHttp, newTenant, openCallback } from './support/connect.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
 

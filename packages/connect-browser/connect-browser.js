@@ -9,7 +9,7 @@
  * session's returnUrl with `?status=…` (read it there with `resultFromUrl()`). No dependencies.
  */
 
-/** The message the service's completion page posts (src/connections/connect-completion-page.ts). */
+/** The message the service's completion page posts (src/connect/connect-completion-page.ts). */
 const MESSAGE_TYPE = 'cws-connect:result';
 /** How long a closed popup may still deliver its message (the page posts, then closes). */
 const CLOSE_GRACE_MS = 400;

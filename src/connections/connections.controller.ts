@@ -1,30 +1,16 @@
-import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
-import { ApiBearerAuth, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { Controller, Delete, Get, HttpCode, Param, Query } from '@nestjs/common';
+import { ApiBearerAuth, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { AuditBy, type AuditContext } from '../audit/audit-context.js';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
 import { connectionIdPipe } from '../common/params.js';
-import { ConnectService } from './connect.service.js';
 import { ConnectionsService } from './connections.service.js';
-import { ConnectSessionResponseDto, CreateConnectSessionDto } from './dto/connect-session.dto.js';
 import { ConnectionPageDto, ConnectionResponseDto, ListConnectionsQueryDto, RenewalDto, RenewalHistoryDto } from './dto/connection.dto.js';
 
 @ApiTags('connections')
 @ApiBearerAuth()
 @Controller('v1/tenants/:tenantId')
 export class ConnectionsController {
-  constructor(
-    private readonly connect: ConnectService,
-    private readonly connections: ConnectionsService,
-  ) {}
-
-  @Post('connect-sessions')
-  @ApiRoute('createConnectSession', 'Start connecting a user or the admin', 'Send the browser to `connectUrl` (single use, 10 minutes).')
-  @ApiErrors('validation_failed', 'unauthorized', 'tenant_not_found', 'environment_not_configured')
-  @ApiCreatedResponse({ type: ConnectSessionResponseDto })
-  async createSession(@Param('tenantId') tenantId: string, @Body() dto: CreateConnectSessionDto): Promise<ConnectSessionResponseDto> {
-    const { connectUrl, expiresAt } = await this.connect.createSession(tenantId, dto);
-    return { connectUrl, expiresAt: expiresAt.toISOString() };
-  }
+  constructor(private readonly connections: ConnectionsService) {}
 
   @Get('connections')
   @ApiRoute(

@@ -1,34 +1,26 @@
-import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import type { AuditContext } from '../audit/audit-context.js';
 import { AuditService } from '../audit/audit.service.js';
 import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
 import type { EnvironmentName } from '../config/app-config.js';
-import type { EntityManager } from 'typeorm';
 import { TenantsService } from '../tenants/tenants.service.js';
-import { EventsRepository } from '../events/events.repository.js';
-import type { TokenSet, UpstreamUser } from '../upstream/upstream.types.js';
-import type { ConnectSessionEntity } from './connect-session.entity.js';
 import { ConnectionHealthRepository, type ConnectionWithHealth, type RenewalRecord } from './store/connection-health.repository.js';
 import type { ConnectionFilter, PagePosition } from './store/connection-paging.js';
 import type { ConnectionEntity } from './store/connection.entity.js';
-import { ConnectionsRepository, type ConnectedFields } from './store/connections.repository.js';
+import { ConnectionsRepository } from './store/connections.repository.js';
 import { RenewalLeaseRepository } from './store/renewal-lease.repository.js';
-import { ConnectSessionsRepository } from './connect-sessions.repository.js';
-import { ConnectionTokens } from './token-fields.js';
+import { ConnectionEvents } from './connection-events.js';
 import { sha256 } from '../common/hash.js';
 
 @Injectable()
 export class ConnectionsService {
   constructor(
     private readonly repo: ConnectionsRepository,
-    private readonly tokens: ConnectionTokens,
-    private readonly events: EventsRepository,
+    private readonly events: ConnectionEvents,
     private readonly clock: Clock,
     private readonly tenants: TenantsService,
     private readonly audit: AuditService,
-    private readonly sessions: ConnectSessionsRepository,
     private readonly health: ConnectionHealthRepository,
     private readonly leases: RenewalLeaseRepository,
   ) {}
@@ -64,16 +56,7 @@ export class ConnectionsService {
     const deleted = await this.repo.transaction(async (m) => {
       const gone = await this.repo.delete(m, tenantId, id);
       if (gone) {
-        await this.events.record(
-          {
-            tenantId,
-            source: 'service',
-            type: 'connection.deleted',
-            payload: eventPayload('connection.deleted', gone),
-            userId: gone.userId,
-          },
-          m,
-        );
+        await this.events.record('connection.deleted', gone, m);
         await this.audit.record(
           { action: 'connection.deleted', ...by, tenantId, target: `connections/${id}`, userId: gone.userId, outcome: 'success' },
           m,
@@ -95,115 +78,10 @@ export class ConnectionsService {
   markReauthRequired(id: string, owner: string, version: number, reason: string): Promise<ConnectionEntity | null> {
     return this.repo.transaction(async (m) => {
       const c = await this.leases.markReauthRequired(m, id, owner, version, reason, this.clock.now());
-      if (c)
-        await this.events.record(
-          {
-            tenantId: c.tenantId,
-            source: 'service',
-            type: 'connection.reauth_required',
-            payload: eventPayload('connection.reauth_required', c),
-            userId: c.userId,
-          },
-          m,
-        );
+      if (c) await this.events.record('connection.reauth_required', c, m);
       return c;
     });
   }
-
-  /**
-   * Stores the outcome of a completed authorization: a new connection, or new tokens on the owner's
-   * existing one (same id). Tokens are sealed with the row id in their AAD, so the id is settled first.
-   * Answers the connection's id. Audited in the same transaction, the connect session as the actor.
-   */
-  async saveFromConnect(
-    session: ConnectSessionEntity,
-    tokens: TokenSet,
-    user: UpstreamUser,
-    isAdmin: boolean,
-    requestId: string,
-  ): Promise<string> {
-    const now = this.clock.now();
-    const fieldsFor = (id: string): ConnectedFields => ({
-      upstreamUserId: user.id,
-      upstreamEmail: user.email,
-      upstreamUsername: user.username,
-      isAdmin,
-      scopes: tokens.scope ?? session.scopes,
-      ...this.tokens.fields(id, tokens, now),
-    });
-    const audited = (action: 'connection.created' | 'connection.reconnected', id: string, m: EntityManager) =>
-      this.audit.record(
-        {
-          action,
-          actor: { kind: 'connect_session', id: session.id },
-          tenantId: session.tenantId,
-          target: `connections/${id}`,
-          userId: session.userId,
-          requestId,
-          outcome: 'success',
-        },
-        m,
-      );
-    return this.repo.transaction(async (m) => {
-      if (session.kind === 'user' && session.userId !== null) {
-        // An erasure of this user that ran since the state was consumed deleted the session: nothing is stored.
-        await this.repo.lockUser(m, session.tenantId, session.userId);
-        if (!(await this.sessions.existsIn(m, session.id)))
-          throw new AppError('connect_state_invalid', 'The connect session is gone (its user was erased). Start the connection again.');
-      }
-      let existing = await this.repo.findOwner(session.tenantId, session.kind, session.userId, m);
-      if (!existing) {
-        const id = randomUUID();
-        if (await this.repo.insert(m, session.tenantId, id, session.kind, session.userId, fieldsFor(id))) {
-          const created = { id, tenantId: session.tenantId, kind: session.kind, userId: session.userId, upstreamUserId: user.id };
-          await this.events.record(
-            {
-              tenantId: session.tenantId,
-              source: 'service',
-              type: 'connection.created',
-              payload: eventPayload('connection.created', created),
-              userId: session.userId,
-            },
-            m,
-          );
-          await audited('connection.created', id, m);
-          return id;
-        }
-        existing = await this.repo.findOwner(session.tenantId, session.kind, session.userId, m);
-        if (!existing) throw new Error('connection vanished during a reconnect');
-      }
-      await this.repo.replaceTokens(m, existing.id, fieldsFor(existing.id));
-      await audited('connection.reconnected', existing.id, m);
-      if (existing.status === 'reauth_required') {
-        await this.events.record(
-          {
-            tenantId: session.tenantId,
-            source: 'service',
-            type: 'connection.recovered',
-            payload: eventPayload('connection.recovered', existing),
-            userId: existing.userId,
-          },
-          m,
-        );
-      }
-      return existing.id;
-    });
-  }
-}
-
-function eventPayload(
-  type: string,
-  c: Pick<ConnectionEntity, 'id' | 'tenantId' | 'kind' | 'userId' | 'upstreamUserId'> & { statusReason?: string | null },
-) {
-  return {
-    type,
-    connectionId: c.id,
-    tenantId: c.tenantId,
-    kind: c.kind,
-    userId: c.userId,
-    upstreamUserId: c.upstreamUserId,
-    ...(c.statusReason ? { reason: c.statusReason } : {}),
-  };
 }
 
 export const DEFAULT_CONNECTIONS_PAGE = 100;

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { AuditModule } from '../audit/audit.module.js';
 import { AuthModule } from '../auth/auth.module.js';
+import { ConnectModule } from '../connect/connect.module.js';
 import { ConnectionsModule } from '../connections/connections.module.js';
 import { EventsModule } from '../events/events.module.js';
 import { TenantsModule } from '../tenants/tenants.module.js';
@@ -14,7 +15,7 @@ import { UsersController } from './users.controller.js';
  * (RetentionService, TenantPurge), and the erasure of an end user (UserErasureService).
  */
 @Module({
-  imports: [TenantsModule, AuthModule, EventsModule, ConnectionsModule, AuditModule],
+  imports: [TenantsModule, AuthModule, EventsModule, ConnectionsModule, ConnectModule, AuditModule],
   controllers: [UsersController],
   providers: [RetentionService, TenantPurge, UserErasureService],
   exports: [RetentionService],

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { AuditService } from '../audit/audit.service.js';
 import { Clock } from '../common/clock.js';
-import { ConnectSessionsRepository } from '../connections/connect-sessions.repository.js';
+import { ConnectSessionsRepository } from '../connect/connect-sessions.repository.js';
 import { ConnectionsRepository } from '../connections/store/connections.repository.js';
 import { EventsRemoval } from '../events/events-removal.repository.js';
 import { TenantApiKeysRepository } from '../auth/tenant-api-keys.repository.js';

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { AuditContext } from '../audit/audit-context.js';
 import { AuditService } from '../audit/audit.service.js';
 import { Clock } from '../common/clock.js';
-import { ConnectSessionsRepository } from '../connections/connect-sessions.repository.js';
+import { ConnectSessionsRepository } from '../connect/connect-sessions.repository.js';
 import { ConnectionsRepository } from '../connections/store/connections.repository.js';
 import { EventDeliveryService } from '../events/event-delivery.service.js';
 import { EventsRemoval } from '../events/events-removal.repository.js';

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { cookieName } from '../../src/connections/connect-state.store.js';
+import { cookieName } from '../../src/connect/connect-state.store.js';
 import { authorizeAtSandbox, newTenant, openCallback, type BrowserCallback } from '../support/connect.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import type { ErrorBody } from './support.js';

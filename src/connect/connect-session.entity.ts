@@ -1,5 +1,5 @@
 import { Column, CreateDateColumn, Entity, PrimaryColumn } from 'typeorm';
-import type { ConnectionKind } from './store/connection.entity.js';
+import type { ConnectionKind } from '../connections/store/connection.entity.js';
 
 @Entity({ name: 'connect_sessions' })
 export class ConnectSessionEntity {

@@ -17,7 +17,7 @@ import { ConnectSessionEntity } from './connect-session.entity.js';
 import { ConnectSessionsRepository } from './connect-sessions.repository.js';
 import { redirectToCompletion } from './connect-completion-page.js';
 import { ConnectStateStore, STATE_LIFETIME_MS, type ConnectRequest } from './connect-state.store.js';
-import { ConnectionsService } from './connections.service.js';
+import { ConnectCompletionService } from './connect-completion.service.js';
 import { createCwsStrategy, strategyName, type OAuthResult, type PassportInstance } from './cws-oauth2.strategy.js';
 import type { CreateConnectSessionDto } from './dto/connect-session.dto.js';
 import { sha256 } from '../common/hash.js';
@@ -37,7 +37,7 @@ export class ConnectService {
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly sessions: ConnectSessionsRepository,
-    private readonly connections: ConnectionsService,
+    private readonly completion: ConnectCompletionService,
     private readonly tenants: TenantsService,
     private readonly upstream: UpstreamClient,
     private readonly clock: Clock,
@@ -150,7 +150,7 @@ export class ConnectService {
 
     const { tokens, user, session } = outcome.result;
     const isAdmin = session.kind === 'admin' ? await this.checkAdmin(env, tokens) : false;
-    const connectionId = await this.connections.saveFromConnect(session, tokens, user, isAdmin, requestIdOf(req));
+    const connectionId = await this.completion.save(session, tokens, user, isAdmin, requestIdOf(req));
     if (session.kind === 'admin' && !isAdmin) return redirectBack(res, session, { status: 'error', error: 'not_admin', connectionId });
     return redirectBack(res, session, { status: 'connected', connectionId });
   }
