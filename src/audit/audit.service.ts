@@ -1,9 +1,8 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { Interval } from '@nestjs/schedule';
 import type { EntityManager } from 'typeorm';
-import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
-import { sha256 } from '../common/hash.js';
+import { EXACT_TIME, KeysetCursor, pageOf, UUID_TEXT } from '../common/page-cursor.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import type { AuditPosition, AuditRecord, AuditRow } from './audit-entry.js';
@@ -56,14 +55,10 @@ export class AuditService {
   /** A page of one tenant's rows (or of every row: tenantId null), newest first; `next` continues after it. */
   async list(tenantId: string | null, q: { limit?: number; after?: string }): Promise<AuditPage> {
     const limit = q.limit ?? DEFAULT_AUDIT_PAGE;
-    const after = q.after === undefined ? null : decodeAuditCursor(tenantId, q.after);
+    const after = q.after === undefined ? null : AUDIT_CURSOR.decode(listingOf(tenantId), q.after);
     const rows = await this.repo.listPage(tenantId, after, limit);
-    const page = rows.slice(0, limit);
-    const last = page.at(-1);
-    return {
-      items: page.map(({ position: _position, ...row }) => row),
-      next: rows.length > limit && last ? encodeAuditCursor(tenantId, last.position) : null,
-    };
+    const page = pageOf(rows, limit, (last) => AUDIT_CURSOR.encode(listingOf(tenantId), last.position));
+    return { items: page.items.map(({ position: _position, ...row }) => row), next: page.next };
   }
 
   /**
@@ -114,35 +109,12 @@ export class AuditService {
   }
 }
 
-const CURSOR_TEXT =
-  /^a1\|(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z)\|([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\|([A-Za-z0-9_-]{16})$/;
-
 /**
- * The `next` cursor: the position of a page's last row and a check value over it and the listing (a tenant's,
- * or every row's), so that a cut, altered or borrowed cursor is refused. Opaque to callers; not a secret.
+ * The `next` cursor: the position of a page's last row, checked against the listing (a tenant's rows, or every
+ * row) by `KeysetCursor`, so that a cut, altered or borrowed cursor is refused.
  */
-function encodeAuditCursor(tenantId: string | null, p: AuditPosition): string {
-  return Buffer.from(`a1|${p.at}|${p.id}|${cursorCheck(tenantId, p)}`, 'utf8').toString('base64url');
-}
+const AUDIT_CURSOR = new KeysetCursor<AuditPosition>('a1', { at: EXACT_TIME, id: UUID_TEXT });
 
-function decodeAuditCursor(tenantId: string | null, cursor: string): AuditPosition {
-  const text = /^[A-Za-z0-9_-]{1,200}$/.test(cursor) ? Buffer.from(cursor, 'base64url').toString('utf8') : '';
-  const m = CURSOR_TEXT.exec(text);
-  const position = m ? { at: m[1], id: m[2] } : null;
-  if (
-    !m ||
-    !position ||
-    m[3] !== cursorCheck(tenantId, position) ||
-    encodeAuditCursor(tenantId, position) !== cursor ||
-    Number.isNaN(Date.parse(position.at))
-  ) {
-    throw new AppError('validation_failed', 'after is not a cursor this service gave out for this listing.');
-  }
-  return position;
-}
-
-function cursorCheck(tenantId: string | null, p: AuditPosition): string {
-  return sha256(`audit|${tenantId ?? '*'}|${p.at}|${p.id}`)
-    .subarray(0, 12)
-    .toString('base64url');
+function listingOf(tenantId: string | null): string {
+  return `audit|${tenantId ?? '*'}`;
 }

@@ -3,6 +3,7 @@ import type { AuditContext } from '../audit/audit-context.js';
 import { AuditService } from '../audit/audit.service.js';
 import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
+import { EXACT_TIME, KeysetCursor, pageOf, UUID_TEXT } from '../common/page-cursor.js';
 import type { EnvironmentName } from '../config/app-config.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { ConnectionHealthRepository, type ConnectionWithHealth, type RenewalRecord } from './store/connection-health.repository.js';
@@ -11,7 +12,6 @@ import type { ConnectionEntity } from './store/connection.entity.js';
 import { ConnectionsRepository } from './store/connections.repository.js';
 import { RenewalLeaseRepository } from './store/renewal-lease.repository.js';
 import { ConnectionEvents } from './connection-events.js';
-import { sha256 } from '../common/hash.js';
 
 @Injectable()
 export class ConnectionsService {
@@ -28,14 +28,13 @@ export class ConnectionsService {
   /** A page of the tenant's connections in creation order; `next` (null on the last page) continues after it. */
   async list(tenantId: string, q: ConnectionListQuery): Promise<{ connections: ConnectionWithHealth[]; next: string | null }> {
     const limit = q.limit ?? DEFAULT_CONNECTIONS_PAGE;
-    const after = q.after === undefined ? null : decodeConnectionCursor(tenantId, q.after);
+    const after = q.after === undefined ? null : CONNECTION_CURSOR.decode(tenantId, q.after);
     const tenant = await this.tenants.get(tenantId);
     // A tenant's connections all live in its environment.
     if (q.environment !== undefined && q.environment !== tenant.environment) return { connections: [], next: null };
     const rows = await this.repo.listPage(tenantId, { userId: q.userId, kind: q.kind, status: q.status }, after, limit);
-    const page = rows.slice(0, limit);
-    const last = page.at(-1);
-    return { connections: page, next: rows.length > limit && last ? encodeConnectionCursor(tenantId, last.position) : null };
+    const page = pageOf(rows, limit, (last) => CONNECTION_CURSOR.encode(tenantId, last.position));
+    return { connections: page.items, next: page.next };
   }
 
   async get(tenantId: string, id: string): Promise<ConnectionWithHealth> {
@@ -93,35 +92,8 @@ export interface ConnectionListQuery extends ConnectionFilter {
   environment?: EnvironmentName;
 }
 
-const CURSOR_VERSION = 'c1';
-const CURSOR_TEXT =
-  /^c1\|(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z)\|([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\|([A-Za-z0-9_-]{16})$/;
-
 /**
- * The `next` cursor: the position of a page's last row, with a check value over it and the tenant. It is
- * opaque to callers; the check catches a cursor that was cut, altered or taken from another tenant (it is not
- * a secret: forging one only starts the caller's own listing somewhere else).
+ * The `next` cursor: the position of a page's last row, checked against the tenant (`KeysetCursor`): a cursor that
+ * was cut, altered or taken from another tenant is refused.
  */
-export function encodeConnectionCursor(tenantId: string, p: PagePosition): string {
-  return Buffer.from(`${CURSOR_VERSION}|${p.createdAt}|${p.id}|${cursorCheck(tenantId, p)}`, 'utf8').toString('base64url');
-}
-
-export function decodeConnectionCursor(tenantId: string, cursor: string): PagePosition {
-  const text = /^[A-Za-z0-9_-]{1,200}$/.test(cursor) ? Buffer.from(cursor, 'base64url').toString('utf8') : '';
-  const m = CURSOR_TEXT.exec(text);
-  const position = m ? { createdAt: m[1], id: m[2] } : null;
-  if (
-    !m ||
-    !position ||
-    m[3] !== cursorCheck(tenantId, position) ||
-    encodeConnectionCursor(tenantId, position) !== cursor ||
-    Number.isNaN(Date.parse(position.createdAt))
-  ) {
-    throw new AppError('validation_failed', 'after is not a cursor this service gave out for this listing.');
-  }
-  return position;
-}
-
-function cursorCheck(tenantId: string, p: PagePosition): string {
-  return sha256(`${tenantId}|${p.createdAt}|${p.id}`).subarray(0, 12).toString('base64url');
-}
+export const CONNECTION_CURSOR = new KeysetCursor<PagePosition>('c1', { createdAt: EXACT_TIME, id: UUID_TEXT });

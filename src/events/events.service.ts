@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
+import { cursorOf, textOfCursor } from '../common/page-cursor.js';
 import type { TenantEntity } from '../tenants/tenant.entity.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { EventDeliveryService } from './event-delivery.service.js';
@@ -7,8 +8,8 @@ import { type DeliveryAttempt, EventDeliveryRepository } from './event-delivery.
 import { EventRedeliveryRepository } from './event-redelivery.repository.js';
 import { type DeliveryState, type EventPosition, EventsRepository, type StoredEvent } from './events.repository.js';
 
-export const DEFAULT_PAGE = 50;
-export const MAX_PAGE = 500;
+export const DEFAULT_EVENTS_PAGE = 50;
+export const MAX_EVENTS_PAGE = 500;
 /** At most this many events are queued by one bulk redelivery call. */
 export const REDELIVER_PER_CALL = 1000;
 /** A bulk redelivery never leaves a tenant with more than this many events waiting for delivery. */
@@ -80,38 +81,35 @@ export class EventsService {
   async list(
     tenantId: string,
     after: string | undefined,
-    limit: string | undefined,
+    limit: number | undefined,
   ): Promise<{ events: StoredEvent[]; next: string | null }> {
-    const from = after === undefined ? START : decodeCursor(after);
-    const size = limit === undefined ? DEFAULT_PAGE : Number(limit);
-    if (!Number.isInteger(size) || size < 1 || size > MAX_PAGE)
-      throw new AppError('validation_failed', `limit must be an integer between 1 and ${MAX_PAGE}.`);
+    const from = after === undefined ? START : decodeEventCursor(after);
     const tenant = await this.tenants.get(tenantId);
-    const events = await this.events.listAfter(tenantId, from, size, this.tenants.keptSince(tenant));
+    const events = await this.events.listAfter(tenantId, from, limit ?? DEFAULT_EVENTS_PAGE, this.tenants.keptSince(tenant));
     const last = events.at(-1);
-    return { events, next: last ? encodeCursor(last) : (after ?? null) };
+    return { events, next: last ? encodeEventCursor(last) : (after ?? null) };
   }
 }
 
 const START: EventPosition = { writerXid: '0', seq: 0 };
 
 /** The cursor of a position: base64url of `x<writer xid>.<seq>`. */
-export function encodeCursor(at: EventPosition): string {
-  return Buffer.from(`x${at.writerXid}.${at.seq}`, 'utf8').toString('base64url');
+export function encodeEventCursor(at: EventPosition): string {
+  return cursorOf(`x${at.writerXid}.${at.seq}`);
 }
 
 /**
  * The position a cursor names. A cursor of the earlier form (`s<seq>`, given out before events carried
  * their writer) is the position of that seq among the rows older than the column (writer xid 0).
  */
-export function decodeCursor(cursor: string): EventPosition {
-  const text = /^[A-Za-z0-9_-]{1,64}$/.test(cursor) ? Buffer.from(cursor, 'base64url').toString('utf8') : '';
-  const match = /^(?:x(\d{1,20})\.|s)(\d{1,15})$/.exec(text);
+export function decodeEventCursor(cursor: string): EventPosition {
+  const text = textOfCursor(cursor, 64);
+  const match = /^(?:x(\d{1,20})\.|s)(\d{1,15})$/.exec(text ?? '');
   const writerXid = match?.[1] === undefined ? '0' : BigInt(match[1]).toString();
   const at = { writerXid, seq: Number(match?.[2]) };
   // Only the exact text this service writes: no leading zeros, no xid past 64 bits.
   const canonical = match?.[1] === undefined ? `s${at.seq}` : `x${writerXid}.${at.seq}`;
-  if (!match || BigInt(writerXid) >= 2n ** 64n || Buffer.from(canonical, 'utf8').toString('base64url') !== cursor)
+  if (!match || BigInt(writerXid) >= 2n ** 64n || canonical !== text)
     throw new AppError('validation_failed', 'after is not a cursor this service gave out.');
   return at;
 }

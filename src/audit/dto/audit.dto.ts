@@ -1,24 +1,12 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
-import { IsInt, IsOptional, IsString, Matches, Max, MaxLength, Min } from 'class-validator';
+import { IsOptional, IsString, Matches, MaxLength } from 'class-validator';
+import { PageLimit } from '../../common/page-limit.js';
 import { TENANT_ID } from '../../common/params.js';
 import { ACTOR_KINDS, AUDIT_ACTIONS, type AuditRow } from '../audit-entry.js';
 import { DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE } from '../audit.service.js';
 
-const LIMIT_MESSAGE = `limit must be an integer between 1 and ${MAX_AUDIT_PAGE}`;
-
 export class ListAuditQueryDto {
-  @ApiPropertyOptional({
-    description: `Page size, 1 to ${MAX_AUDIT_PAGE}.`,
-    default: DEFAULT_AUDIT_PAGE,
-    minimum: 1,
-    maximum: MAX_AUDIT_PAGE,
-  })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt({ message: LIMIT_MESSAGE })
-  @Min(1, { message: LIMIT_MESSAGE })
-  @Max(MAX_AUDIT_PAGE, { message: LIMIT_MESSAGE })
+  @PageLimit(MAX_AUDIT_PAGE, { default: DEFAULT_AUDIT_PAGE })
   limit?: number;
 
   @ApiPropertyOptional({ description: 'The `next` of the previous page (opaque).' })

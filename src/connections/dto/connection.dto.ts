@@ -1,6 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
-import { IsIn, IsInt, IsOptional, IsString, Length, Max, MaxLength, Min } from 'class-validator';
+import { IsIn, IsOptional, IsString, Length, MaxLength } from 'class-validator';
+import { PageLimit } from '../../common/page-limit.js';
 import { ENVIRONMENT_NAMES, type EnvironmentName } from '../../config/app-config.js';
 import type { LastError, RenewalOutcome, RenewalRecord } from '../store/connection-health.repository.js';
 import type { ConnectionEntity, ConnectionKind, ConnectionStatus } from '../store/connection.entity.js';
@@ -63,17 +63,7 @@ export class ConnectionResponseDto {
 }
 
 export class ListConnectionsQueryDto {
-  @ApiPropertyOptional({
-    description: `Page size, 1 to ${MAX_CONNECTIONS_PAGE}.`,
-    default: DEFAULT_CONNECTIONS_PAGE,
-    minimum: 1,
-    maximum: MAX_CONNECTIONS_PAGE,
-  })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt({ message: `limit must be an integer between 1 and ${MAX_CONNECTIONS_PAGE}` })
-  @Min(1, { message: `limit must be an integer between 1 and ${MAX_CONNECTIONS_PAGE}` })
-  @Max(MAX_CONNECTIONS_PAGE, { message: `limit must be an integer between 1 and ${MAX_CONNECTIONS_PAGE}` })
+  @PageLimit(MAX_CONNECTIONS_PAGE, { default: DEFAULT_CONNECTIONS_PAGE })
   limit?: number;
 
   @ApiPropertyOptional({ description: 'The `next` of the previous page (opaque).' })

@@ -1,8 +1,9 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsIn, IsISO8601, IsOptional, IsString, Matches, MaxLength } from 'class-validator';
+import { IsIn, IsISO8601, IsOptional, IsString, MaxLength } from 'class-validator';
+import { PageLimit } from '../../common/page-limit.js';
 import type { DeliveryAttempt } from '../event-delivery.repository.js';
 import type { DeliveryState, EventSource, StoredEvent } from '../events.repository.js';
-import type { RedeliverState } from '../events.service.js';
+import { DEFAULT_EVENTS_PAGE, MAX_EVENTS_PAGE, type RedeliverState } from '../events.service.js';
 
 export class ListEventsQueryDto {
   @ApiPropertyOptional({ description: 'The `next` cursor of an earlier page; from the start when omitted.' })
@@ -12,10 +13,8 @@ export class ListEventsQueryDto {
   after?: string;
 
   // The default is stated in words: a schema `default` makes generated clients require the field.
-  @ApiPropertyOptional({ description: 'Page size; 50 when omitted.', type: 'integer', minimum: 1, maximum: 500 })
-  @IsOptional()
-  @Matches(/^\d{1,4}$/, { message: 'limit must be an integer between 1 and 500' })
-  limit?: string;
+  @PageLimit(MAX_EVENTS_PAGE, { description: `Page size; ${DEFAULT_EVENTS_PAGE} when omitted.` })
+  limit?: number;
 }
 
 export class EventDeliveryDto {

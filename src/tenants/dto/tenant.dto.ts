@@ -17,8 +17,8 @@ import {
   Min,
   ValidateIf,
 } from 'class-validator';
-import { Type } from 'class-transformer';
 import { ENVIRONMENT_NAMES, type EnvironmentName } from '../../config/app-config.js';
+import { PageLimit } from '../../common/page-limit.js';
 import { TENANT_ID } from '../../common/params.js';
 import { DESIGNS, type Design, type TenantEntity } from '../tenant.entity.js';
 
@@ -171,16 +171,9 @@ export class RotateEventsSecretDto {
 export const MAX_TENANTS_PAGE = 500;
 
 export class ListTenantsQueryDto {
-  @ApiPropertyOptional({
+  @PageLimit(MAX_TENANTS_PAGE, {
     description: `Page size, 1 to ${MAX_TENANTS_PAGE}. Without it, every tenant is answered (one array); with it, at most this many, in the same order.`,
-    minimum: 1,
-    maximum: MAX_TENANTS_PAGE,
   })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt({ message: `limit must be an integer between 1 and ${MAX_TENANTS_PAGE}` })
-  @Min(1, { message: `limit must be an integer between 1 and ${MAX_TENANTS_PAGE}` })
-  @Max(MAX_TENANTS_PAGE, { message: `limit must be an integer between 1 and ${MAX_TENANTS_PAGE}` })
   limit?: number;
 
   @ApiPropertyOptional({ description: 'The id of the last tenant of the previous page: the page starts after it.' })
