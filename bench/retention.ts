@@ -4,7 +4,7 @@
 // ahead, days past the window dropped, a shorter tenant window swept), then alternating rounds on both of:
 //   - inbound: events accepted per second through the inbound statement (EventsRepository.recordMany, groups of 50);
 //   - newest page: the events API's read of a tenant's 50 newest events (EventsRepository.listAfter), ms per read;
-//   - sweep: expired events of a tenant with a shorter window removed per second (EventsRemoval.removeSome).
+//   - sweep: expired events of a tenant with a shorter window removed per second (EventsRemoval.removeSomeOfTenant).
 // Prints each figure on both, the ratios aged/empty, and the database size per simulated week.
 //   npx tsx bench/retention.ts        (DATABASE_URL: a PostgreSQL server to create the scratch databases on)
 // Env: BENCH_EVENTS (1000000; the figure is 10000000), BENCH_DAYS (60), BENCH_TENANTS (50), BENCH_ROUNDS (3),
@@ -78,7 +78,7 @@ async function open(admin: pg.Client, clock: Clock, tag: string): Promise<Db> {
 async function retentionRun(db: Db, now: Date): Promise<void> {
   await db.partitions.ensure(now, PARTITIONS_AHEAD_DAYS);
   await db.partitions.dropBefore(new Date(startOfDay(now).getTime() - WINDOW * DAY_MS));
-  while ((await db.removal.removeSome('t1', new Date(now.getTime() - SHORT_WINDOW * DAY_MS), 5000)) > 0);
+  while ((await db.removal.removeSomeOfTenant('t1', new Date(now.getTime() - SHORT_WINDOW * DAY_MS), 5000)) > 0);
 }
 
 /** One simulated day's events, spread over the day and the tenants, seeded with SQL. */
@@ -147,7 +147,7 @@ async function sweepRate(db: Db, clock: Clock): Promise<number> {
   const started = performance.now();
   let removed = 0;
   for (;;) {
-    const n = await db.removal.removeSome('t1', new Date(now - SHORT_WINDOW * DAY_MS), 1000);
+    const n = await db.removal.removeSomeOfTenant('t1', new Date(now - SHORT_WINDOW * DAY_MS), 1000);
     removed += n;
     if (n === 0) break;
   }

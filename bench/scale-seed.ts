@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { parseVaultKeys } from '../src/config/app-config.js';
-import { sealTokens } from '../src/connections/token-fields.js';
+import { sealTokens } from '../src/connections/connection-tokens.js';
 import { TokenVault } from '../src/vault/token-vault.service.js';
 
 /** The tenant that holds half of the connections (and events): a big partner customer, whose pages go deep. */

@@ -54,7 +54,7 @@ describe('token renewal (invariants 3 to 5)', () => {
     return seeded;
   };
   const entity = async (app: TestApp, id: string): Promise<ConnectionEntity> =>
-    (await app.app.get(ConnectionsRepository).getById('acme', id))!;
+    (await app.app.get(ConnectionsRepository).findInTenant('acme', id))!;
   const row = async (id: string) =>
     (
       await a.db.query<{

@@ -26,7 +26,7 @@ export class TenantApiKeysRepository {
   }
 
   /** Removes up to `limit` of the tenant's keys (its deletion, in the background); answers how many. */
-  async deleteSome(tenantId: string, limit: number): Promise<number> {
+  async deleteSomeOfTenant(tenantId: string, limit: number): Promise<number> {
     const [, n] = (await this.repo.query(
       `DELETE FROM tenant_api_keys WHERE id IN (SELECT id FROM tenant_api_keys WHERE tenant_id = $1 LIMIT $2)`,
       [tenantId, limit],

@@ -6,7 +6,7 @@ import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
 import { ConnectionEvents } from '../connections/connection-events.js';
 import { ConnectionsRepository, type ConnectedFields } from '../connections/store/connections.repository.js';
-import { ConnectionTokens } from '../connections/token-fields.js';
+import { ConnectionTokens } from '../connections/connection-tokens.js';
 import type { TokenSet, UpstreamUser } from '../upstream/upstream.types.js';
 import type { ConnectSessionEntity } from './connect-session.entity.js';
 import { ConnectSessionsRepository } from './connect-sessions.repository.js';

@@ -24,7 +24,7 @@ export class ConnectPopupService {
 
   async completion(sessionId: string, query: Record<string, unknown>): Promise<{ html: string; nonce: string }> {
     const outcome = parseOutcome(query);
-    const session = UUID.test(sessionId) ? await this.sessions.findById(sessionId) : null;
+    const session = UUID.test(sessionId) ? await this.sessions.findInAnyTenant(sessionId) : null;
     if (!session) throw new AppError('connect_state_invalid', 'This connection is unknown or too old. Start the connection again.');
     const tenant = await this.tenants.get(session.tenantId);
     const allowed = tenant.allowedReturnUrls.some((a) => returnUrlAllowed(session.returnUrl, a));

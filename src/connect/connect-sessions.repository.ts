@@ -38,7 +38,7 @@ export class ConnectSessionsRepository {
     return (result.affected ?? 0) === 1;
   }
 
-  findById(id: string): Promise<ConnectSessionEntity | null> {
+  findInAnyTenant(id: string): Promise<ConnectSessionEntity | null> {
     return this.repo.findOneBy({ id });
   }
 
@@ -70,7 +70,7 @@ export class ConnectSessionsRepository {
   }
 
   /** Deletes the end user's connect sessions; answers how many. */
-  async deleteUser(manager: EntityManager, tenantId: string, userId: string): Promise<number> {
+  async deleteOfUser(manager: EntityManager, tenantId: string, userId: string): Promise<number> {
     const [, n] = (await manager.query(`DELETE FROM connect_sessions WHERE tenant_id = $1 AND user_id = $2`, [tenantId, userId])) as [
       unknown,
       number,

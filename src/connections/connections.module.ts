@@ -12,7 +12,7 @@ import { ConnectionEntity } from './store/connection.entity.js';
 import { ConnectionsRepository } from './store/connections.repository.js';
 import { RenewalLeaseRepository } from './store/renewal-lease.repository.js';
 import { RenewalSaveRepository } from './store/renewal-save.repository.js';
-import { ConnectionTokens } from './token-fields.js';
+import { ConnectionTokens } from './connection-tokens.js';
 
 @Module({
   imports: [VaultModule, EventsModule, TypeOrmModule.forFeature([ConnectionEntity]), TenantsModule, AuditModule],

@@ -38,7 +38,7 @@ export class ConnectionsService {
   }
 
   async get(tenantId: string, id: string): Promise<ConnectionWithHealth> {
-    const found = await this.repo.getWithHealth(tenantId, id);
+    const found = await this.repo.findInTenantWithHealth(tenantId, id);
     if (!found) throw new AppError('connection_not_found', 'No such connection.');
     return found;
   }
@@ -53,7 +53,7 @@ export class ConnectionsService {
   /** Deletes a connection and its tokens; the partner hears of it as connection.deleted, the audit trail in the same transaction. */
   async delete(tenantId: string, id: string, by: AuditContext): Promise<void> {
     const deleted = await this.repo.transaction(async (m) => {
-      const gone = await this.repo.delete(m, tenantId, id);
+      const gone = await this.repo.deleteInTenant(m, tenantId, id);
       if (gone) {
         await this.events.record('connection.deleted', gone, m);
         await this.audit.record(

@@ -190,7 +190,7 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
 
   /** One attempt. Throws only on database trouble (pg-boss then retries the job). */
   async deliver(job: DeliveryJob): Promise<void> {
-    const event = await this.events.getById(job.eventId);
+    const event = await this.events.findInAnyTenant(job.eventId);
     if (!event || event.deliveryState !== 'pending' || event.deliveryAttempts !== job.attempt) return;
     let tenant: TenantEntity;
     try {

@@ -21,7 +21,7 @@ export class EventsRemoval {
    * attempts, in one short transaction: rows another transaction holds are skipped (SKIP LOCKED) and taken by
    * a later batch. Answers how many events went.
    */
-  async removeSome(tenantId: string, before: Date | null, limit: number): Promise<number> {
+  async removeSomeOfTenant(tenantId: string, before: Date | null, limit: number): Promise<number> {
     return this.db.transaction(async (m) => {
       await m.query(`SET LOCAL lock_timeout = '${BATCH_LOCK_TIMEOUT}'`);
       await m.query(`SET LOCAL statement_timeout = '${BATCH_STATEMENT_TIMEOUT}'`);
@@ -41,7 +41,7 @@ export class EventsRemoval {
    * existed, the `userId` of their payload). Upstream deliveries carry no user the spec shows, so none is the
    * user's. Answers how many events went.
    */
-  async removeUser(manager: EntityManager, tenantId: string, userId: string): Promise<number> {
+  async removeOfUser(manager: EntityManager, tenantId: string, userId: string): Promise<number> {
     const rows = (await manager.query(
       `SELECT id, received_at FROM events
         WHERE tenant_id = $1 AND source = 'service'

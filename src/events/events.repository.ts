@@ -130,7 +130,7 @@ export class EventsRepository {
     return rows.map(toEvent);
   }
 
-  async getById(id: string): Promise<StoredEvent | null> {
+  async findInAnyTenant(id: string): Promise<StoredEvent | null> {
     const rows = (await this.db.query(`SELECT * FROM events WHERE id = $1`, [id])) as Array<Record<string, unknown>>;
     return rows[0] ? toEvent(rows[0]) : null;
   }

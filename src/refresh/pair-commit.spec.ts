@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { ConnectionEntity } from '../connections/store/connection.entity.js';
 import type { ConnectionsRepository } from '../connections/store/connections.repository.js';
 import type { RenewalSaveRepository, RenewedItem } from '../connections/store/renewal-save.repository.js';
-import type { ConnectionTokens } from '../connections/token-fields.js';
+import type { ConnectionTokens } from '../connections/connection-tokens.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
 import { PairCommit } from './pair-commit.js';
 import { codeOf, fakeConfig, fakeLane, fakeMetrics, row, systemClock } from '../../test/support/renewal-fakes.js';
@@ -21,7 +21,7 @@ const tokens = {
 function setup(current: Partial<ConnectionEntity> | null, poolSaves: boolean[] = []) {
   const poolSaved: RenewedItem[] = [];
   const repo = {
-    findById: async () => (current ? ({ ...row(), ...current } as ConnectionEntity) : null),
+    findInAnyTenant: async () => (current ? ({ ...row(), ...current } as ConnectionEntity) : null),
     async saveRenewed(_owner: string, item: RenewedItem) {
       poolSaved.push(item);
       return poolSaves.shift() ?? true;

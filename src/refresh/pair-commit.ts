@@ -7,7 +7,7 @@ import { APP_CONFIG } from '../config/config.module.js';
 import { ConnectionsRepository } from '../connections/store/connections.repository.js';
 import type { RenewalRow } from '../connections/store/renewal-lease.repository.js';
 import { type CommitLane, type RenewedItem, RenewalSaveRepository } from '../connections/store/renewal-save.repository.js';
-import { ConnectionTokens } from '../connections/token-fields.js';
+import { ConnectionTokens } from '../connections/connection-tokens.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
 import { RefreshMetrics } from './refresh-metrics.service.js';
 import { backoffDelayMs } from './renewal-timing.js';
@@ -60,7 +60,7 @@ export class PairCommit {
           };
           return { connection: renewed, accessToken: tokens.accessToken };
         }
-        const current = await this.repo.findById(row.id);
+        const current = await this.repo.findInAnyTenant(row.id);
         if (current && current.accessTokenEnc === item.accessTokenEnc) {
           // An earlier attempt committed but its answer was lost.
           this.metrics.record('success', secondsSince(started));

@@ -6,7 +6,7 @@ import type { ConnectionHealthRepository, RenewalRecord } from '../connections/s
 import type { ConnectionsRepository } from '../connections/store/connections.repository.js';
 import type { LeasedConnection, RenewalLeaseRepository, RenewalRow } from '../connections/store/renewal-lease.repository.js';
 import type { ConnectionsService } from '../connections/connections.service.js';
-import type { ConnectionTokens } from '../connections/token-fields.js';
+import type { ConnectionTokens } from '../connections/connection-tokens.js';
 import type { PairCommit } from './pair-commit.js';
 import { RenewalAttempt } from './renewal-attempt.js';
 import { codeOf, fakeConfig, fakeLane, fakeMetrics, row, systemClock } from '../../test/support/renewal-fakes.js';
@@ -29,7 +29,7 @@ function setup(answer: 'pair' | Error, opts: { marked?: boolean; current?: Parti
       failures.push(id);
       return true;
     },
-    findById: async () => ({ ...row(), version: 7, ...opts.current }) as ConnectionEntity,
+    findInAnyTenant: async () => ({ ...row(), version: 7, ...opts.current }) as ConnectionEntity,
     async recordRenewal(_id: string, r: RenewalRecord) {
       history.push(r);
     },

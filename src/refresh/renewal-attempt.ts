@@ -10,7 +10,7 @@ import { ConnectionsRepository } from '../connections/store/connections.reposito
 import { type LeasedConnection, RenewalLeaseRepository, type RenewalRow } from '../connections/store/renewal-lease.repository.js';
 import type { CommitLane } from '../connections/store/renewal-save.repository.js';
 import { ConnectionsService } from '../connections/connections.service.js';
-import { ConnectionTokens } from '../connections/token-fields.js';
+import { ConnectionTokens } from '../connections/connection-tokens.js';
 import { traceRenewal } from '../telemetry/operation-spans.js';
 import type { TokenSet } from '../upstream/upstream.types.js';
 import { VaultError } from '../vault/token-vault.service.js';
@@ -132,7 +132,7 @@ export class RenewalAttempt {
     }
     this.metrics.record('lost_race', secondsSince(started));
     await this.leases.releaseLease(row.id, me).catch(() => undefined);
-    const current = await this.repo.findById(row.id);
+    const current = await this.repo.findInAnyTenant(row.id);
     if (!current) throw connectionNotFound();
     if (current.status !== 'active') throw reauthRequired();
     return { connection: current, accessToken: null };

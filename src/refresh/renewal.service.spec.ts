@@ -4,7 +4,7 @@ import type { ConnectionEntity } from '../connections/store/connection.entity.js
 import type { ConnectionsRepository } from '../connections/store/connections.repository.js';
 import type { LeasedConnection, RenewalLeaseRepository, RenewalRow } from '../connections/store/renewal-lease.repository.js';
 import type { CommitLane, RenewalSaveRepository } from '../connections/store/renewal-save.repository.js';
-import type { ConnectionTokens } from '../connections/token-fields.js';
+import type { ConnectionTokens } from '../connections/connection-tokens.js';
 import type { RenewalAttempt } from './renewal-attempt.js';
 import { codeOf, fakeConfig, fakeLane, row, systemClock } from '../../test/support/renewal-fakes.js';
 import type { Need } from './renewal-types.js';
@@ -34,7 +34,7 @@ function setup(
       leases.push(id);
       return { connection: row({ id }), environment: 'sandbox' };
     },
-    findById: async () => current ?? null,
+    findInAnyTenant: async () => current ?? null,
   };
   const tokens = { openAccessToken: (c: { accessTokenEnc: string }) => `opened(${c.accessTokenEnc})` } as unknown as ConnectionTokens;
   let attempts = 0;

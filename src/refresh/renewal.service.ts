@@ -8,7 +8,7 @@ import type { ConnectionEntity } from '../connections/store/connection.entity.js
 import { ConnectionsRepository } from '../connections/store/connections.repository.js';
 import { type LeasedConnection, RenewalLeaseRepository, type RenewalRow } from '../connections/store/renewal-lease.repository.js';
 import { type CommitLane, RenewalSaveRepository } from '../connections/store/renewal-save.repository.js';
-import { ConnectionTokens } from '../connections/token-fields.js';
+import { ConnectionTokens } from '../connections/connection-tokens.js';
 import { RenewalAttempt } from './renewal-attempt.js';
 import { needsRenewal } from './renewal-timing.js';
 import { connectionNotFound, type Mode, type Need, type Outcome, reauthRequired, sleep } from './renewal-types.js';
@@ -81,7 +81,7 @@ export class RenewalService implements OnModuleDestroy {
     } catch (e) {
       // The upstream is in trouble, but a token that has not expired yet still serves this call.
       if (!(e instanceof AppError) || !isUpstreamTrouble(e)) throw e;
-      const current = await this.repo.findById(connection.id);
+      const current = await this.repo.findInAnyTenant(connection.id);
       if (current?.status === 'active' && current.accessTokenExpiresAt && current.accessTokenExpiresAt > this.clock.now())
         return this.usable(current, null);
       throw e;
@@ -103,11 +103,11 @@ export class RenewalService implements OnModuleDestroy {
 
   /** Forced renewal (the POST .../refresh route). */
   async forceRenew(tenantId: string, connectionId: string): Promise<ConnectionEntity> {
-    const before = await this.repo.getById(tenantId, connectionId);
+    const before = await this.repo.findInTenant(tenantId, connectionId);
     if (!before) throw connectionNotFound();
     if (before.status !== 'active') throw reauthRequired();
     await this.ensure(connectionId, (row) => row.version === before.version, 'forced');
-    const after = await this.repo.getById(tenantId, connectionId);
+    const after = await this.repo.findInTenant(tenantId, connectionId);
     if (!after) throw connectionNotFound();
     return after;
   }
@@ -160,7 +160,7 @@ export class RenewalService implements OnModuleDestroy {
       } finally {
         lane.release();
       }
-      const current = await this.repo.findById(id);
+      const current = await this.repo.findInAnyTenant(id);
       if (!current) throw connectionNotFound();
       if (current.status !== 'active') throw reauthRequired();
       if (!need(current, this.clock.now())) return { connection: current, accessToken: null };

@@ -113,7 +113,7 @@ export class RetentionService implements OnApplicationBootstrap, OnModuleDestroy
           break;
         }
         batches++;
-        const n = await this.removal.removeSome(tenant.id, before, batchRows);
+        const n = await this.removal.removeSomeOfTenant(tenant.id, before, batchRows);
         swept += n;
         if (n < batchRows) break;
       }

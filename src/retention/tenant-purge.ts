@@ -45,8 +45,8 @@ export class TenantPurge {
         const n =
           (await this.connections.deleteSomeOfTenant(id, batchSize)) ||
           (await this.sessions.deleteSomeOfTenant(id, batchSize)) ||
-          (await this.events.removeSome(id, null, batchSize)) ||
-          (await this.keys.deleteSome(id, batchSize));
+          (await this.events.removeSomeOfTenant(id, null, batchSize)) ||
+          (await this.keys.deleteSomeOfTenant(id, batchSize));
         rows += n;
         if (n === 0) break;
       }

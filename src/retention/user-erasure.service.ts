@@ -44,9 +44,9 @@ export class UserErasureService {
     const erased = await this.connections.transaction(async (m) => {
       await this.connections.lockUser(m, tenantId, userId);
       const done: Erased = {
-        connections: await this.connections.deleteUser(m, tenantId, userId),
-        connectSessions: await this.sessions.deleteUser(m, tenantId, userId),
-        events: await this.removal.removeUser(m, tenantId, userId),
+        connections: await this.connections.deleteOfUser(m, tenantId, userId),
+        connectSessions: await this.sessions.deleteOfUser(m, tenantId, userId),
+        events: await this.removal.removeOfUser(m, tenantId, userId),
       };
       // What was removed, in counts: never the user's id, which is the partner's personal data about them.
       await this.events.record(

@@ -8,7 +8,7 @@ export class TenantsRepository {
   constructor(@InjectRepository(TenantEntity) private readonly repo: Repository<TenantEntity>) {}
 
   /** A tenant that is not deleted (a deleted one is gone for every caller, while its rows are removed). */
-  getById(id: string): Promise<TenantEntity | null> {
+  findById(id: string): Promise<TenantEntity | null> {
     return this.repo.findOneBy({ id, deletedAt: IsNull() });
   }
 
@@ -56,7 +56,7 @@ export class TenantsRepository {
     >,
   ): Promise<TenantEntity | null> {
     await this.repo.update({ id }, changes);
-    return this.getById(id);
+    return this.findById(id);
   }
 
   /** The target answered 410 Gone: stop delivering to it, unless the tenant moved to another URL meanwhile. */

@@ -69,7 +69,7 @@ export class TenantsService {
   }
 
   async get(id: string): Promise<TenantEntity> {
-    const tenant = await this.repo.getById(id);
+    const tenant = await this.repo.findById(id);
     if (!tenant) throw new AppError('tenant_not_found', 'No such tenant.');
     return tenant;
   }
@@ -88,7 +88,7 @@ export class TenantsService {
     }
     if (dto.eventTypes !== undefined) changes.eventTypes = dto.eventTypes;
     if (dto.eventRetentionDays !== undefined) changes.eventRetentionDays = dto.eventRetentionDays;
-    const updated = Object.keys(changes).length ? await this.repo.update(id, changes) : await this.repo.getById(id);
+    const updated = Object.keys(changes).length ? await this.repo.update(id, changes) : await this.repo.findById(id);
     if (!updated) throw new AppError('tenant_not_found', 'No such tenant.');
     return updated;
   }

@@ -142,7 +142,7 @@ export class InboundService {
   }
 
   private async loadDigest(tenantId: string, receiverId: string): Promise<Buffer | null> {
-    const receiver = await this.receivers.getById(tenantId, receiverId);
+    const receiver = await this.receivers.findInTenant(tenantId, receiverId);
     if (!receiver) return null;
     const digest = sha256(this.vault.open(receiver.secretEnc, receiverRef(receiver.id)));
     if (this.digests.size >= CACHE_MAX) this.digests.clear();

@@ -26,7 +26,7 @@ export class WebhookReceiversRepository {
     ]);
   }
 
-  async getById(tenantId: string, id: string): Promise<WebhookReceiver | null> {
+  async findInTenant(tenantId: string, id: string): Promise<WebhookReceiver | null> {
     const rows = (await this.db.query(
       `SELECT id, tenant_id, auth_method, secret_enc FROM webhook_receivers WHERE tenant_id = $1 AND id = $2`,
       [tenantId, id],
@@ -40,7 +40,7 @@ export class WebhookReceiversRepository {
     return r ? { id: r.id, tenantId: r.tenant_id, authMethod: r.auth_method, secretEnc: r.secret_enc } : null;
   }
 
-  async delete(tenantId: string, id: string): Promise<void> {
+  async deleteInTenant(tenantId: string, id: string): Promise<void> {
     await this.db.query(`DELETE FROM webhook_receivers WHERE tenant_id = $1 AND id = $2`, [tenantId, id]);
   }
 }

@@ -81,10 +81,10 @@ export class WebhooksService {
         [authorization, secret],
       );
     } catch (e) {
-      await this.receivers.delete(tenantId, id);
+      await this.receivers.deleteInTenant(tenantId, id);
       throw e;
     }
-    if (answer.status < 200 || answer.status >= 300) await this.receivers.delete(tenantId, id);
+    if (answer.status < 200 || answer.status >= 300) await this.receivers.deleteInTenant(tenantId, id);
     return answer;
   }
 

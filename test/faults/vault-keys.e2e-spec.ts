@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { parseVaultKeys } from '../../src/config/app-config.js';
-import { accessTokenRef, refreshTokenRef } from '../../src/connections/token-fields.js';
+import { accessTokenRef, refreshTokenRef } from '../../src/connections/connection-tokens.js';
 import { SandboxServer } from 'cws-sandbox';
 import { TokenVault } from '../../src/vault/token-vault.service.js';
 import { seedConnections } from '../support/seed-connections.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { parseVaultKeys } from '../../src/config/app-config.js';
-import { refreshDueAt, sealTokens } from '../../src/connections/token-fields.js';
+import { refreshDueAt, sealTokens } from '../../src/connections/connection-tokens.js';
 import { TokenVault } from '../../src/vault/token-vault.service.js';
 
 /** A token pair as the sandbox's issueTokens (or POST /_sandbox/tokens) hands it out. */

@@ -41,12 +41,13 @@ export class ConnectionsRepository {
     return this.db.transaction(work);
   }
 
-  getById(tenantId: string, id: string): Promise<ConnectionEntity | null> {
+  /** The tenant's connection `id`; null when the tenant has none of that id. */
+  findInTenant(tenantId: string, id: string): Promise<ConnectionEntity | null> {
     return this.repo.findOneBy({ tenantId, id });
   }
 
   /** Any tenant's connection by id (renewal knows connections by id only). */
-  findById(id: string): Promise<ConnectionEntity | null> {
+  findInAnyTenant(id: string): Promise<ConnectionEntity | null> {
     return this.repo.findOneBy({ id });
   }
 
@@ -55,8 +56,8 @@ export class ConnectionsRepository {
     return connectionsPage(this.repo, tenantId, filter, after, limit);
   }
 
-  async getWithHealth(tenantId: string, id: string): Promise<ConnectionWithHealth | null> {
-    const connection = await this.getById(tenantId, id);
+  async findInTenantWithHealth(tenantId: string, id: string): Promise<ConnectionWithHealth | null> {
+    const connection = await this.findInTenant(tenantId, id);
     if (!connection) return null;
     const rows = (await this.db.query(`SELECT last_error_code, last_error_at FROM connection_health WHERE connection_id = $1`, [
       id,
@@ -143,7 +144,7 @@ export class ConnectionsRepository {
   }
 
   /** Deletes the row and with it both sealed tokens. */
-  async delete(manager: EntityManager, tenantId: string, id: string): Promise<ConnectionEntity | null> {
+  async deleteInTenant(manager: EntityManager, tenantId: string, id: string): Promise<ConnectionEntity | null> {
     const [rows] = (await manager.query(
       `DELETE FROM connections WHERE tenant_id = $1 AND id = $2 RETURNING id, kind, user_id, upstream_user_id`,
       [tenantId, id],
@@ -168,7 +169,7 @@ export class ConnectionsRepository {
   }
 
   /** Deletes every connection of the partner's end user (their sealed tokens and renewal history with them); answers how many. */
-  async deleteUser(manager: EntityManager, tenantId: string, userId: string): Promise<number> {
+  async deleteOfUser(manager: EntityManager, tenantId: string, userId: string): Promise<number> {
     const [, n] = (await manager.query(`DELETE FROM connections WHERE tenant_id = $1 AND kind = 'user' AND user_id = $2`, [
       tenantId,
       userId,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { refreshDueAt } from './token-fields.js';
+import { refreshDueAt } from './connection-tokens.js';
 
 const now = new Date('2026-01-01T00:00:00Z');
 const at = (ms: number) => new Date(now.getTime() + ms);
