@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectRepository } from '@nestjs/typeorm';
-import { IsNull, Repository } from 'typeorm';
+import { In, IsNull, Repository } from 'typeorm';
 import { TenantApiKeyEntity } from './tenant-api-key.entity.js';
 
 @Injectable()
@@ -18,6 +18,11 @@ export class TenantApiKeysRepository {
   /** Live keys sharing a prefix: the candidates whose hashes are then compared in constant time. */
   findLiveByPrefix(prefix: string): Promise<TenantApiKeyEntity[]> {
     return this.repo.find({ where: { keyPrefix: prefix, revokedAt: IsNull() } });
+  }
+
+  /** Live keys of any of these prefixes (the shared lookups of ApiKeysService). */
+  findLiveByPrefixes(prefixes: string[]): Promise<TenantApiKeyEntity[]> {
+    return this.repo.find({ where: { keyPrefix: In(prefixes), revokedAt: IsNull() } });
   }
 
   /** Revokes every live key of the tenant (its deletion). */
