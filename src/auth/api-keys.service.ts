@@ -8,7 +8,7 @@ import { APP_CONFIG } from '../config/config.module.js';
 import { ApiKeyCache } from './api-key-cache.js';
 import type { Principal } from './auth.decorators.js';
 import { TenantApiKeyEntity } from './tenant-api-key.entity.js';
-import { TenantApiKeysRepository } from './tenant-api-keys.repository.js';
+import { TenantApiKeysRepository, type KeyCandidate } from './tenant-api-keys.repository.js';
 import { TenantDirectory } from './tenant-directory.js';
 import { sha256 } from '../common/hash.js';
 
@@ -28,7 +28,7 @@ export interface CreatedApiKey {
 export class ApiKeysService {
   private readonly operatorHash: Buffer;
   /** The lane of clients past their failure bound (AuthThrottle): their lookups share one query at a time. */
-  private readonly sharedLookup: BatchedLookup<string, TenantApiKeyEntity[]>;
+  private readonly sharedLookup: BatchedLookup<string, KeyCandidate[]>;
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
@@ -39,7 +39,7 @@ export class ApiKeysService {
   ) {
     this.operatorHash = sha256(config.operatorApiKey);
     this.sharedLookup = new BatchedLookup(async (prefixes) => {
-      const byPrefix = new Map<string, TenantApiKeyEntity[]>();
+      const byPrefix = new Map<string, KeyCandidate[]>();
       for (const key of await repo.findLiveByPrefixes(prefixes)) byPrefix.set(key.keyPrefix, [...(byPrefix.get(key.keyPrefix) ?? []), key]);
       return byPrefix;
     });
@@ -66,8 +66,8 @@ export class ApiKeysService {
   }
 
   /**
-   * The principal of a presented key: the operator key and a cached tenant key cost no round trip; any other key
-   * is looked up by its prefix, in a query of its own or, with `shareLookup` (a client past its failure bound),
+   * The principal of a presented key: the operator key, a cached tenant key and a key already found wrong cost no
+   * round trip; any other key is looked up by its prefix, in a query of its own or, with `shareLookup` (a client past its failure bound),
    * in one shared with the other lookups waiting (BatchedLookup), so that a flood costs a query per batch.
    */
   async authenticate(presented: string | null, shareLookup = false): Promise<Principal> {
@@ -79,6 +79,7 @@ export class ApiKeysService {
       const hashHex = hash.toString('hex');
       const cached = this.cache.get(hashHex);
       if (cached) return cached;
+      if (this.cache.isWrong(hashHex)) throw new AppError('unauthorized', 'The API key is not valid.');
       const epoch = this.cache.mark();
       const prefix = presented.slice(0, LOOKUP_CHARS);
       const candidates = shareLookup ? ((await this.sharedLookup.get(prefix)) ?? []) : await this.repo.findLiveByPrefix(prefix);
@@ -89,6 +90,7 @@ export class ApiKeysService {
           return principal;
         }
       }
+      this.cache.setWrong(hashHex);
     }
     throw new AppError('unauthorized', 'The API key is not valid.');
   }

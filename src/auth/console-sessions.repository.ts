@@ -18,7 +18,10 @@ export class ConsoleSessionsRepository {
 
   /** The live sessions of any of these secrets (the shared lookups of ConsoleSessionsService). */
   async findLiveMany(tokenHashes: Buffer[], now: Date): Promise<ConsoleSessionEntity[]> {
-    return this.repo.createQueryBuilder('s').where('s.token_hash IN (:...tokenHashes) AND s.expires_at > :now', { tokenHashes, now }).getMany();
+    return this.repo
+      .createQueryBuilder('s')
+      .where('s.token_hash IN (:...tokenHashes) AND s.expires_at > :now', { tokenHashes, now })
+      .getMany();
   }
 
   /** The id of the session deleted, null when none had this secret. */

@@ -18,6 +18,8 @@ interface Count {
   start: number;
   /** Its failures in the table, as last read (every instance's). */
   stored: number;
+  /** This instance's failures being written now (not in `stored` yet). */
+  writing: number;
   /** This instance's failures not yet written, the first at `firstPending`. */
   pending: number;
   firstPending: number;
@@ -67,14 +69,14 @@ export class FailureCounts implements OnModuleInit, OnModuleDestroy {
   async onModuleDestroy(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
-    await this.tick(); // what was counted since the last write is kept for the next start
+    await this.flushNow(); // what was counted since the last write is kept for the next start
   }
 
   /** Seconds left in the client's window when it has reached its kind's bound; 0 while it has not. */
   waitFor(kind: FailureKind, client: string): number {
     const now = this.clock.now().getTime();
     const c = this.counts.get(key(kind, client));
-    if (!c || now - c.start >= this.windowMs || c.stored + c.pending < this.bounds[kind]) return 0;
+    if (!c || now - c.start >= this.windowMs || c.stored + c.writing + c.pending < this.bounds[kind]) return 0;
     return Math.max(1, Math.ceil((c.start + this.windowMs - now) / 1000));
   }
 
@@ -85,7 +87,7 @@ export class FailureCounts implements OnModuleInit, OnModuleDestroy {
     let c = this.counts.get(k);
     if (!c || now - c.start >= this.windowMs) {
       if (!c && this.counts.size >= MAX_CLIENTS) this.evict(now);
-      c = { start: now, stored: 0, pending: 0, firstPending: now };
+      c = { start: now, stored: 0, writing: 0, pending: 0, firstPending: now };
       this.counts.delete(k); // re-inserted: the Map's order stays the order of windows started
       this.counts.set(k, c);
     }
@@ -94,11 +96,17 @@ export class FailureCounts implements OnModuleInit, OnModuleDestroy {
   }
 
   /** Writes this instance's new failures, reads what every instance counted; one at a time, never on a request's path. */
-  tick(): Promise<void> {
+  private tick(): Promise<void> {
     this.ticking ??= this.flush().finally(() => {
       this.ticking = null;
     });
     return this.ticking;
+  }
+
+  /** A flush that starts after this call (the timer's, or one of its own): at shutdown, and for tests. */
+  async flushNow(): Promise<void> {
+    if (this.ticking) await this.ticking;
+    await this.tick();
   }
 
   private async flush(): Promise<void> {
@@ -109,10 +117,16 @@ export class FailureCounts implements OnModuleInit, OnModuleDestroy {
       const [kind, client] = split(k);
       increments.push({ kind, client, firstAt: new Date(c.firstPending), count: c.pending });
       taken.push([c, c.pending]);
+      c.writing = c.pending;
       c.pending = 0;
     }
     try {
-      if (increments.length > 0) this.learn(await this.repo.add(increments, this.windowMs));
+      if (increments.length > 0) {
+        const totals = await this.repo.add(increments, this.windowMs);
+        for (const [c] of taken) c.writing = 0; // in the totals now
+        taken.length = 0;
+        this.learn(totals);
+      }
       this.learn(await this.repo.pastBounds(this.bounds, this.lookBackMs));
       this.lookBackMs = RECENT_MS;
       await this.sweep();
@@ -120,7 +134,10 @@ export class FailureCounts implements OnModuleInit, OnModuleDestroy {
       this.failing = false;
     } catch (e) {
       // Counted here still (a bound holds per instance meanwhile); written with the next flush that succeeds.
-      for (const [c, n] of taken) c.pending += n;
+      for (const [c, n] of taken) {
+        c.writing = 0;
+        c.pending += n;
+      }
       if (!this.failing) this.logger.warn(`failure counts cannot be written or read: ${e instanceof Error ? e.message : String(e)}`);
       this.failing = true;
     }
@@ -136,7 +153,7 @@ export class FailureCounts implements OnModuleInit, OnModuleDestroy {
       const c = this.counts.get(k);
       if (!c) {
         if (this.counts.size >= MAX_CLIENTS) this.evict(now);
-        this.counts.set(k, { start, stored: r.failures, pending: 0, firstPending: now });
+        this.counts.set(k, { start, stored: r.failures, writing: 0, pending: 0, firstPending: now });
       } else {
         c.stored = c.start === start ? Math.max(c.stored, r.failures) : r.failures;
         c.start = start;

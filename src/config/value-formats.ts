@@ -94,7 +94,9 @@ export function trustProxy(raw: string): TrustProxy {
     proxyaddr.compile(ranges);
   } catch (e) {
     const why = e instanceof Error ? e.message : String(e);
-    throw new VariableProblem(`must be none, a hop count, or addresses, CIDR ranges, loopback, linklocal or uniquelocal, comma separated (${why})`);
+    throw new VariableProblem(
+      `must be none, a hop count, or addresses, CIDR ranges, loopback, linklocal or uniquelocal, comma separated (${why})`,
+    );
   }
   return { ranges };
 }
