@@ -32,6 +32,6 @@ import { TenantDirectory } from './tenant-directory.js';
     ConsoleSessionsService,
     TenantDirectory,
   ],
-  exports: [ApiKeysService, AuthThrottle, ClientAddress, ConsoleSessionsService, TenantApiKeysRepository, TenantDirectory],
+  exports: [ApiKeysService, AuthThrottle, ConsoleSessionsService, TenantApiKeysRepository, TenantDirectory],
 })
 export class AuthModule {}

@@ -174,7 +174,7 @@ export const SERVICE_VARIABLES = {
     'guessing, internal targets, exposure',
     int(1, 1_000_000),
     100,
-    "failed `/v1` credentials (API keys, console sessions) per client per window; past it the client's wrong ones are answered `429`, its right ones still pass",
+    'failed `/v1` credentials (API keys, console sessions) per client per window (past it a wrong one is `429`)',
   ),
   AUTH_FAILURE_WINDOW_MS: variable(
     'guessing, internal targets, exposure',
@@ -186,7 +186,7 @@ export const SERVICE_VARIABLES = {
     'guessing, internal targets, exposure',
     parsedBy(trustProxy),
     { ranges: ['loopback'] },
-    "which sockets are proxies whose `X-Forwarded-For` names the client (the throttle's client): `none` (the socket's address only), a hop count, or addresses and CIDR ranges, comma separated (see `docs/security.md`)",
+    'the proxies whose `X-Forwarded-For` names the client: `none`, a hop count, or addresses and CIDR ranges (see `docs/security.md`)',
     { defaultText: '`loopback` (a proxy on this host)' },
   ),
   EVENTS_TARGET_ALLOW_PRIVATE: variable(
