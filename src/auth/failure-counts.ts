@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { Clock } from '../common/clock.js';
+import { databaseOutage, describeDatabaseError, isDatabaseUnavailable } from '../common/database-outage.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { AuthFailuresRepository, type FailureCount, type FailureIncrement, type FailureKind } from './auth-failures.repository.js';
@@ -138,8 +139,12 @@ export class FailureCounts implements OnModuleInit, OnModuleDestroy {
         c.writing = 0;
         c.pending += n;
       }
-      if (!this.failing) this.logger.warn(`failure counts cannot be written or read: ${e instanceof Error ? e.message : String(e)}`);
-      this.failing = true;
+      if (isDatabaseUnavailable(e)) {
+        databaseOutage.report(e, 'background'); // the outage's own lines tell its start and end
+      } else {
+        if (!this.failing) this.logger.warn({ error: describeDatabaseError(e) }, 'failure counts cannot be written or read');
+        this.failing = true;
+      }
     }
   }
 
@@ -170,11 +175,13 @@ export class FailureCounts implements OnModuleInit, OnModuleDestroy {
     while ((await this.repo.sweep(before, SWEEP_BATCH)) === SWEEP_BATCH);
   }
 
+  /** Makes room for a tenth of MAX_CLIENTS at once, so that a flood from many clients does not pay a scan per new one. */
   private evict(now: number): void {
+    const target = MAX_CLIENTS - MAX_CLIENTS / 10;
     for (const [k, c] of this.counts) if (now - c.start >= this.windowMs) this.counts.delete(k);
     // Still full: the oldest windows go (forgetting a count here admits a few more failures until the next read).
     for (const k of this.counts.keys()) {
-      if (this.counts.size < MAX_CLIENTS) break;
+      if (this.counts.size <= target) break;
       this.counts.delete(k);
     }
   }
