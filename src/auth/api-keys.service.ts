@@ -67,8 +67,8 @@ export class ApiKeysService {
 
   /**
    * The principal of a presented key: the operator key, a cached tenant key and a key already found wrong cost no
-   * round trip; any other key is looked up by its prefix, in a query of its own or, with `shareLookup` (a client past its failure bound),
-   * in one shared with the other lookups waiting (BatchedLookup), so that a flood costs a query per batch.
+   * round trip; any other key is looked up by its prefix, in a query of its own or, with `shareLookup` (a client
+   * past its failure bound), in one shared with the other lookups waiting (BatchedLookup): a query per batch.
    */
   async authenticate(presented: string | null, shareLookup = false): Promise<Principal> {
     if (!presented) throw new AppError('unauthorized', 'An API key is required: Authorization: Bearer <key>.');

@@ -18,10 +18,9 @@ export class ConsoleService {
 
   /**
    * Only the operator key opens the console; the same check as the API's, then a new session. Failures are
-   * counted per client and overall (AuthThrottle.signIn): past either bound, `429` with Retry-After, the API
-   * untouched. Both
-   * outcomes are audited: a success as the new session, a failure with no actor id (failures within a minute
-   * share a row).
+   * counted per client and overall (AuthThrottle.signIn): past either bound, `429` with Retry-After (the API is
+   * not touched). Both outcomes are audited: a success as the new session, a failure with no actor id (failures
+   * within a minute share a row).
    */
   async signIn(operatorKey: string, req: Request): Promise<ConsoleSessionView & { token: string }> {
     const requestId = requestIdOf(req);
