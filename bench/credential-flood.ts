@@ -3,7 +3,8 @@
 // no proxy) sends wrong keys, a new random one each request, to a tenant route (Nest) and a facade route.
 //   npx tsx bench/credential-flood.ts        (DATABASE_URL defaults to postgres://postgres@127.0.0.1:5432/postgres)
 // Env: BENCH_ROUNDS (3), BENCH_SECONDS (5), QUIET_RATE (100 req/s), QUIET_CONNECTIONS (5), FLOOD_CONNECTIONS
-// (10 per route), BENCH_SKIP_BUILD=1. Goal (docs/security.md, "Credential guessing"): no error for the quiet tenant,
+// (10 per route), FLOOD_RATE (300 req/s in all, the report's 1,000 wrong keys in a few seconds; 0: as fast as the
+// app answers), BENCH_SKIP_BUILD=1. Goal (docs/security.md, "Credential guessing"): no error for the quiet tenant,
 // its p99 with the flood at most 2x its p99 alone, and a refused request cheaper than a served one (app CPU).
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -16,6 +17,7 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const QUIET_RATE = Number(process.env.QUIET_RATE ?? 100);
 const QUIET_CONNECTIONS = Number(process.env.QUIET_CONNECTIONS ?? 5);
 const FLOOD_CONNECTIONS = Number(process.env.FLOOD_CONNECTIONS ?? 10);
+const FLOOD_RATE = Number(process.env.FLOOD_RATE ?? 300);
 
 interface FloodOutcome {
   status: Record<string, number>;
@@ -28,6 +30,7 @@ async function floodMain(url: string): Promise<void> {
     url,
     connections: FLOOD_CONNECTIONS,
     duration: SECONDS,
+    ...(FLOOD_RATE > 0 ? { overallRate: FLOOD_RATE / 2 } : {}), // two floods, one per route
     requests: [
       {
         setupRequest: (req) => ({
@@ -67,7 +70,8 @@ async function run(stack: Stack): Promise<void> {
   const quietUrl = `${stack.appUrl}/v1/tenants/quiet/workflows`;
   console.log(
     `quiet: GET /workflows at ${QUIET_RATE} req/s over ${QUIET_CONNECTIONS} connections; flood: a new wrong key each request, ` +
-      `over ${FLOOD_CONNECTIONS} connections to each of two routes, from the same address; ${ROUNDS} rounds x ${SECONDS} s, alternating\n`,
+      `${FLOOD_RATE > 0 ? `${FLOOD_RATE} req/s` : 'unpaced'} over ${FLOOD_CONNECTIONS} connections to each of two routes, from the same address; ` +
+      `${ROUNDS} rounds x ${SECONDS} s, alternating\n`,
   );
   await quietLoad(quietUrl, quietKey); // warm-up
 

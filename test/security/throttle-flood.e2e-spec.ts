@@ -283,14 +283,22 @@ describe('X-Forwarded-For from a socket that is no trusted proxy', () => {
     await t?.close();
   });
 
-  it('is ignored: a new address in every request does not reset the count, and the right key still passes', async () => {
+  it('is ignored: a new address in every request does not reset the count, and the right key beside it passes', async () => {
     const spoofed = () => ({ 'x-forwarded-for': `203.0.113.${1 + Math.floor(Math.random() * 250)}, 10.1.2.3` });
-    const answers = await inParallel(100, 8, async () =>
+    let done = false;
+    const flood = inParallel(200, 8, async () =>
       answerOf(await t.request('GET', '/v1/tenants/acme/connections', { key: wrongKey(), headers: spoofed() })),
-    );
+    ).finally(() => {
+      done = true;
+    });
+    const right: number[] = [];
+    while (!done || right.length < 20) {
+      const headers = right.length % 2 === 0 ? spoofed() : {};
+      right.push((await t.request('GET', '/v1/tenants/acme/connections', { key, headers })).status);
+    }
+    const answers = await flood;
+    expect(right.filter((status) => status !== 200)).toEqual([]);
     expect(answers.filter((a) => a.status === 401)).toHaveLength(20);
     expectAllThrottled(answers, 'spoofed addresses');
-    expect((await t.request('GET', '/v1/tenants/acme/connections', { key, headers: spoofed() })).status).toBe(200);
-    expect((await t.request('GET', '/v1/tenants/acme/connections', { key })).status).toBe(200);
   });
 });
