@@ -16,6 +16,14 @@ declare module 'autocannon' {
     timeouts: number;
     non2xx: number;
     '2xx': number;
+    /** Answers by status code. */
+    statusCodeStats: Record<string, { count: number }>;
+  }
+  export interface RequestSpec {
+    method?: string;
+    path?: string;
+    headers?: Record<string, string>;
+    body?: string;
   }
   export interface Options {
     url: string;
@@ -31,6 +39,8 @@ declare module 'autocannon' {
     timeout?: number;
     /** Requests per second over all connections (fixed rate). */
     overallRate?: number;
+    /** The requests each connection sends in turn; `setupRequest` may change one before it is sent. */
+    requests?: Array<RequestSpec & { setupRequest?: (req: RequestSpec) => RequestSpec }>;
   }
   function autocannon(options: Options): Promise<Result>;
   export default autocannon;

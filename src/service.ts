@@ -7,6 +7,7 @@ import type { DestinationStream } from 'pino';
 import { AppModule } from './app.module.js';
 import { ApiKeysService } from './auth/api-keys.service.js';
 import { AuthThrottle } from './auth/auth-throttle.js';
+import { ClientAddress } from './auth/client-address.js';
 import { ConsoleSessionsService } from './auth/console-sessions.service.js';
 import { credentialFirst, needsCredential } from './auth/request-credential.js';
 import type { Clock } from './common/clock.js';
@@ -133,7 +134,7 @@ async function buildApp(config: AppConfig, options: ServiceOptions): Promise<Nes
   });
   adapter.door.open(app.get(FacadeDoor), app.get(InboundDoor));
   app.useLogger(app.get(Logger));
-  app.set('trust proxy', 'loopback');
+  app.set('trust proxy', app.get(ClientAddress).trust); // TRUST_PROXY: req.ip is the throttle's client
   app.disable('x-powered-by');
   // No ETag on JSON answers (a SHA-1 of every body, for conditional GETs the API does not offer).
   app.set('etag', false);

@@ -15,10 +15,19 @@ const MAX_ENTRIES = 10_000;
 export class ApiKeyCache {
   private readonly byHash = new Map<string, TenantPrincipal>();
   private readonly hashByKeyId = new Map<string, string>();
+  /**
+   * Hashes of keys looked up and not found live. A key is 256 random bits made here, so one that matched no live
+   * row never comes to match one (creation gives out a key nobody presented before, revocation is for good): these
+   * hold without the change feed, and spare a client that repeats a wrong key (a revoked one) the database.
+   */
+  private readonly wrong = new Set<string>();
   private epoch = 0;
 
   constructor(private readonly feed: ChangeFeed) {
-    feed.onReset(() => this.clear());
+    feed.onReset(() => {
+      this.clear();
+      this.wrong.clear();
+    });
     feed.subscribe((change) => {
       if (change.table !== 'tenant_api_keys') return;
       this.epoch++;
@@ -43,6 +52,15 @@ export class ApiKeyCache {
     if (this.byHash.size >= MAX_ENTRIES) this.clear();
     this.byHash.set(hash, principal);
     this.hashByKeyId.set(principal.keyId, hash);
+  }
+
+  isWrong(hash: string): boolean {
+    return this.wrong.has(hash);
+  }
+
+  setWrong(hash: string): void {
+    if (this.wrong.size >= MAX_ENTRIES) this.wrong.clear();
+    this.wrong.add(hash);
   }
 
   /**

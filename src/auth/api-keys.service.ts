@@ -1,13 +1,14 @@
 import { randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
+import { BatchedLookup } from '../common/batched-lookup.js';
 import { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { ApiKeyCache } from './api-key-cache.js';
 import type { Principal } from './auth.decorators.js';
 import { TenantApiKeyEntity } from './tenant-api-key.entity.js';
-import { TenantApiKeysRepository } from './tenant-api-keys.repository.js';
+import { TenantApiKeysRepository, type KeyCandidate } from './tenant-api-keys.repository.js';
 import { TenantDirectory } from './tenant-directory.js';
 import { sha256 } from '../common/hash.js';
 
@@ -26,6 +27,8 @@ export interface CreatedApiKey {
 @Injectable()
 export class ApiKeysService {
   private readonly operatorHash: Buffer;
+  /** The lane of clients past their failure bound (AuthThrottle): their lookups share one query at a time. */
+  private readonly sharedLookup: BatchedLookup<string, KeyCandidate[]>;
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
@@ -35,6 +38,11 @@ export class ApiKeysService {
     private readonly tenants: TenantDirectory,
   ) {
     this.operatorHash = sha256(config.operatorApiKey);
+    this.sharedLookup = new BatchedLookup(async (prefixes) => {
+      const byPrefix = new Map<string, KeyCandidate[]>();
+      for (const key of await repo.findLiveByPrefixes(prefixes)) byPrefix.set(key.keyPrefix, [...(byPrefix.get(key.keyPrefix) ?? []), key]);
+      return byPrefix;
+    });
   }
 
   /**
@@ -44,8 +52,8 @@ export class ApiKeysService {
    * 404 tenant_not_found on every tenant-scoped route, for the operator too (API.md section 6). Used by
    * ApiKeyAuthGuard and by the front door (edge/front-door.ts), so no controller repeats it.
    */
-  async authorize(authorization: string | undefined, tenantId: string | undefined): Promise<Principal> {
-    return this.admit(await this.authenticate(bearerOf(authorization)), tenantId);
+  async authorize(authorization: string | undefined, tenantId: string | undefined, shareLookup = false): Promise<Principal> {
+    return this.admit(await this.authenticate(bearerOf(authorization), shareLookup), tenantId);
   }
 
   /** The tenant rule alone, for a principal already authenticated (by a key, or by a console session). */
@@ -57,7 +65,12 @@ export class ApiKeysService {
     return principal;
   }
 
-  async authenticate(presented: string | null): Promise<Principal> {
+  /**
+   * The principal of a presented key: the operator key, a cached tenant key and a key already found wrong cost no
+   * round trip; any other key is looked up by its prefix, in a query of its own or, with `shareLookup` (a client
+   * past its failure bound), in one shared with the other lookups waiting (BatchedLookup): a query per batch.
+   */
+  async authenticate(presented: string | null, shareLookup = false): Promise<Principal> {
     if (!presented) throw new AppError('unauthorized', 'An API key is required: Authorization: Bearer <key>.');
     const hash = sha256(presented);
     if (timingSafeEqual(hash, this.operatorHash)) return { kind: 'operator' };
@@ -66,14 +79,18 @@ export class ApiKeysService {
       const hashHex = hash.toString('hex');
       const cached = this.cache.get(hashHex);
       if (cached) return cached;
+      if (this.cache.isWrong(hashHex)) throw new AppError('unauthorized', 'The API key is not valid.');
       const epoch = this.cache.mark();
-      for (const candidate of await this.repo.findLiveByPrefix(presented.slice(0, LOOKUP_CHARS))) {
+      const prefix = presented.slice(0, LOOKUP_CHARS);
+      const candidates = shareLookup ? ((await this.sharedLookup.get(prefix)) ?? []) : await this.repo.findLiveByPrefix(prefix);
+      for (const candidate of candidates) {
         if (timingSafeEqual(candidate.keyHash, hash)) {
           const principal = { kind: 'tenant' as const, tenantId: candidate.tenantId, keyId: candidate.id };
           this.cache.set(hashHex, principal, epoch);
           return principal;
         }
       }
+      this.cache.setWrong(hashHex);
     }
     throw new AppError('unauthorized', 'The API key is not valid.');
   }

@@ -16,6 +16,14 @@ export class ConsoleSessionsRepository {
     return this.repo.createQueryBuilder('s').where('s.token_hash = :tokenHash AND s.expires_at > :now', { tokenHash, now }).getOne();
   }
 
+  /** The live sessions of any of these secrets (the shared lookups of ConsoleSessionsService). */
+  async findLiveMany(tokenHashes: Buffer[], now: Date): Promise<ConsoleSessionEntity[]> {
+    return this.repo
+      .createQueryBuilder('s')
+      .where('s.token_hash IN (:...tokenHashes) AND s.expires_at > :now', { tokenHashes, now })
+      .getMany();
+  }
+
   /** The id of the session deleted, null when none had this secret. */
   async deleteByTokenHash(tokenHash: Buffer): Promise<string | null> {
     const result = await this.repo

@@ -3,6 +3,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { parse as parseCookies } from 'cookie';
 import type { CookieOptions, Request } from 'express';
 import { AppError } from '../common/app-error.js';
+import { BatchedLookup } from '../common/batched-lookup.js';
 import { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
@@ -34,6 +35,8 @@ export interface ConsoleSessionView {
 export class ConsoleSessionsService {
   private readonly secure: boolean;
   private readonly path: string;
+  /** The lane of clients past their failure bound (AuthThrottle): their lookups share one query at a time. */
+  private readonly sharedLookup: BatchedLookup<string, ConsoleSessionEntity>;
 
   constructor(
     @Inject(APP_CONFIG) config: AppConfig,
@@ -44,6 +47,13 @@ export class ConsoleSessionsService {
     this.secure = publicUrl.protocol === 'https:';
     // The page calls the service's own /v1 routes, so the cookie is scoped to the service's path, no wider.
     this.path = publicUrl.pathname.endsWith('/') ? publicUrl.pathname : `${publicUrl.pathname}/`;
+    this.sharedLookup = new BatchedLookup(async (hashes) => {
+      const sessions = await repo.findLiveMany(
+        hashes.map((h) => Buffer.from(h, 'hex')),
+        clock.now(),
+      );
+      return new Map(sessions.map((session) => [session.tokenHash.toString('hex'), session]));
+    });
   }
 
   /** Whether a request offers a console session rather than an API key (an Authorization header always wins). */
@@ -71,9 +81,10 @@ export class ConsoleSessionsService {
 
   /**
    * The operator principal for a request that carries a live session cookie and its CSRF token. An answer
-   * that shows a secret (a new API key, an events secret) is refused: the console never holds one.
+   * that shows a secret (a new API key, an events secret) is refused: the console never holds one. With
+   * `shareLookup` (a client past its failure bound) the session is read in a query shared with the others waiting.
    */
-  async authorize(req: Request, showsSecret = false): Promise<Principal> {
+  async authorize(req: Request, showsSecret = false, shareLookup = false): Promise<Principal> {
     const token = sessionTokenOf(req);
     if (!token) throw new AppError('unauthorized', 'Not signed in to the console.');
     const presented = req.headers[CSRF_HEADER];
@@ -82,7 +93,8 @@ export class ConsoleSessionsService {
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
       throw new AppError('forbidden', `A console session needs its CSRF token in the ${CSRF_HEADER} header.`);
     }
-    const session = await this.repo.findLive(sha256(token), this.clock.now());
+    const hash = sha256(token);
+    const session = shareLookup ? await this.sharedLookup.get(hash.toString('hex')) : await this.repo.findLive(hash, this.clock.now());
     if (!session) throw new AppError('unauthorized', 'The console session has ended: sign in again.');
     if (showsSecret) throw secretRefusedToConsole();
     return { kind: 'operator', consoleSessionId: session.id };

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
 import type { ConsoleSessionsService } from './console-sessions.service.js';
 import { bearerOf, type ApiKeysService } from './api-keys.service.js';
-import { clientOf, throttled, type AuthThrottle } from './auth-throttle.js';
+import type { AuthThrottle } from './auth-throttle.js';
 import type { Principal } from './auth.decorators.js';
 
 /** Who a request is, before the tenant rule: an API key's principal, or the operator through a console session. */
@@ -17,16 +17,16 @@ const checked = new WeakMap<IncomingMessage, Promise<Credential>>();
 /**
  * The request's credential: a console session (cookie and CSRF token) when it offers one and no
  * Authorization header, else its bearer key (ApiKeysService.authenticate). Rejects with the domain error
- * (401, or 403 for a session without its CSRF token), and `429` while the client has failed too often
- * (AuthThrottle). Memoised per request.
+ * (401, or 403 for a session without its CSRF token), or `429` for a wrong one while the client has failed too
+ * often (AuthThrottle.apiCredential: a right one passes). Memoised per request.
  */
 export function credentialOf(req: Request, auth: CredentialCheckers): Promise<Credential> {
   let credential = checked.get(req);
   if (credential === undefined) {
-    credential = throttled(auth.throttle.apiKeys, clientOf(req), () =>
+    credential = auth.throttle.apiCredential(req, (pastBound) =>
       auth.sessions.presentedBy(req)
-        ? auth.sessions.authorize(req).then((principal) => ({ principal, viaConsole: true }))
-        : auth.keys.authenticate(bearerOf(req.headers.authorization)).then((principal) => ({ principal, viaConsole: false })),
+        ? auth.sessions.authorize(req, false, pastBound).then((principal) => ({ principal, viaConsole: true }))
+        : auth.keys.authenticate(bearerOf(req.headers.authorization), pastBound).then((principal) => ({ principal, viaConsole: false })),
     );
     checked.set(req, credential);
   }

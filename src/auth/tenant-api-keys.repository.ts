@@ -3,6 +3,9 @@ import { InjectRepository } from '@nestjs/typeorm';
 import { IsNull, Repository } from 'typeorm';
 import { TenantApiKeyEntity } from './tenant-api-key.entity.js';
 
+/** What checking a presented key needs of a stored one. */
+export type KeyCandidate = Pick<TenantApiKeyEntity, 'id' | 'tenantId' | 'keyPrefix' | 'keyHash'>;
+
 @Injectable()
 export class TenantApiKeysRepository {
   constructor(@InjectRepository(TenantApiKeyEntity) private readonly repo: Repository<TenantApiKeyEntity>) {}
@@ -18,6 +21,18 @@ export class TenantApiKeysRepository {
   /** Live keys sharing a prefix: the candidates whose hashes are then compared in constant time. */
   findLiveByPrefix(prefix: string): Promise<TenantApiKeyEntity[]> {
     return this.repo.find({ where: { keyPrefix: prefix, revokedAt: IsNull() } });
+  }
+
+  /**
+   * The candidates among live keys of any of these prefixes (the shared lookups of ApiKeysService, a flood's lane):
+   * the four columns a check needs, read without building entities.
+   */
+  async findLiveByPrefixes(prefixes: string[]): Promise<KeyCandidate[]> {
+    const rows = (await this.repo.query(
+      `SELECT id, tenant_id, key_prefix, key_hash FROM tenant_api_keys WHERE key_prefix = ANY ($1::text[]) AND revoked_at IS NULL`,
+      [prefixes],
+    )) as Array<{ id: string; tenant_id: string; key_prefix: string; key_hash: Buffer }>;
+    return rows.map((r) => ({ id: r.id, tenantId: r.tenant_id, keyPrefix: r.key_prefix, keyHash: r.key_hash }));
   }
 
   /** Revokes every live key of the tenant (its deletion). */

@@ -1,3 +1,4 @@
+import type { TrustProxy } from './value-formats.js';
 import type { Values } from './variable.js';
 import type { SERVICE_VARIABLES } from './variables.js';
 
@@ -11,6 +12,8 @@ export interface SecurityConfig {
   /** Failed API keys (and console sessions) per client per window on /v1. */
   apiKeyMaxFailuresPerClient: number;
   authFailureWindowMs: number;
+  /** TRUST_PROXY: the sockets whose X-Forwarded-For names the client (auth/client-address.ts). */
+  trustProxy: TrustProxy;
   /** METRICS_TOKEN: the bearer /metrics asks for; null: none. */
   metricsToken: string | null;
   /** METRICS_PORT: /metrics on a server of its own (and not on PORT); null: none. METRICS_HOST: its address. */
@@ -24,6 +27,7 @@ export function securityConfig(v: Values<typeof SERVICE_VARIABLES>): SecurityCon
     signInMaxFailures: v.SIGN_IN_MAX_FAILURES,
     apiKeyMaxFailuresPerClient: v.API_KEY_MAX_FAILURES_PER_CLIENT,
     authFailureWindowMs: v.AUTH_FAILURE_WINDOW_MS,
+    trustProxy: v.TRUST_PROXY,
     metricsToken: v.METRICS_TOKEN ?? null,
     metricsPort: v.METRICS_PORT ?? null,
     metricsHost: v.METRICS_HOST,

@@ -1,3 +1,4 @@
+import proxyaddr from 'proxy-addr';
 import { VariableProblem } from './variable-types.js';
 
 // The formats of the variables that are more than a number, a word or a URL (variables.ts declares which reads which).
@@ -69,4 +70,33 @@ export function estimatedBits(key: string): number {
   if (/[0-9]/.test(key)) alphabet += 10;
   if (/[^a-zA-Z0-9]/.test(key)) alphabet += 33;
   return key.length * Math.log2(alphabet);
+}
+
+/** Which sockets are proxies whose X-Forwarded-For is believed: the hops nearest this server, or address ranges. */
+export type TrustProxy = { hops: number } | { ranges: string[] };
+
+/**
+ * TRUST_PROXY: `none` (the socket's address only), a hop count (that many nearest hops are proxies), or addresses
+ * and CIDR ranges, comma separated, with the names `loopback`, `linklocal` and `uniquelocal`.
+ */
+export function trustProxy(raw: string): TrustProxy {
+  if (raw.toLowerCase() === 'none') return { ranges: [] };
+  if (/^\d+$/.test(raw)) {
+    const hops = Number(raw);
+    if (hops > 32) throw new VariableProblem(`a hop count must be between 0 and 32, got ${raw}`);
+    return { hops };
+  }
+  const ranges = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  try {
+    proxyaddr.compile(ranges);
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    throw new VariableProblem(
+      `must be none, a hop count, or addresses, CIDR ranges, loopback, linklocal or uniquelocal, comma separated (${why})`,
+    );
+  }
+  return { ranges };
 }

@@ -1,6 +1,6 @@
 import { parseAllowEntry } from '../common/target-policy.js';
 import { TRACING_SWITCH } from './tracing-variables.js';
-import { estimatedBits, postgresUrl, vaultKeyRing } from './value-formats.js';
+import { estimatedBits, postgresUrl, trustProxy, vaultKeyRing } from './value-formats.js';
 import { optional, variable } from './variable.js';
 import { httpUrl, int, list, num, oneOf, onOff, parsedBy, text } from './variable-types.js';
 
@@ -174,13 +174,20 @@ export const SERVICE_VARIABLES = {
     'guessing, internal targets, exposure',
     int(1, 1_000_000),
     100,
-    'failed `/v1` credentials (API keys, console sessions) per client per window (`429` past it)',
+    'failed `/v1` credentials (API keys, console sessions) per client per window (past it a wrong one is `429`)',
   ),
   AUTH_FAILURE_WINDOW_MS: variable(
     'guessing, internal targets, exposure',
     int(1000, DAY),
     MINUTE,
     'the window of the three bounds above, ms',
+  ),
+  TRUST_PROXY: variable(
+    'guessing, internal targets, exposure',
+    parsedBy(trustProxy),
+    { ranges: ['loopback'] },
+    'the proxies whose `X-Forwarded-For` names the client: `none`, a hop count, or addresses and CIDR ranges (see `docs/security.md`)',
+    { defaultText: '`loopback` (a proxy on this host)' },
   ),
   EVENTS_TARGET_ALLOW_PRIVATE: variable(
     'guessing, internal targets, exposure',

@@ -4,7 +4,7 @@ import { AuditService } from '../audit/audit.service.js';
 import { AppError } from '../common/app-error.js';
 import { requestIdOf } from '../common/request-id.js';
 import { ApiKeysService } from '../auth/api-keys.service.js';
-import { AuthThrottle, clientOf, throttled } from '../auth/auth-throttle.js';
+import { AuthThrottle } from '../auth/auth-throttle.js';
 import { ConsoleSessionsService, type ConsoleSessionView } from '../auth/console-sessions.service.js';
 
 @Injectable()
@@ -18,13 +18,13 @@ export class ConsoleService {
 
   /**
    * Only the operator key opens the console; the same check as the API's, then a new session. Failures are
-   * counted per client and overall (AuthThrottle.signIn): past either bound, `429` with Retry-After. Both
-   * outcomes are audited: a success as the new session, a failure with no actor id (failures within a minute
-   * share a row).
+   * counted per client and overall (AuthThrottle.signIn): past either bound, `429` with Retry-After (the API is
+   * not touched). Both outcomes are audited: a success as the new session, a failure with no actor id (failures
+   * within a minute share a row).
    */
   async signIn(operatorKey: string, req: Request): Promise<ConsoleSessionView & { token: string }> {
     const requestId = requestIdOf(req);
-    await throttled(this.throttle.signIn, clientOf(req), async () => {
+    await this.throttle.signIn(req, async () => {
       const principal = await this.keys.authenticate(operatorKey).catch(() => null);
       if (principal?.kind !== 'operator') {
         await this.audit.recordAfter({

@@ -8,7 +8,7 @@ import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { accessLogLevel } from '../telemetry/logger.js';
 import { ApiKeysService } from '../auth/api-keys.service.js';
-import { AuthThrottle, clientOf, throttled } from '../auth/auth-throttle.js';
+import { AuthThrottle } from '../auth/auth-throttle.js';
 import type { RouteMatch } from './facade-routes.js';
 import { FacadeService, type FacadeCall } from './facade.service.js';
 import { checkParam, checkUpstreamPath } from './upstream-path.js';
@@ -75,9 +75,9 @@ export class FacadeDoor {
     }
   }
 
-  /** The guard's rule (ApiKeysService.authorize), under the same limiter of failed keys per client. */
+  /** The guard's rule (ApiKeysService.authorize), under the same throttle of failed credentials per client. */
   private authorize(req: IncomingMessage, tenantId: string): Promise<unknown> {
-    return throttled(this.throttle.apiKeys, clientOf(req), () => this.keys.authorize(req.headers.authorization, tenantId));
+    return this.throttle.apiCredential(req, (pastBound) => this.keys.authorize(req.headers.authorization, tenantId, pastBound));
   }
 }
 

@@ -94,7 +94,7 @@ export function finishDocument(document: OpenAPIObject): OpenAPIObject {
     if ((op.security?.length ?? 0) > 0) {
       // Every credential check reads the database: an outage answers 503 (docs/operations.md).
       op.responses['503'] ??= errorResponse('`service_unavailable`: the database cannot be reached; see Retry-After.', retryAfter);
-      // Too many failed credentials from one client: refused before the credential is checked (docs/security.md).
+      // Too many failed credentials from one client: its wrong ones are refused so, its right ones pass (docs/security.md).
       op.responses['429'] ??= errorResponse(
         '`too_many_requests`: too many failed credentials from this client; see Retry-After.',
         retryAfter,

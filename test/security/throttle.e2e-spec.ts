@@ -6,9 +6,11 @@ import { expectError, newTenantKey } from './support.js';
 
 /**
  * Guessing credentials (docs/security.md, "Credential guessing"): failed console sign-ins are throttled per
- * client and overall, failed API keys per client, with `429 too_many_requests` and Retry-After; a throttled
- * client is refused before its credential is checked (even a right one), other clients are not, and the
- * window's end lets it in again. Clients are told apart by address (X-Forwarded-For behind a local proxy).
+ * client and overall, failed API keys per client, with `429 too_many_requests` and Retry-After. A client locked
+ * out of sign-in is refused before its key is checked (even a right one); on the API only its wrong credentials
+ * are refused, a right one passes. Other clients are not touched, and the window's end lets it in again.
+ * Clients are told apart by address (X-Forwarded-For from a proxy on this host: TRUST_PROXY's default).
+ * Floods, proxies and several instances: throttle-flood.e2e-spec.ts, throttle-cluster.e2e-spec.ts.
  */
 
 class ShiftedClock extends Clock {
@@ -83,7 +85,15 @@ describe('throttling failed credentials', () => {
         `facade ${i}`,
       );
     expectThrottled(await t.request('GET', '/v1/tenants/acme/connections', { key: wrong, headers: from(client) }), 'nest, throttled');
-    expectThrottled(await t.request('GET', '/v1/tenants/acme/workflows', { key: tenantKey, headers: from(client) }), 'facade, right key');
+    expectThrottled(await t.request('GET', '/v1/tenants/acme/workflows', { key: wrong, headers: from(client) }), 'facade, throttled');
+    // A right key from the throttled client still passes, on both kinds of route (its wrong ones alone are refused).
+    expect((await t.request('GET', '/v1/tenants/acme/connections', { key: tenantKey, headers: from(client) })).status).toBe(200);
+    expectError(
+      await t.request('GET', '/v1/tenants/acme/workflows', { key: tenantKey, headers: from(client) }),
+      400,
+      'user_id_required',
+      'facade, right key: past the credential',
+    );
     expectThrottled(
       await t.request('POST', '/v1/tenants/acme/connect-sessions', { key: null, body: {}, headers: from(client) }),
       'no key at all',
