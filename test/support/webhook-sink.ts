@@ -10,12 +10,17 @@ export interface SinkDelivery {
   status: number;
 }
 
-/** A partner's events endpoint: records every request, answers `respond(n)` (default 200) for the n-th. */
+/**
+ * A partner's events endpoint: records every request, answers `respond(n)` (default 200) for the n-th, after
+ * `delayMs(n)` (default at once: a slow partner otherwise).
+ */
 export class WebhookSink {
   readonly received: SinkDelivery[] = [];
   respond: (n: number) => number = () => 200;
   /** Extra response headers for the n-th request (e.g. Retry-After). */
   respondHeaders: (n: number) => Record<string, string> = () => ({});
+  /** How long the n-th request waits for its answer, ms (recorded when it arrives). */
+  delayMs: (n: number) => number = () => 0;
   url = '';
   private server!: Server;
   private count = 0;
@@ -36,7 +41,11 @@ export class WebhookSink {
           body = { type: '(not JSON)', timestamp: '', data: raw };
         }
         sink.received.push({ headers: req.headers, raw, body, status });
-        res.writeHead(status, { 'content-type': 'text/plain', ...sink.respondHeaders(n) }).end(status < 300 ? 'ok' : 'no');
+        const answer = () =>
+          res.writeHead(status, { 'content-type': 'text/plain', ...sink.respondHeaders(n) }).end(status < 300 ? 'ok' : 'no');
+        const delay = sink.delayMs(n);
+        if (delay > 0) setTimeout(answer, delay);
+        else answer();
       });
     });
     sink.server.keepAliveTimeout = 30_000;
