@@ -31,7 +31,7 @@ describe('a delivery handler that outlives its job (two instances, a slow partne
     a = await startTestApp({ env: ENV });
     b = await startSecondInstance(a, ENV);
     sink = await WebhookSink.start();
-    sink.delayMs = () => PARTNER_MS;
+    sink.wait = () => new Promise((r) => setTimeout(r, PARTNER_MS));
     await newTenant(a, 'starved', { eventsTargetUrl: sink.url });
   });
   afterAll(async () => {
