@@ -18,7 +18,7 @@ const DELIVERIES = 40;
  * the user is left (connections, sessions, the events erasure attributes to them and their attempts, audit rows naming
  * them), and every inbound delivery is stored and forwarded once.
  */
-describe('an erasure racing inbound deliveries and the deliveries of the user's own events', () => {
+describe("an erasure racing inbound deliveries and the deliveries of the user's own events", () => {
   let t: TestApp;
   let sink: WebhookSink;
   const receiverId = randomUUID();
