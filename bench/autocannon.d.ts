@@ -32,6 +32,10 @@ declare module 'autocannon' {
     /** Requests per second over all connections (fixed rate). */
     overallRate?: number;
   }
-  function autocannon(options: Options): Promise<Result>;
+  /** A run: awaited for its result; `response` is emitted per answer with its latency (ms). */
+  export interface Instance extends Promise<Result> {
+    on(event: 'response', listener: (client: unknown, statusCode: number, resBytes: number, responseTime: number) => void): this;
+  }
+  function autocannon(options: Options): Instance;
   export default autocannon;
 }

@@ -11,7 +11,7 @@ export interface PacerSettings {
   maxRows: number;
   /** At most this share of the time in batches: after a batch of d ms the purge rests d·(1 − share)/share. */
   busyShare: number;
-  /** A probe slower than this many times the quiet one (the least of the recent ones)... */
+  /** A probe slower than this many times the usual one (the median of the recent ones)... */
   slowFactor: number;
   /** ...and slower than it by this much (below it, a difference is noise) means the others are slowed: rest. */
   slowMarginMs: number;
@@ -20,7 +20,7 @@ export interface PacerSettings {
 }
 
 export const PACER_DEFAULTS: Omit<PacerSettings, 'maxRows'> = {
-  targetBatchMs: 100,
+  targetBatchMs: 200,
   minRows: 100,
   busyShare: 0.5,
   slowFactor: 2,
@@ -28,7 +28,10 @@ export const PACER_DEFAULTS: Omit<PacerSettings, 'maxRows'> = {
   maxRestMs: 2000,
 };
 
-/** Probes kept: the quiet latency is the least of these, so a lasting change of load becomes the new quiet. */
+/**
+ * Probes kept: the usual latency is their median, so a lasting change of the machine's load (other work on it)
+ * becomes the new usual one within about half of these batches, and a spike stands out against it.
+ */
 const PROBE_WINDOW = 50;
 /** The first rest when the probe is slow; it doubles while it stays slow. */
 const FIRST_REST_MS = 50;
@@ -40,8 +43,8 @@ export interface PacerFigures {
   restedMs: number;
   /** Rests because the probe was slow. */
   slowProbes: number;
-  /** The quiet probe latency, and the last batch size. */
-  quietProbeMs: number;
+  /** The usual probe latency, and the last batch size. */
+  usualProbeMs: number;
   rows: number;
 }
 
@@ -49,9 +52,9 @@ export interface PacerFigures {
  * Paces a purge by what it costs the others: each batch is sized from the last one's time (so it takes about
  * `targetBatchMs`, whatever the rows cost on this machine), the purge rests after each batch so that it keeps at most
  * `busyShare` of a connection's time, and before each batch it times a probe query of its own (a pool checkout and a
- * round trip, as the other tenants' requests wait): slower than the quiet latency by `slowFactor` and `slowMarginMs`,
- * it halves the batch and rests, doubling the rest while the probe stays slow, up to `maxRestMs` per batch. Then it
- * goes on with the smallest batch, so the purge always ends.
+ * round trip, as the other tenants' requests wait): slower than the usual latency by `slowFactor` and `slowMarginMs`,
+ * it rests, doubling the rest while the probe stays slow, up to `maxRestMs` per batch. Then it goes on, so the purge
+ * always ends.
  */
 export class PurgePacer {
   private rows: number;
@@ -66,7 +69,7 @@ export class PurgePacer {
     private readonly rest: (ms: number) => Promise<unknown> = sleep,
   ) {
     this.rows = Math.max(s.minRows, Math.min(s.maxRows, Math.round(s.maxRows / 4)));
-    this.figures = { batches: 0, restedMs: 0, slowProbes: 0, quietProbeMs: 0, rows: this.rows };
+    this.figures = { batches: 0, restedMs: 0, slowProbes: 0, usualProbeMs: 0, rows: this.rows };
   }
 
   /** Before a batch: rests as the last batch and the probe say; answers how many rows the batch takes. */
@@ -79,12 +82,11 @@ export class PurgePacer {
       const ms = await this.probe();
       this.probes.push(ms);
       if (this.probes.length > PROBE_WINDOW) this.probes.shift();
-      const quiet = Math.min(...this.probes);
-      this.figures.quietProbeMs = quiet;
-      const slow = ms > Math.max(quiet * this.s.slowFactor, quiet + this.s.slowMarginMs);
+      const usual = median(this.probes);
+      this.figures.usualProbeMs = usual;
+      const slow = ms > Math.max(usual * this.s.slowFactor, usual + this.s.slowMarginMs);
       if (!slow || rested >= this.s.maxRestMs) break;
       this.figures.slowProbes++;
-      this.rows = Math.max(this.s.minRows, Math.round(this.rows / 2));
       const wait = Math.min(rest, this.s.maxRestMs - rested);
       await this.pause(wait);
       rested += wait;
@@ -108,6 +110,11 @@ export class PurgePacer {
     await this.rest(ms);
     this.figures.restedMs += ms;
   }
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
 }
 
 /** Times one probe: `query`'s round trip, ms. */
