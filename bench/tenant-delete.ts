@@ -188,7 +188,7 @@ async function main(): Promise<void> {
       const base = median(before.map(pick));
       const worst = Math.max(...during.map(pick));
       console.log(
-        `| ${name} | ${pooledBefore} | ${pooledDuring} | ${ratio.toFixed(2)} | <= 2: ${ratio <= 2 ? 'met' : 'MISSED'} | ` +
+        `| ${name} | ${pooledBefore.toFixed(1)} | ${pooledDuring.toFixed(1)} | ${ratio.toFixed(2)} | <= 2: ${ratio <= 2 ? 'met' : 'MISSED'} | ` +
           `${base}, ${(Math.max(...before.map(pick)) / base).toFixed(2)} | ${median(during.map(pick))}, ${worst} | ${(worst / base).toFixed(2)} |`,
       );
     }
