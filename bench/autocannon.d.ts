@@ -42,6 +42,10 @@ declare module 'autocannon' {
     /** The requests each connection sends in turn; `setupRequest` may change one before it is sent. */
     requests?: Array<RequestSpec & { setupRequest?: (req: RequestSpec) => RequestSpec }>;
   }
-  function autocannon(options: Options): Promise<Result>;
+  /** A run: awaited for its result; `response` is emitted per answer with its latency (ms). */
+  export interface Instance extends Promise<Result> {
+    on(event: 'response', listener: (client: unknown, statusCode: number, resBytes: number, responseTime: number) => void): this;
+  }
+  function autocannon(options: Options): Instance;
   export default autocannon;
 }

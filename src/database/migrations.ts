@@ -18,6 +18,7 @@ import { EventRetention1797000000000 } from '../../migrations/1797000000000-Even
 import { CreateAuditLog1797200000000 } from '../../migrations/1797200000000-CreateAuditLog.js';
 import { TenantsPaging1797300000000 } from '../../migrations/1797300000000-TenantsPaging.js';
 import { EventPayloadDigest1797400000000 } from '../../migrations/1797400000000-EventPayloadDigest.js';
+import { EventDeliveryFence1797500000000 } from '../../migrations/1797500000000-EventDeliveryFence.js';
 import { CreateAuthFailures1797700000000 } from '../../migrations/1797700000000-CreateAuthFailures.js';
 
 /**
@@ -45,5 +46,6 @@ export const MIGRATIONS = [
   CreateAuditLog1797200000000,
   TenantsPaging1797300000000,
   EventPayloadDigest1797400000000,
+  EventDeliveryFence1797500000000,
   CreateAuthFailures1797700000000,
 ];

@@ -13,6 +13,48 @@ export interface DeliveryAttempt {
   error: string | null;
 }
 
+/** What the fence needs of an event: its id, and its receipt time (the one partition its row is in). */
+export interface EventRow {
+  id: string;
+  receivedAt: Date;
+}
+
+/** What an attempt makes of its event. */
+export type Outcome =
+  | { kind: 'delivered' }
+  | { kind: 'dead'; error: string }
+  | { kind: 'no_target' }
+  /** Failed: counted, retried at `next`; `schedule` queues that attempt in the recording transaction. */
+  | { kind: 'retry'; error: string; next: Date; schedule: (sql: SqlExecutor) => Promise<void> };
+
+export type Finished = 'recorded' | 'lost' | 'gone';
+
+/**
+ * The row by its id within its receipt time's millisecond (the driver reads timestamps to the millisecond), so
+ * that a statement touches the one day partition it is in rather than probing every partition's index.
+ */
+const AT_RECEIPT = `received_at >= $2::timestamptz - interval '1 millisecond' AND received_at < $2::timestamptz + interval '1 millisecond'`;
+
+/** The SET list of an outcome, and its parameters from $4 on (attempt `$3` is 0-based). */
+function changeOf(o: Outcome): [string, unknown[]] {
+  switch (o.kind) {
+    case 'delivered':
+      return [
+        `delivery_state = 'delivered', delivered_at = now(), delivery_attempts = GREATEST(delivery_attempts, $3::int + 1), last_delivery_error = NULL, next_attempt_at = NULL`,
+        [],
+      ];
+    case 'dead':
+      return [
+        `delivery_state = 'dead', delivery_attempts = $3::int + 1, last_delivery_error = $4, next_attempt_at = NULL`,
+        [o.error.slice(0, 500)],
+      ];
+    case 'no_target':
+      return [`delivery_state = 'no_target', next_attempt_at = NULL`, []];
+    case 'retry':
+      return [`delivery_attempts = $3::int + 1, last_delivery_error = $4, next_attempt_at = $5`, [o.error.slice(0, 500), o.next]];
+  }
+}
+
 export interface UnqueuedEvent {
   id: string;
   /** Attempts already made (the job carries it, so a stale or repeated job can tell). */
@@ -70,56 +112,76 @@ export class EventDeliveryRepository {
     });
   }
 
-  /** Attempt `attempt` (0-based) succeeded. */
-  async markDelivered(id: string, attempt: number): Promise<void> {
-    await this.db.query(
-      `UPDATE events SET delivery_state = 'delivered', delivered_at = now(), delivery_attempts = GREATEST(delivery_attempts, $2), last_delivery_error = NULL, next_attempt_at = NULL
-        WHERE id = $1 AND delivery_state = 'pending'`,
-      [id, attempt + 1],
-    );
-  }
-
   /**
-   * Attempt `attempt` failed: counts it and, in the same transaction, lets `schedule` queue the next
-   * attempt. Returns false (and schedules nothing) when another run already counted this attempt.
+   * The fence (docs/webhooks.md, "One attempt at a time"): claims attempt `attempt` of the event before anything is
+   * forwarded, when it is still pending at that attempt and no other attempt's lease runs: the fence goes up by one
+   * and the lease runs `leaseMs` from now (the database's clock). When another attempt's lease runs, lets `defer`
+   * queue the job again for when it ends, in the same transaction (should that attempt never be recorded, this job
+   * takes over then). Answers the fence, `held`, or null when the event is gone or has moved on.
    */
-  async recordFailure(
-    id: string,
+  async claim(
+    event: EventRow,
     attempt: number,
-    error: string,
-    nextAttemptAt: Date,
-    schedule: (sql: SqlExecutor) => Promise<void>,
-  ): Promise<boolean> {
+    leaseMs: number,
+    defer: (until: Date, sql: SqlExecutor) => Promise<void>,
+  ): Promise<{ fence: string } | 'held' | null> {
     return this.db.transaction(async (m) => {
       const rows = (await m.query(
-        `UPDATE events SET delivery_attempts = $2 + 1, last_delivery_error = $3, next_attempt_at = $4
-          WHERE id = $1 AND delivery_state = 'pending' AND delivery_attempts = $2 RETURNING id`,
-        [id, attempt, error.slice(0, 500), nextAttemptAt],
-      )) as [Array<{ id: string }>, number];
-      if (rows[1] !== 1) return false;
-      await schedule(executorOf(m));
-      return true;
+        `SELECT delivery_lease_until AS until, delivery_lease_until > now() AS held FROM events
+          WHERE id = $1 AND ${AT_RECEIPT} AND delivery_state = 'pending' AND delivery_attempts = $3 FOR UPDATE`,
+        [event.id, event.receivedAt, attempt],
+      )) as Array<{ until: Date | null; held: boolean | null }>;
+      if (rows.length === 0) return null;
+      if (rows[0].held && rows[0].until) {
+        await defer(rows[0].until, executorOf(m));
+        return 'held';
+      }
+      const [claimed] = (await m.query(
+        `UPDATE events SET delivery_fence = delivery_fence + 1, delivery_lease_until = now() + $3 * interval '1 millisecond'
+          WHERE id = $1 AND ${AT_RECEIPT} RETURNING delivery_fence::text AS fence`,
+        [event.id, event.receivedAt, leaseMs],
+      )) as [Array<{ fence: string }>, number];
+      return { fence: claimed[0].fence };
     });
   }
 
-  /** The last attempt failed and the retry span is over: dead-lettered, kept and listed with this state. */
-  async markDead(id: string, attempt: number, error: string): Promise<void> {
-    await this.db.query(
-      `UPDATE events SET delivery_state = 'dead', delivery_attempts = $2 + 1, last_delivery_error = $3, next_attempt_at = NULL
-        WHERE id = $1 AND delivery_state = 'pending' AND delivery_attempts = $2`,
-      [id, attempt, error.slice(0, 500)],
-    );
-  }
-
-  /** Keeps one delivery attempt in the event's attempts log. */
-  async recordAttempt(eventId: string, a: DeliveryAttempt): Promise<void> {
-    await this.db.query(`INSERT INTO event_attempts (event_id, at, status, duration_ms, error) VALUES ($1, $2, $3, $4, $5)`, [
-      eventId,
-      a.at,
-      a.status,
-      a.durationMs,
-      a.error,
-    ]);
+  /**
+   * Records the attempt that claimed the event under `fence`, in one transaction on the locked row: its attempts
+   * log entry (`log`; none when nothing was sent) and the event's new state, which releases the lease. A failure
+   * lets `outcome.schedule` queue the next attempt in the same transaction. Answers `recorded`; `lost` when another
+   * attempt claimed the event meanwhile (this one outlived its lease: only its log entry is kept, and a success
+   * still marks the event delivered); `gone` when the event was removed meanwhile (an erasure, a retention
+   * sweep): then nothing is written, so no attempt outlives its event.
+   */
+  async finish(event: EventRow, attempt: number, fence: string, log: DeliveryAttempt | null, outcome: Outcome): Promise<Finished> {
+    return this.db.transaction(async (m) => {
+      const rows = (await m.query(`SELECT delivery_fence::text AS fence FROM events WHERE id = $1 AND ${AT_RECEIPT} FOR UPDATE`, [
+        event.id,
+        event.receivedAt,
+      ])) as Array<{ fence: string }>;
+      if (rows.length === 0) return 'gone';
+      if (log)
+        await m.query(`INSERT INTO event_attempts (event_id, at, status, duration_ms, error) VALUES ($1, $2, $3, $4, $5)`, [
+          event.id,
+          log.at,
+          log.status,
+          log.durationMs,
+          log.error,
+        ]);
+      const mine = rows[0].fence === fence;
+      if (!mine && outcome.kind !== 'delivered') return 'lost';
+      const [set, extra] = changeOf(outcome);
+      // A success counts whatever attempt it was (a late one included); anything else only for the attempt it was.
+      const [, changed] = (await m.query(
+        `UPDATE events SET ${set}${mine ? ', delivery_lease_until = NULL' : ''}
+          WHERE id = $1 AND ${AT_RECEIPT} AND delivery_state = 'pending'${outcome.kind === 'delivered' ? '' : ' AND delivery_attempts = $3'}`,
+        [event.id, event.receivedAt, attempt, ...extra],
+      )) as [unknown, number];
+      if (changed === 1 && outcome.kind === 'retry') await outcome.schedule(executorOf(m));
+      if (changed === 0 && mine)
+        await m.query(`UPDATE events SET delivery_lease_until = NULL WHERE id = $1 AND ${AT_RECEIPT}`, [event.id, event.receivedAt]);
+      return mine ? 'recorded' : 'lost';
+    });
   }
 
   /** The attempts of one of the tenant's events kept since `keptSince`, oldest first; null when the tenant has no such event. */
@@ -135,13 +197,5 @@ export class EventDeliveryRepository {
     return rows
       .filter((r) => r.at !== null)
       .map((r) => ({ at: r.at!, status: r.status, durationMs: Number(r.duration_ms), error: r.error }));
-  }
-
-  /** The tenant's eventsTargetUrl was removed while the event waited. */
-  async markNoTarget(id: string): Promise<void> {
-    await this.db.query(
-      `UPDATE events SET delivery_state = 'no_target', next_attempt_at = NULL WHERE id = $1 AND delivery_state = 'pending'`,
-      [id],
-    );
   }
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { retryDelayMs, settleAll } from './event-delivery.service.js';
+import { retryDelayMs } from './event-attempt.js';
+import { settleAll } from './event-delivery.service.js';
 import { retryAfterMsOf } from './event-target-client.js';
 
 describe('retryAfterMsOf', () => {

@@ -1,13 +1,12 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import PgBoss from 'pg-boss';
-import { backoffMs } from '../common/backoff.js';
-import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
 import { databaseOutage, isDatabaseUnavailable } from '../common/database-outage.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
-import type { TenantEntity } from '../tenants/tenant.entity.js';
 import { TenantsService } from '../tenants/tenants.service.js';
+import { DeliveryMetrics } from './delivery-metrics.js';
+import { type DeliveryJob, EventAttempt } from './event-attempt.js';
 import { EventDeliveryRepository, type SqlExecutor, type UnqueuedEvent } from './event-delivery.repository.js';
 import { EventTargetClient } from './event-target-client.js';
 import { EventsRepository } from './events.repository.js';
@@ -16,12 +15,8 @@ export const DELIVERY_QUEUE = 'events-deliver';
 const PGBOSS_SCHEMA = 'pgboss';
 const WORKERS = 2;
 const RELAY_BATCH = 500;
-
-interface DeliveryJob {
-  eventId: string;
-  /** Attempts already made when this job was queued: a job whose event moved on is stale and skipped. */
-  attempt: number;
-}
+/** After a drain cut the attempts still running, how long it waits for them to record their failure (and free their events). */
+const RECORD_AFTER_CUT_MS = 2000;
 
 /**
  * Signed, at-least-once delivery of events to the tenant's eventsTargetUrl (docs/webhooks.md).
@@ -31,12 +26,14 @@ interface DeliveryJob {
  * the relay marks an event enqueued in the transaction that inserts its first job, and a failed
  * attempt is counted in the transaction that inserts the job of the next one. A job lost with a killed
  * instance stays `active` in pg-boss until it expires, then pg-boss retries it; the attempt number in
- * the job makes a repeated or stale job harmless.
+ * the job makes a repeated or stale job harmless, and the fence on the event's row (EventAttempt) keeps a job
+ * offered again while its attempt still runs from forwarding the event a second time.
  */
 @Injectable()
 export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger('EventDelivery');
   private readonly client: EventTargetClient;
+  private readonly attempt: EventAttempt;
   private boss: PgBoss | null = null;
   private workerIds: string[] = [];
   private relayTimer: NodeJS.Timeout | null = null;
@@ -46,15 +43,20 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
   private stopped: Promise<number> | null = null;
   /** Jobs whose handler is running (a drain waits for them). */
   private inFlight = 0;
+  private readonly batches = new Set<Promise<void>>();
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-    private readonly events: EventsRepository,
+    events: EventsRepository,
     private readonly deliveries: EventDeliveryRepository,
-    private readonly tenants: TenantsService,
-    private readonly clock: Clock,
+    tenants: TenantsService,
+    clock: Clock,
+    metrics: DeliveryMetrics,
   ) {
     this.client = new EventTargetClient(config, clock);
+    this.attempt = new EventAttempt(config, events, deliveries, tenants, clock, this.client, metrics, (jobs, sql) =>
+      this.insertJobs(jobs, sql),
+    );
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -130,8 +132,14 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
     }
     await boss.stop({ graceful: true, wait: true, timeout: timeoutMs, close: true });
     const returned = this.inFlight;
-    // Attempts still running were failed back to the queue: cut them rather than wait for their targets.
+    // Attempts still running were failed back to the queue: cut them rather than wait for their targets, and give
+    // them a moment to record their failure, which frees their events for the next attempt at once.
     await this.client.close(returned > 0);
+    if (returned > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.allSettled([...this.batches]), new Promise((r) => (timer = setTimeout(r, RECORD_AFTER_CUT_MS)))]);
+      clearTimeout(timer);
+    }
     return returned;
   }
 
@@ -167,83 +175,31 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
     }
   }
 
-  private async enqueue(rows: UnqueuedEvent[], sql: SqlExecutor): Promise<void> {
+  private enqueue(rows: UnqueuedEvent[], sql: SqlExecutor): Promise<void> {
+    return this.insertJobs(
+      rows.map((r) => ({ data: { eventId: r.id, attempt: r.attempt }, ...(r.notBefore ? { startAfter: r.notBefore } : {}) })),
+      sql,
+    );
+  }
+
+  private async insertJobs(jobs: Array<{ data: DeliveryJob; startAfter?: Date }>, sql: SqlExecutor): Promise<void> {
     if (!this.boss) throw new Error('pg-boss is not started');
     await this.boss.insert(
-      rows.map((r) => ({
-        name: DELIVERY_QUEUE,
-        data: { eventId: r.id, attempt: r.attempt } satisfies DeliveryJob,
-        ...(r.notBefore ? { startAfter: r.notBefore } : {}),
-      })),
+      jobs.map((j) => ({ name: DELIVERY_QUEUE, ...j })),
       { db: sql },
     );
   }
 
   private async deliverAll(jobs: DeliveryJob[]): Promise<void> {
     this.inFlight += jobs.length;
+    const batch = settleAll(jobs, (job) => this.attempt.run(job));
+    this.batches.add(batch);
     try {
-      await settleAll(jobs, (job) => this.deliver(job));
+      await batch;
     } finally {
+      this.batches.delete(batch);
       this.inFlight -= jobs.length;
     }
-  }
-
-  /** One attempt. Throws only on database trouble (pg-boss then retries the job). */
-  async deliver(job: DeliveryJob): Promise<void> {
-    const event = await this.events.findInAnyTenant(job.eventId);
-    if (!event || event.deliveryState !== 'pending' || event.deliveryAttempts !== job.attempt) return;
-    let tenant: TenantEntity;
-    try {
-      tenant = await this.tenants.get(event.tenantId);
-    } catch (e) {
-      if (e instanceof AppError && e.code === 'tenant_not_found') return; // deleted with its events
-      throw e;
-    }
-    const target = tenant.eventsTargetUrl;
-    if (!target || tenant.eventsTargetDisabled) {
-      await this.deliveries.markNoTarget(event.id);
-      return;
-    }
-    const outcome = await this.client.post(target, this.tenants.signingSecretsOf(tenant), event);
-    await this.deliveries.recordAttempt(event.id, {
-      at: this.clock.now(),
-      status: outcome.status,
-      durationMs: outcome.durationMs,
-      error: outcome.error,
-    });
-    if (outcome.ok) {
-      await this.deliveries.markDelivered(event.id, job.attempt);
-      return;
-    }
-    const error = outcome.error ?? 'network';
-    if (outcome.status === 410) {
-      // The partner says this target is gone for good: stop sending anything there until it sets one again.
-      await this.tenants.disableEventsTarget(event.tenantId, target);
-      await this.deliveries.markDead(event.id, job.attempt, error);
-      this.logger.warn(
-        { eventId: event.id, tenantId: event.tenantId },
-        'the events target answered 410 Gone: delivery to it is disabled until eventsTargetUrl is set again',
-      );
-      return;
-    }
-    const now = this.clock.now().getTime();
-    if (now - (event.retryFrom ?? event.receivedAt).getTime() >= this.config.events.retrySpanMs) {
-      await this.deliveries.markDead(event.id, job.attempt, error);
-      this.logger.warn({ eventId: event.id, tenantId: event.tenantId, attempts: job.attempt + 1, lastError: error }, 'event dead-lettered');
-      return;
-    }
-    // Retry-After is a floor the target asked for; the backoff still applies when it asks for less.
-    const delay = Math.max(
-      retryDelayMs(job.attempt + 1, this.config.events.retryBaseMs, this.config.events.retryMaxMs),
-      outcome.retryAfterMs ?? 0,
-    );
-    const next = new Date(now + delay);
-    await this.deliveries.recordFailure(event.id, job.attempt, error, next, async (sql) => {
-      await this.boss?.insert(
-        [{ name: DELIVERY_QUEUE, data: { eventId: event.id, attempt: job.attempt + 1 } satisfies DeliveryJob, startAfter: next }],
-        { db: sql },
-      );
-    });
   }
 }
 
@@ -257,11 +213,6 @@ export async function settleAll<T>(items: readonly T[], work: (item: T) => Promi
   const results = await Promise.allSettled(items.map(work));
   const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) throw failed.reason;
-}
-
-/** Exponential with ±20% jitter, capped: base, 2·base, 4·base, … up to max. `failures` ≥ 1. */
-export function retryDelayMs(failures: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
-  return backoffMs(failures - 1, { baseMs, capMs: maxMs, floorMs: 1, spread: [0.8, 1.2], random });
 }
 
 function errorText(e: unknown): string {

@@ -1,5 +1,7 @@
 import { Module } from '@nestjs/common';
+import { MetricsModule } from '../telemetry/metrics.module.js';
 import { TenantsModule } from '../tenants/tenants.module.js';
+import { DeliveryMetrics } from './delivery-metrics.js';
 import { EventDeliveryRepository } from './event-delivery.repository.js';
 import { EventDeliveryService } from './event-delivery.service.js';
 import { EventsController } from './events.controller.js';
@@ -14,7 +16,7 @@ import { EventsService } from './events.service.js';
  * events API, and the signed outbound delivery (pg-boss).
  */
 @Module({
-  imports: [TenantsModule],
+  imports: [TenantsModule, MetricsModule],
   controllers: [EventsController],
   providers: [
     EventsRepository,
@@ -23,6 +25,7 @@ import { EventsService } from './events.service.js';
     EventsRemoval,
     EventPartitions,
     EventsService,
+    DeliveryMetrics,
     EventDeliveryService,
   ],
   exports: [EventsRepository, EventsRemoval, EventPartitions, EventDeliveryService],

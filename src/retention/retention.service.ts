@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
@@ -9,6 +10,7 @@ import { LOCKS, withTryAdvisoryLock } from '../database/advisory-lock.js';
 import { DAY_MS, EventPartitions, startOfDay } from '../events/event-partitions.js';
 import { EventsRemoval } from '../events/events-removal.repository.js';
 import { TenantsRepository } from '../tenants/tenants.repository.js';
+import type { PacerFigures, PacerSettings } from './purge-pacer.js';
 import { TenantPurge } from './tenant-purge.js';
 
 /** Days of partitions kept ready ahead of the clock (few: every partition costs each statement's planning). */
@@ -17,8 +19,14 @@ export const PARTITIONS_AHEAD_DAYS = 3;
 const INTERVAL_MS = 60_000;
 /** Rows per batch of a sweep or a tenant removal: one short transaction each. */
 export const BATCH_ROWS = 1000;
-/** Batches per run (sweeps and tenant removals together); the next run goes on from what is left. */
+/** Batches of sweeps per run; the next run goes on from what is left. */
 const BATCHES_PER_RUN = 200;
+/**
+ * Batches of tenant removals per run, and the time after which a run takes no more of them: the removal is paced
+ * (PurgePacer), so its batches are smaller and rest between them; the next run goes on from what is left.
+ */
+const PURGE_BATCHES_PER_RUN = 2000;
+const RUN_BUDGET_MS = 50_000;
 
 export interface RetentionRun {
   /** Partition tables created, and dropped (by name). */
@@ -31,11 +39,16 @@ export interface RetentionRun {
   tenantsRemoved: string[];
   /** Batches were left for the next run. */
   more: boolean;
+  /** How the removal of deleted tenants was paced (docs/operations.md, "Deleting a tenant"). */
+  pacing: PacerFigures;
 }
 
 export interface RetentionRunOptions {
+  /** Batches of this run, sweeps and tenant removals together (default: 200 of sweeps, 2,000 of removals). */
   maxBatches?: number;
   batchRows?: number;
+  /** Overrides of the removal's pacing. */
+  pacing?: Partial<PacerSettings>;
 }
 
 /**
@@ -95,7 +108,8 @@ export class RetentionService implements OnApplicationBootstrap, OnModuleDestroy
     return withTryAdvisoryLock(this.db, LOCKS.retention, () => this.run(options));
   }
 
-  private async run({ maxBatches = BATCHES_PER_RUN, batchRows = BATCH_ROWS }: RetentionRunOptions): Promise<RetentionRun> {
+  private async run({ maxBatches, batchRows = BATCH_ROWS, pacing }: RetentionRunOptions): Promise<RetentionRun> {
+    const deadline = performance.now() + RUN_BUDGET_MS;
     const now = this.clock.now();
     const created = await this.partitions.ensure(now, PARTITIONS_AHEAD_DAYS);
     const defaultDays = this.config.events.retentionDays;
@@ -108,7 +122,7 @@ export class RetentionService implements OnApplicationBootstrap, OnModuleDestroy
     for (const tenant of await this.tenants.withRetentionBelow(defaultDays, keptDays)) {
       const before = new Date(now.getTime() - tenant.days * DAY_MS);
       for (;;) {
-        if (batches >= maxBatches) {
+        if (batches >= (maxBatches ?? BATCHES_PER_RUN)) {
           more = true;
           break;
         }
@@ -118,8 +132,17 @@ export class RetentionService implements OnApplicationBootstrap, OnModuleDestroy
         if (n < batchRows) break;
       }
     }
-    const purged = await this.purge.run(Math.max(0, maxBatches - batches), batchRows);
-    const run = { created, dropped, swept, purged: purged.rows, tenantsRemoved: purged.tenants, more: more || purged.more };
+    const purgeBatches = maxBatches === undefined ? PURGE_BATCHES_PER_RUN : Math.max(0, maxBatches - batches);
+    const purged = await this.purge.run({ maxBatches: purgeBatches, batchSize: batchRows, deadline, pacing });
+    const run = {
+      created,
+      dropped,
+      swept,
+      purged: purged.rows,
+      tenantsRemoved: purged.tenants,
+      more: more || purged.more,
+      pacing: purged.pacing,
+    };
     if (created || dropped.length || swept || purged.rows || purged.tenants.length) this.logger.log(run, 'retention run');
     return run;
   }

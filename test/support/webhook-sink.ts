@@ -10,12 +10,17 @@ export interface SinkDelivery {
   status: number;
 }
 
-/** A partner's events endpoint: records every request, answers `respond(n)` (default 200) for the n-th. */
+/**
+ * A partner's events endpoint: records every request, answers `respond(n)` (default 200) for the n-th, once
+ * `wait(n)` resolves (default at once: a slow partner otherwise).
+ */
 export class WebhookSink {
   readonly received: SinkDelivery[] = [];
   respond: (n: number) => number = () => 200;
   /** Extra response headers for the n-th request (e.g. Retry-After). */
   respondHeaders: (n: number) => Record<string, string> = () => ({});
+  /** What the n-th request (`d`, recorded when it arrives) waits for before it is answered; null: nothing. */
+  wait: (n: number, d: SinkDelivery) => Promise<unknown> | null = () => null;
   url = '';
   private server!: Server;
   private count = 0;
@@ -35,8 +40,13 @@ export class WebhookSink {
         } catch {
           body = { type: '(not JSON)', timestamp: '', data: raw };
         }
-        sink.received.push({ headers: req.headers, raw, body, status });
-        res.writeHead(status, { 'content-type': 'text/plain', ...sink.respondHeaders(n) }).end(status < 300 ? 'ok' : 'no');
+        const delivery = { headers: req.headers, raw, body, status };
+        sink.received.push(delivery);
+        const answer = () =>
+          res.writeHead(status, { 'content-type': 'text/plain', ...sink.respondHeaders(n) }).end(status < 300 ? 'ok' : 'no');
+        const until = sink.wait(n, delivery);
+        if (until) void until.then(answer, answer);
+        else answer();
       });
     });
     sink.server.keepAliveTimeout = 30_000;
