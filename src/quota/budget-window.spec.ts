@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it, jest } from '@jest/globals';
 import { AppError } from '../common/app-error.js';
 import { parseBudget, type Budget } from '../config/quota-budgets.js';
-import { BudgetWindow, type LeaseAnswer, type WindowCounts, type WindowHost } from './budget-window.js';
+import { BudgetWindow } from './budget-window.js';
+import type { LeaseAnswer, WindowCounts, WindowHost, WindowKey } from './window-host.js';
 import type { QuotaLane } from './lane-policy.js';
 
 /** The window rows as PostgreSQL keeps them (QuotaWindowsRepository.lease's arithmetic), shared by every "instance". */
@@ -16,7 +17,7 @@ class Rows implements WindowHost {
     return Date.now();
   }
 
-  async lease(w: BudgetWindow, start: number, want: number, ceiling: number, counts: WindowCounts): Promise<LeaseAnswer> {
+  async lease(w: WindowKey, start: number, want: number, ceiling: number, counts: WindowCounts): Promise<LeaseAnswer> {
     this.leases++;
     for (const k of ['spent', 'waited', 'refused', 'upstream429'] as const) this.counts[k] += counts[k];
     const granted = this.granted.get(start) ?? 0;
@@ -25,7 +26,7 @@ class Rows implements WindowHost {
     return { units, granted: granted + units, pausedUntil: this.pausedUntil };
   }
 
-  giveBack(_w: BudgetWindow, start: number, units: number): void {
+  giveBack(_w: WindowKey, start: number, units: number): void {
     const granted = this.granted.get(start) ?? 0;
     this.granted.set(start, granted - Math.min(units, granted));
   }
@@ -62,8 +63,12 @@ async function settle(ms = 0): Promise<void> {
 describe('BudgetWindow: one company class, as an instance sees it', () => {
   // 10 s into a minute window.
   const T0 = Date.UTC(2027, 0, 1, 12, 0, 10);
-  beforeEach(() => jest.useFakeTimers({ now: T0 }));
-  afterEach(() => jest.useRealTimers());
+  beforeEach(() => {
+    jest.useFakeTimers({ now: T0 });
+  });
+  afterEach(() => {
+    jest.useRealTimers();
+  });
 
   it('waits for the first lease, then serves from memory with the next lease taken ahead of need', async () => {
     const rows = new Rows();

@@ -1,39 +1,9 @@
 import type { Budget, QuotaClass } from '../config/quota-budgets.js';
 import { ceilingOf, RANK, servedFrom, type QuotaLane } from './lane-policy.js';
 import { quotaRefusal } from './quota-refusal.js';
+import type { WindowCounts, WindowHost } from './window-host.js';
 
-/** What a window's row answers a lease: the units given now, the window's granted total after it, the class's pause. */
-export interface LeaseAnswer {
-  units: number;
-  granted: number;
-  /** ms since the epoch; null: not paused. */
-  pausedUntil: number | null;
-}
-
-/** What happened to calls of this class here since the last flush (the figures a tenant shows). */
-export interface WindowCounts {
-  spent: number;
-  waited: number;
-  refused: number;
-  upstream429: number;
-}
-
-export type QuotaOutcome = 'spent' | 'waited' | 'refused';
-
-/** The shared part of every window: time, PostgreSQL, metrics (QuotaService). */
-export interface WindowHost {
-  readonly maxWaitMs: number;
-  now(): number;
-  /** Up to `want` units of the window that starts at `start`, never past `ceiling` granted in all; adds `counts` to its figures. */
-  lease(w: BudgetWindow, start: number, want: number, ceiling: number, counts: WindowCounts): Promise<LeaseAnswer>;
-  /** Units of the window that starts at `start` this instance will not use. */
-  giveBack(w: BudgetWindow, start: number, units: number): void;
-  observe(cls: QuotaClass, lane: QuotaLane, outcome: QuotaOutcome): void;
-  /** A lease failed (the database): logged once by the host. */
-  leaseFailed(e: unknown): void;
-}
-
-/** Calls are not sent in a window's last GUARD_MS (at most 1 % of it): one sent then could reach the upstream in the next. */
+/** Calls are not sent in a window's last 100 ms (1 % of a shorter one): one sent then could reach the upstream in the next. */
 const GUARD_MS = 100;
 /** A lease asks for what this instance spends in this long, so the next one is rarely awaited. */
 const LEASE_AHEAD_MS = 500;
@@ -110,6 +80,10 @@ export class BudgetWindow {
     return this.budget;
   }
 
+  private get guardMs(): number {
+    return Math.min(GUARD_MS, this.budget.windowMs / 100);
+  }
+
   /** The upstream said 429: this class waits until `until` here (and, through the host, everywhere). */
   pause(until: number, now: number): void {
     if (until <= this.pausedUntil) return;
@@ -125,7 +99,7 @@ export class BudgetWindow {
   tick(now: number, idleMs: number): void {
     if (now >= this.start + this.budget.windowMs) this.roll(now);
     if (this.held > 0 && this.waiting === 0 && !this.leasing && now - this.lastUse >= idleMs) this.release();
-    if (!this.leasing && hasCounts(this.counts)) this.lease(now, 'background', 0);
+    this.flush();
   }
 
   /** Nothing held, waiting or unsaved: the window can be forgotten. */
@@ -136,6 +110,7 @@ export class BudgetWindow {
   /** Gives back what is held and stops (shutdown). */
   close(): void {
     this.release();
+    this.flush();
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
   }
@@ -149,7 +124,8 @@ export class BudgetWindow {
       this.counts.waited++;
       this.host.observe(this.cls, lane, 'waited');
     }
-    if (!this.leasing && this.held <= this.slice >> 1) this.lease(now, lane, this.sliceSize(now));
+    const ahead = (this.slice >> 1) + (now - this.peopleAt < PEOPLE_RECENT_MS ? 1 : 0);
+    if (!this.leasing && this.held <= ahead) this.lease(now, lane, this.sliceSize(now));
   }
 
   private refuse(lane: QuotaLane, now: number, at: number): Error {
@@ -161,7 +137,7 @@ export class BudgetWindow {
   private roll(now: number): void {
     const windowMs = this.budget.windowMs;
     const start = Math.floor(now / windowMs) * windowMs;
-    if (hasCounts(this.counts) && this.start > 0 && !this.leasing) this.lease(now, 'background', 0);
+    this.flush();
     this.takenBefore = start - this.start === windowMs ? this.taken : 0;
     this.start = start;
     this.held = 0;
@@ -170,12 +146,14 @@ export class BudgetWindow {
   }
 
   private open(now: number): boolean {
-    return this.pausedUntil <= now && now < this.start + this.budget.windowMs - GUARD_MS;
+    return this.pausedUntil <= now && now < this.start + this.budget.windowMs - this.guardMs;
   }
 
   /** Whether a held unit may serve `lane`: people always; the others while what is spent is below their ceiling now. */
   private allows(lane: QuotaLane, now: number): boolean {
     if (lane === 'interactive') return true;
+    // While people call here, the last unit held is theirs: they wait for a lease less often.
+    if (this.held <= 1 && now - this.peopleAt < PEOPLE_RECENT_MS) return false;
     return ceilingOf(lane, this.budget.calls, (now - this.start) / this.budget.windowMs) > this.granted - this.held;
   }
 
@@ -190,11 +168,11 @@ export class BudgetWindow {
     const { calls, windowMs } = this.budget;
     const t = Math.max(now, this.pausedUntil);
     const end = this.start + windowMs;
-    if (t >= end - GUARD_MS) return Math.max(t, end);
+    if (t >= end - this.guardMs) return Math.max(t, end);
     if (this.held > 0 && this.allows(lane, t)) return t;
     if (this.granted < ceilingOf(lane, calls, (t - this.start) / windowMs)) return t; // a lease may bring it
     const from = servedFrom(lane, calls, windowMs, this.granted);
-    return from === null || this.start + from >= end - GUARD_MS ? end : Math.max(t, this.start + from);
+    return from === null || this.start + from >= end - this.guardMs ? end : Math.max(t, this.start + from);
   }
 
   /** Serves the queue in lane order from what is held, refuses whoever cannot be served in time, leases and sets the timer. */
@@ -256,11 +234,19 @@ export class BudgetWindow {
     return this.slice;
   }
 
+  /** The figures so far, to the current window's row (apart from any lease: it asks for no units). */
+  private flush(): void {
+    if (!hasCounts(this.counts) || this.start < 0) return;
+    const counts = this.counts;
+    this.counts = { spent: 0, waited: 0, refused: 0, upstream429: 0 };
+    this.host.lease(this, this.start, 0, 0, counts).catch((e: unknown) => this.host.leaseFailed(e));
+  }
+
   private lease(now: number, lane: QuotaLane, want: number): void {
     const start = this.start;
     // Leased for people when people call here: agents and background still take a unit only below their ceiling.
     const forLane = now - this.peopleAt < PEOPLE_RECENT_MS ? 'interactive' : lane;
-    const ceiling = want === 0 ? 0 : ceilingOf(forLane, this.budget.calls, (now - start) / this.budget.windowMs);
+    const ceiling = ceilingOf(forLane, this.budget.calls, (now - start) / this.budget.windowMs);
     const counts = this.counts;
     this.counts = { spent: 0, waited: 0, refused: 0, upstream429: 0 };
     this.leasing = true;

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { Counter } from 'prom-client';
 import { QUOTA_CLASSES, type QuotaClass } from '../config/quota-budgets.js';
 import { MetricsService } from '../telemetry/metrics.service.js';
-import type { QuotaOutcome } from './budget-window.js';
+import type { QuotaOutcome } from './window-host.js';
 import { LANES, type QuotaLane } from './lane-policy.js';
 
 type Outcome = QuotaOutcome | 'upstream_429';

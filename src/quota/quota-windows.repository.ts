@@ -4,7 +4,7 @@ import { DataSource } from 'typeorm';
 import { CHANGES_CHANNEL } from '../changes/change-feed.service.js';
 import type { QuotaClass } from '../config/quota-budgets.js';
 import { preparedQuery } from '../database/pg-pool.js';
-import type { LeaseAnswer, WindowCounts } from './budget-window.js';
+import type { LeaseAnswer, WindowCounts } from './window-host.js';
 
 /** Windows kept per tenant and class: the current one and the two before it (the tenant shows the last two). */
 const KEPT_WINDOWS = 3;

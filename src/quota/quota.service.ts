@@ -4,12 +4,14 @@ import { Clock } from '../common/clock.js';
 import { databaseOutage, isDatabaseUnavailable } from '../common/database-outage.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
-import { isQuotaClass, type Budget, type QuotaClass } from '../config/quota-budgets.js';
+import { isQuotaClass, type Budget, type QuotaBudgets, type QuotaClass } from '../config/quota-budgets.js';
 import { ChangeFeed, type Change } from '../changes/change-feed.service.js';
-import { BudgetWindow, type LeaseAnswer, type QuotaOutcome, type WindowCounts, type WindowHost } from './budget-window.js';
+import { BudgetWindow } from './budget-window.js';
+import type { LeaseAnswer, QuotaOutcome, WindowCounts, WindowHost, WindowKey } from './window-host.js';
 import type { QuotaLane } from './lane-policy.js';
 import { QuotaMetrics } from './quota-metrics.js';
 import { quotaRefusal } from './quota-refusal.js';
+import { usageOf, type QuotaClassUsage } from './quota-usage.js';
 import { QuotaWindowsRepository } from './quota-windows.repository.js';
 
 /** How often figures are saved and idle units given back. */
@@ -104,6 +106,15 @@ export class QuotaService implements WindowHost, OnModuleDestroy {
     this.track(this.repo.pause(tenantId, cls, now + waitMs)).catch((e: unknown) => this.saveFailed(e, 'a pause'));
   }
 
+  /** What a tenant shows per class: `budgets` in force, `own` its own as stored (figures saved within the last second). */
+  async usage(
+    tenantId: string,
+    budgets: QuotaBudgets,
+    own: Readonly<Record<string, string>> | null,
+  ): Promise<Record<QuotaClass, QuotaClassUsage>> {
+    return usageOf(await this.repo.figuresOf(tenantId), budgets, own, this.now());
+  }
+
   onModuleDestroy(): Promise<unknown> {
     clearInterval(this.ticker);
     for (const classes of this.tenants.values()) for (const state of Object.values(classes)) state.window?.close();
@@ -116,12 +127,12 @@ export class QuotaService implements WindowHost, OnModuleDestroy {
     return this.clock.now().getTime();
   }
 
-  lease(w: BudgetWindow, start: number, want: number, ceiling: number, counts: WindowCounts): Promise<LeaseAnswer> {
+  lease(w: WindowKey, start: number, want: number, ceiling: number, counts: WindowCounts): Promise<LeaseAnswer> {
     const { calls, windowMs } = w.current;
     return this.track(this.repo.lease(w.tenantId, w.cls, { start, windowMs, calls }, want, ceiling, counts));
   }
 
-  giveBack(w: BudgetWindow, start: number, units: number): void {
+  giveBack(w: WindowKey, start: number, units: number): void {
     this.track(this.repo.giveBack(w.tenantId, w.cls, start, units)).catch((e: unknown) => this.saveFailed(e, 'units given back'));
   }
 
