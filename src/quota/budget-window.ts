@@ -28,8 +28,9 @@ export class BudgetWindow {
   private held = 0;
   /** The window's granted units, all instances, as last heard: what may be spent already (ours held excepted). */
   private granted = 0;
+  /** Calls served here (all windows), and where the last lease was asked for: the rate since is the next slice's measure. */
   private taken = 0;
-  private takenBefore = 0;
+  private lastAsk = { at: Number.NEGATIVE_INFINITY, taken: 0 };
   private slice = 1;
   private leasing = false;
   private readonly queues: Waiter[][] = [[], [], []];
@@ -138,11 +139,9 @@ export class BudgetWindow {
     const windowMs = this.budget.windowMs;
     const start = Math.floor(now / windowMs) * windowMs;
     this.flush();
-    this.takenBefore = start - this.start === windowMs ? this.taken : 0;
     this.start = start;
     this.held = 0;
     this.granted = 0;
-    this.taken = 0;
   }
 
   private open(now: number): boolean {
@@ -226,10 +225,14 @@ export class BudgetWindow {
     this.timer.unref();
   }
 
-  /** Units for about LEASE_AHEAD_MS of this instance's calls, at most a twentieth of the window (docs/quotas.md). */
+  /**
+   * Units for about LEASE_AHEAD_MS of this instance's calls at the rate they came since the last lease was asked
+   * for (so a burst is measured within one lease), at most a twentieth of the window (docs/quotas.md).
+   */
   private sliceSize(now: number): number {
-    const { calls, windowMs } = this.budget;
-    const perMs = Math.max(this.taken / Math.max(1000, now - this.start), this.takenBefore / windowMs);
+    const { calls } = this.budget;
+    const perMs = (this.taken - this.lastAsk.taken) / Math.max(1, now - this.lastAsk.at);
+    this.lastAsk = { at: now, taken: this.taken };
     this.slice = Math.min(Math.max(1, Math.floor(calls / 20)), Math.max(1, Math.ceil(perMs * LEASE_AHEAD_MS)));
     return this.slice;
   }
