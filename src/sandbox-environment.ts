@@ -1,4 +1,5 @@
-import type { SandboxServer } from 'cws-sandbox';
+import type { SandboxQuotas, SandboxServer } from 'cws-sandbox';
+import type { QuotaBudgets } from './config/quota-budgets.js';
 import type { AppConfig, CwsEnvironment } from './config/app-config.js';
 
 /**
@@ -19,6 +20,17 @@ export function withSandboxEnvironment(
     scopes: Object.freeze([...sandbox.scopes]) as string[],
     tokenAuth: 'body',
     userinfoMethod: 'GET',
+    quotas: config.sandbox.quotas,
   });
   return Object.freeze({ ...config, environments: Object.freeze({ ...config.environments, sandbox: environment }) });
+}
+
+/** CWS_SANDBOX_QUOTAS as the in-process sandbox's own limits: the demo's upstream enforces the budget the service keeps. */
+export function sandboxQuotas(budgets: QuotaBudgets): SandboxQuotas {
+  const limits: SandboxQuotas = {};
+  for (const cls of ['read', 'write'] as const) {
+    const budget = budgets[cls];
+    if (budget) limits[cls] = { calls: budget.calls, windowSeconds: budget.windowMs / 1000 };
+  }
+  return limits;
 }

@@ -25,7 +25,7 @@ import { createLogging } from './telemetry/logger.js';
 import { serveApiDocs } from './ops/openapi-document.js';
 import { InboundDoor } from './webhooks/inbound-door.js';
 import { withInboundPath } from './webhooks/inbound-openapi.js';
-import { withSandboxEnvironment } from './sandbox-environment.js';
+import { sandboxQuotas, withSandboxEnvironment } from './sandbox-environment.js';
 
 // The one way to build cws-connect, read top-down: startService (the database, the sandbox, the app, the
 // listener), then buildApp (Nest's app on the front door's HTTP server, the middleware before the routes, the
@@ -81,6 +81,7 @@ export async function startService(base: AppConfig, options: ServiceOptions = {}
         redirectUris: [`${config.publicUrl}/oauth/callback`],
         ...(config.sandbox.accessTokenTtlSeconds === null ? {} : { accessTokenTtlSeconds: config.sandbox.accessTokenTtlSeconds }),
         seedWorkflows: true,
+        quotas: sandboxQuotas(config.sandbox.quotas),
       });
       config = withSandboxEnvironment(config, sandbox);
     }

@@ -165,6 +165,10 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
       .locator('xpath=following-sibling::dd')
       .textContent();
     expect(Number(upstream2xx)).toBeGreaterThanOrEqual(2);
+    // No budget is configured here: nothing counted against one, and the tenant follows its environment's.
+    const budgets = page.getByRole('article', { name: 'Upstream budgets' });
+    await expect(budgets.getByText('Reads refused').locator('xpath=following-sibling::dd').textContent()).resolves.toBe('0');
+    await expect(row.textContent()).resolves.toContain("the environment's");
     await shot('tenants');
   });
 

@@ -268,6 +268,12 @@ describe('the OpenAPI document, checked by a validation proxy (Stoplight Prism) 
       const e = await expectCall(status, 'facadeListWorkflows', 'GET', '/v1/tenants/acme/workflows', { headers: as });
       expect(e.headers.get('x-upstream-status')).toBe(String(status));
       upstream().setFault(null);
+      if (status === 429) {
+        // The upstream's 429 (without Retry-After) pauses the company's reads for a backoff of at most 1 s (docs/quotas.md).
+        const paused = await expectCall(429, 'facadeListWorkflows', 'GET', '/v1/tenants/acme/workflows', { headers: as });
+        expect([paused.headers.get('x-upstream-status'), paused.headers.get('retry-after')]).toEqual([null, '1']);
+        await new Promise((r) => setTimeout(r, 1100));
+      }
     }
     upstream().setFault({ mode: 'down', paths: ['/workflows'] });
     await expectCall(502, 'facadeGetWorkflow', 'GET', `/v1/tenants/acme/workflows/${wf}`, { headers: as });
@@ -301,6 +307,12 @@ describe('the OpenAPI document, checked by a validation proxy (Stoplight Prism) 
       const e = await expectCall(status, 'listWebhooks', 'GET', '/v1/tenants/acme/webhooks');
       expect(e.headers.get('x-upstream-status')).toBe(String(status));
       upstream().setFault(null);
+      if (status === 429) {
+        // The upstream's 429 (without Retry-After) pauses the company's reads for a backoff of at most 1 s (docs/quotas.md).
+        const paused = await expectCall(429, 'facadeListWorkflows', 'GET', '/v1/tenants/acme/workflows', { headers: as });
+        expect([paused.headers.get('x-upstream-status'), paused.headers.get('retry-after')]).toEqual([null, '1']);
+        await new Promise((r) => setTimeout(r, 1100));
+      }
     }
     await expectCall(409, 'listWebhooks', 'GET', '/v1/tenants/users-only/webhooks');
 

@@ -29,6 +29,8 @@ export const ERROR_STATUS = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   too_many_requests: 429,
+  /** The company's upstream budget is spent, or the upstream asked it to slow down (docs/quotas.md): Retry-After says when. */
+  quota_exhausted: 429,
   internal_error: 500,
   /** A stored secret does not open with VAULT_KEYS (a wrong or missing key): docs/operations.md. */
   vault_key_mismatch: 500,

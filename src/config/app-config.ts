@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { ConfigError } from './config-error.js';
 import { ENVIRONMENT_VARIABLES } from './environment-variables.js';
+import type { QuotaBudgets } from './quota-budgets.js';
 import { LocalSecrets, PROCESS_HOST, randomClientSecret, resolveDataDir, type Host } from './local-data.js';
 import { securityConfig, type SecurityConfig } from './security-config.js';
 import { TRACING_VARIABLES } from './tracing-variables.js';
@@ -22,6 +23,7 @@ export interface CwsEnvironment {
   scopes: string[];
   tokenAuth: 'body' | 'header';
   userinfoMethod: 'GET' | 'POST';
+  quotas: QuotaBudgets; // CWS_<ENV>_QUOTAS: each company's budget per class (docs/quotas.md); empty: none
 }
 
 export interface AppConfig {
@@ -43,7 +45,7 @@ export interface AppConfig {
    * The in-process sandbox (SANDBOX=on), started by service.ts, which also configures the `sandbox` environment
    * from it. accessTokenTtlSeconds null: the sandbox's own default.
    */
-  sandbox: { enabled: boolean; port: number; clientSecret: string; accessTokenTtlSeconds: number | null };
+  sandbox: { enabled: boolean; port: number; clientSecret: string; accessTokenTtlSeconds: number | null; quotas: QuotaBudgets };
   refresh: {
     at: number;
     intervalMs: number;
@@ -56,6 +58,7 @@ export interface AppConfig {
     schedulerEnabled: boolean;
   };
   upstream: { connectTimeoutMs: number; headersTimeoutMs: number; bodyTimeoutMs: number; tokenTimeoutMs: number; retries: number };
+  quota: { maxWaitMs: number }; // how long a call may wait for its upstream budget (docs/quotas.md)
   /** The HTTP server's timeouts and what one tenant may hold at once on the facade (docs/security.md). */
   http: {
     headersTimeoutMs: number;
@@ -156,6 +159,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
       port: sandboxPort,
       clientSecret: sandboxEnabled ? (local?.sandboxClientSecret() ?? randomClientSecret()) : '',
       accessTokenTtlSeconds: v.SANDBOX_TOKEN_TTL_SECONDS ?? null,
+      quotas: sandboxEnabled ? readVariables(env, ENVIRONMENT_VARIABLES, production, 'CWS_SANDBOX_').QUOTAS : {},
     },
     refresh: {
       at: v.REFRESH_AT,
@@ -174,6 +178,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
       tokenTimeoutMs: v.UPSTREAM_TOKEN_TIMEOUT_MS,
       retries: v.UPSTREAM_RETRIES,
     },
+    quota: { maxWaitMs: v.QUOTA_MAX_WAIT_MS },
     http: {
       headersTimeoutMs: v.HTTP_HEADERS_TIMEOUT_MS,
       requestTimeoutMs: v.HTTP_REQUEST_TIMEOUT_MS,
@@ -271,6 +276,7 @@ function readEnvironment(env: Env, name: EnvironmentName, production: boolean): 
     scopes: e.SCOPES,
     tokenAuth: e.TOKEN_AUTH,
     userinfoMethod: e.USERINFO_METHOD,
+    quotas: e.QUOTAS,
   };
 }
 

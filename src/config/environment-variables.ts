@@ -1,3 +1,4 @@
+import { quotaBudgets } from './quota-budgets.js';
 import { scopeList } from './value-formats.js';
 import { optional, variable } from './variable.js';
 import { httpUrl, oneOf, parsedBy, text } from './variable-types.js';
@@ -35,5 +36,12 @@ export const ENVIRONMENT_VARIABLES = {
     oneOf(['GET', 'POST']),
     'GET',
     'the method of `/userinfo` (the spec does not show it): `GET` or `POST`',
+  ),
+  QUOTAS: variable(
+    'upstream environments',
+    parsedBy(quotaBudgets),
+    {},
+    "each company's budget of resource calls: `<class>=<calls>/<window>` pairs, comma separated, e.g. `read=400/60s,write=40/60s` (`read`: `GET`/`HEAD`, `write`: the others; see `docs/quotas.md`)",
+    { defaultText: "unset: no budget is enforced (the upstream's `429`s are still honoured)" },
   ),
 } as const;

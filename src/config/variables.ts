@@ -118,6 +118,12 @@ export const SERVICE_VARIABLES = {
   UPSTREAM_BODY_TIMEOUT_MS: variable('upstream HTTP', int(100, HOUR), 300_000, 'the longest pause inside an upstream body, ms'),
   UPSTREAM_TOKEN_TIMEOUT_MS: variable('upstream HTTP', int(100, 10 * MINUTE), 15_000, 'token calls to the upstream, ms'),
   UPSTREAM_RETRIES: variable('upstream HTTP', int(0, 10), 2, 'retries of idempotent upstream calls on connection errors and 502/503/504'),
+  QUOTA_MAX_WAIT_MS: variable(
+    'upstream HTTP',
+    int(0, 10_000),
+    250,
+    "how long a call may wait for its company's upstream budget before it is refused (`429 quota_exhausted`), ms (see `docs/quotas.md`)",
+  ),
 
   HTTP_HEADERS_TIMEOUT_MS: variable(
     'this HTTP server',

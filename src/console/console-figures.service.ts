@@ -21,13 +21,14 @@ export class ConsoleFiguresService {
   ) {}
 
   async summary(): Promise<ConsoleFiguresDto> {
-    const [renewals, renewalTime, overdue, upstream, upstreamTime] = await Promise.all(
+    const [renewals, renewalTime, overdue, upstream, upstreamTime, quota] = await Promise.all(
       [
         'cws_refresh_total',
         'cws_refresh_duration_seconds',
         'cws_refresh_overdue_seconds',
         'cws_upstream_requests_total',
         'cws_upstream_request_duration_seconds',
+        'cws_quota_calls_total',
       ].map((name) => this.read(name)),
     );
     return {
@@ -35,6 +36,7 @@ export class ConsoleFiguresService {
       startedAt: this.startedAt.toISOString(),
       renewals: { byOutcome: byLabel(renewals, 'outcome'), ...histogram(renewalTime), overdueSeconds: Math.round(overdue[0]?.value ?? 0) },
       upstream: { byOutcome: byLabel(upstream, 'outcome'), ...histogram(upstreamTime) },
+      quotas: { read: quotaFigures(quota, 'read'), write: quotaFigures(quota, 'write') },
     };
   }
 
@@ -47,6 +49,13 @@ export class ConsoleFiguresService {
 
 function byLabel(values: MetricValue<string>[], label: string): Record<string, number> {
   return Object.fromEntries(values.map((v) => [String(v.labels[label]), v.value]));
+}
+
+/** One class of cws_quota_calls_total, every lane together. */
+function quotaFigures(values: MetricValue<string>[], cls: string): ConsoleFiguresDto['quotas']['read'] {
+  const sum = (outcome: string) =>
+    values.filter((v) => v.labels.class === cls && v.labels.outcome === outcome).reduce((n, v) => n + v.value, 0);
+  return { spent: sum('spent'), waited: sum('waited'), refused: sum('refused'), upstream429: sum('upstream_429') };
 }
 
 function histogram(values: Array<MetricValue<string> & { metricName?: string }>): HistogramFigures {

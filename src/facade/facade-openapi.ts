@@ -21,7 +21,7 @@ const FACADE_ERRORS: Record<string, [name: string, codes: string]> = {
   '422': ['FacadeEnvironmentNotConfigured', '`environment_not_configured`'],
   '429': [
     'FacadeTooManyRequests',
-    '`too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After)',
+    "`too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After), `quota_exhausted` (the company's upstream budget for this class of calls has no room for it now, or the upstream asked the company to slow down: docs/quotas.md; nothing was sent upstream; Retry-After says when to try again, `details.retryAfterSeconds` too). An upstream 429 itself is passed through with `x-upstream-status: 429`, never retried",
   ],
   '502': ['FacadeUpstreamUnavailable', '`upstream_unavailable` (the upstream could not be reached)'],
   '503': ['FacadeServiceUnavailable', '`service_unavailable` (the database cannot be reached; see Retry-After)'],

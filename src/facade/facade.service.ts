@@ -78,6 +78,8 @@ export class FacadeService {
     }
     body = upstream.body;
     if (gone) {
+      // Destroyed unread, undici's body says so with an 'error' event: without a listener it would end the process.
+      body.once('error', () => undefined);
       body.destroy();
       return;
     }

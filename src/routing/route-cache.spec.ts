@@ -88,17 +88,17 @@ describe('RouteCache', () => {
     const epoch = cache.mark();
     feed.emit('connections:t1:c1');
     cache.setOwner('t1', 'admin', conn('c1'), epoch);
-    cache.setTenant('t1', { environment: 'sandbox', design: 'admin' }, epoch);
+    cache.setTenant('t1', { environment: 'sandbox', design: 'admin', quotas: {} }, epoch);
     expect(cache.owner('t1', 'admin')).toBeUndefined();
     expect(cache.tenant('t1')).toBeUndefined();
   });
 
   it('is bypassed while the feed is not live and empty after a reset', () => {
     const { feed, cache } = setup();
-    cache.setTenant('t1', { environment: 'sandbox', design: 'users' }, cache.mark());
+    cache.setTenant('t1', { environment: 'sandbox', design: 'users', quotas: {} }, cache.mark());
     feed.live = false;
     expect(cache.tenant('t1')).toBeUndefined();
-    cache.setTenant('t2', { environment: 'sandbox', design: 'users' }, cache.mark());
+    cache.setTenant('t2', { environment: 'sandbox', design: 'users', quotas: {} }, cache.mark());
     feed.reset();
     feed.live = true;
     expect(cache.tenant('t1')).toBeUndefined();
@@ -107,7 +107,7 @@ describe('RouteCache', () => {
 
   it('drops a tenant and its owners when the tenant row changes', () => {
     const { feed, cache } = setup();
-    cache.setTenant('t1', { environment: 'sandbox', design: 'users' }, cache.mark());
+    cache.setTenant('t1', { environment: 'sandbox', design: 'users', quotas: {} }, cache.mark());
     cache.setOwner('t1', 'admin', conn('c1'), cache.mark());
     feed.emit('tenants:t1:t1');
     expect(cache.tenant('t1')).toBeUndefined();

@@ -1,12 +1,15 @@
 import { Injectable } from '@nestjs/common';
 import { ChangeFeed, type Change } from '../changes/change-feed.service.js';
 import type { EnvironmentName } from '../config/app-config.js';
+import type { QuotaBudgets } from '../config/quota-budgets.js';
 import type { ConnectionEntity } from '../connections/store/connection.entity.js';
 import type { Design } from '../tenants/tenant.entity.js';
 
 export interface CachedTenant {
   environment: EnvironmentName;
   design: Design;
+  /** The budgets in force (its own, else its environment's), read once per load. */
+  quotas: QuotaBudgets;
 }
 
 export interface CachedToken {
@@ -122,6 +125,7 @@ export class RouteCache {
   }
 
   private onChange(change: Change): void {
+    if (change.table === 'quota_pauses') return; // the quota module's, nothing cached here
     this.epoch++;
     if (change.table === 'tenants') {
       this.tenants.delete(change.tenantId);

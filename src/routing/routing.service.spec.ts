@@ -6,6 +6,7 @@ import type { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
 import type { ConnectionEntity } from '../connections/store/connection.entity.js';
 import type { ConnectionsRepository } from '../connections/store/connections.repository.js';
+import type { QuotaService } from '../quota/quota.service.js';
 import type { RenewalService } from '../refresh/renewal.service.js';
 import type { Design } from '../tenants/tenant.entity.js';
 import type { TenantsService } from '../tenants/tenants.service.js';
@@ -39,12 +40,13 @@ function connection(
 
 function setup(design: Design, rows: ConnectionEntity[], upstreamStatuses: number[] = [200]) {
   const sent: Array<{ token: string; path: string }> = [];
+  const quota: string[] = [];
   const renewals: Array<{ id: string; version: number }> = [];
   const feed = { live: true, subscribe: () => undefined, onReset: () => undefined } as unknown as ChangeFeed;
   const service = new RoutingService(
     config,
     { now: () => new Date() } as Clock,
-    { get: async () => ({ environment: 'sandbox', design }) } as unknown as TenantsService,
+    { get: async () => ({ environment: 'sandbox', design, quotas: { read: '5/60s' } }) } as unknown as TenantsService,
     {
       findAdmin: async () => rows.find((r) => r.kind === 'admin') ?? null,
       findUser: async (_t: string, userId: string) => rows.find((r) => r.kind === 'user' && r.userId === userId) ?? null,
@@ -72,8 +74,15 @@ function setup(design: Design, rows: ConnectionEntity[], upstreamStatuses: numbe
     } as unknown as UpstreamClient,
     new RouteCache(feed),
     new Environments(config.environments),
+    {
+      take: (_t: string, cls: string, budget: { text: string } | undefined, lane: string) => {
+        quota.push(`take ${cls} ${budget?.text ?? 'none'} ${lane}`);
+        return null;
+      },
+      upstreamRefused: (_t: string, cls: string, lane: string, seconds: number | null) => quota.push(`429 ${cls} ${lane} ${seconds}`),
+    } as unknown as QuotaService,
   );
-  return { service, sent, renewals };
+  return { service, sent, renewals, quota };
 }
 
 const codeOf = (p: Promise<unknown>) =>
@@ -148,5 +157,15 @@ describe('RoutingService: which token serves a call (API.md 7, invariant 6)', ()
       401,
     );
     expect(streamed.renewals).toHaveLength(0);
+  });
+
+  it('every call sent upstream is checked against its class and lane first; an upstream 429 is answered as it came, not retried', async () => {
+    const { service, sent, quota } = setup('admin+users', rows, [401, 200, 429]);
+    await service.call('t', 'user', 'u-alice', { method: 'GET', path: '/workflows', headers: {}, lane: 'agent' });
+    const refused = await service.call('t', 'user', 'u-alice', { method: 'POST', path: '/workflows', headers: {}, body: '{}' });
+    expect(refused.status).toBe(429);
+    expect(sent).toHaveLength(3);
+    // The tenant's own read budget, none for writes; the renewed retry after a 401 is a call of its own.
+    expect(quota).toEqual(['take read 5/60s agent', 'take read 5/60s agent', 'take write none interactive', '429 write interactive null']);
   });
 });

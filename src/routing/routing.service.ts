@@ -5,12 +5,15 @@ import { Clock } from '../common/clock.js';
 import type { AppConfig, CwsEnvironment } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { Environments } from '../config/environments.js';
+import { budgetsInForce, quotaClassOf } from '../config/quota-budgets.js';
 import type { ConnectionEntity } from '../connections/store/connection.entity.js';
 import { ConnectionsRepository } from '../connections/store/connections.repository.js';
 import { RenewalService } from '../refresh/renewal.service.js';
 import { connectionAttributes } from '../telemetry/client-spans.js';
 import { annotate } from '../telemetry/operation-spans.js';
+import { QuotaService } from '../quota/quota.service.js';
 import { TenantsService } from '../tenants/tenants.service.js';
+import { retryAfterOf } from '../upstream/upstream-answers.js';
 import { UpstreamClient } from '../upstream/upstream-client.service.js';
 import { upstreamFailure } from '../upstream/upstream.errors.js';
 import type { ResourceRequest, ResourceResponse } from '../upstream/upstream.types.js';
@@ -19,12 +22,16 @@ import { ownerKey, RouteCache, type CachedTenant, type CachedToken } from './rou
 /** Whose token a facade route needs (API.md section 7). */
 export type RouteKind = 'user' | 'admin';
 
-export type RoutedRequest = Omit<ResourceRequest, 'accessToken' | 'trace'>;
+/** Who a call is for, in the order served when a company's upstream budget is short (docs/quotas.md). */
+export type Lane = 'interactive' | 'agent' | 'background';
+
+export type RoutedRequest = Omit<ResourceRequest, 'accessToken' | 'trace'> & { lane?: Lane };
 export type RoutedResponse = ResourceResponse & { connectionId: string };
 
 interface Picked {
   connection: ConnectionEntity;
   env: CwsEnvironment;
+  tenant: CachedTenant;
 }
 
 /**
@@ -46,6 +53,7 @@ export class RoutingService {
     private readonly upstream: UpstreamClient,
     private readonly cache: RouteCache,
     private readonly environments: Environments,
+    private readonly quota: QuotaService,
   ) {
     this.marginMs = config.refresh.onDemandMarginMs;
   }
@@ -62,14 +70,16 @@ export class RoutingService {
 
   /**
    * One upstream call with the right token; the response is streamed (the caller consumes or dumps the
-   * body). An upstream 401 causes one renewal and one retry, when the request body can be sent again.
+   * body). An upstream 401 causes one renewal and one retry, when the request body can be sent again. Each
+   * call sent upstream is one of the company's budget (docs/quotas.md): `429 quota_exhausted` when its lane
+   * (`req.lane`, interactive when absent) finds no room in time; an upstream 429 is answered as it came and never retried.
    */
   async call(tenantId: string, route: RouteKind, userId: string | undefined, req: RoutedRequest): Promise<RoutedResponse> {
-    const { connection, env } = await this.pick(tenantId, route, userId);
+    const { connection, env, tenant } = await this.pick(tenantId, route, userId);
     const trace = connectionAttributes(tenantId, connection.id, env.name, connection.kind === 'admin');
     if (trace !== null) annotate(trace);
     const token = await this.tokenFor(connection);
-    const first = await this.send(env, req, token.accessToken, trace);
+    const first = await this.send(env, req, token.accessToken, trace, tenantId, tenant);
     if (first.status !== 401 || !replayable(req.body)) return withConnection(first, connection.id);
 
     await first.body.dump().catch(() => undefined);
@@ -79,7 +89,7 @@ export class RoutingService {
       version: renewed.version,
       expiresAt: renewed.expiresAt.getTime(),
     });
-    return withConnection(await this.send(env, req, renewed.accessToken, trace), connection.id);
+    return withConnection(await this.send(env, req, renewed.accessToken, trace, tenantId, tenant), connection.id);
   }
 
   private async pick(tenantId: string, route: RouteKind, userId: string | undefined): Promise<Picked> {
@@ -122,7 +132,7 @@ export class RoutingService {
         connectionId: connection.id,
       });
     }
-    return { connection, env };
+    return { connection, env, tenant };
   }
 
   private async tenantOf(tenantId: string): Promise<CachedTenant> {
@@ -130,7 +140,8 @@ export class RoutingService {
     if (cached) return cached;
     const epoch = this.cache.mark();
     const tenant = await this.tenants.get(tenantId);
-    const value: CachedTenant = { environment: tenant.environment, design: tenant.design };
+    const quotas = budgetsInForce(this.environments.find(tenant.environment)?.quotas ?? {}, tenant.quotas);
+    const value: CachedTenant = { environment: tenant.environment, design: tenant.design, quotas };
     this.cache.setTenant(tenantId, value, epoch);
     return value;
   }
@@ -155,17 +166,27 @@ export class RoutingService {
     return token;
   }
 
+  /** One call sent upstream, once the company's budget has room for it (the check is in memory; quota/). */
   private async send(
     env: CwsEnvironment,
     req: RoutedRequest,
     accessToken: string,
     trace: ResourceRequest['trace'],
+    tenantId: string,
+    tenant: CachedTenant,
   ): Promise<ResourceResponse> {
+    const cls = quotaClassOf(req.method);
+    const lane = req.lane ?? 'interactive';
+    const wait = this.quota.take(tenantId, cls, tenant.quotas[cls], lane);
+    if (wait !== null) await wait;
+    let res: ResourceResponse;
     try {
-      return await this.upstream.resource(env, { ...req, accessToken, trace });
+      res = await this.upstream.resource(env, { ...req, accessToken, trace });
     } catch (e) {
       throw upstreamFailure(e) ?? e;
     }
+    if (res.status === 429) this.quota.upstreamRefused(tenantId, cls, lane, retryAfterOf(res.headers['retry-after']));
+    return res;
   }
 }
 

@@ -46,6 +46,10 @@ export class TenantEntity {
   @Column({ name: 'event_retention_days', type: 'integer', nullable: true })
   eventRetentionDays: number | null;
 
+  /** Its own upstream budgets per class (`{"read": "400/60s"}`, docs/quotas.md); null: its environment's (CWS_<ENV>_QUOTAS). */
+  @Column({ type: 'jsonb', nullable: true })
+  quotas: Record<string, string> | null;
+
   /** Set by DELETE: the tenant is gone for every caller at once; its rows are removed in the background. */
   @Column({ name: 'deleted_at', type: 'timestamptz', nullable: true })
   deletedAt: Date | null;

@@ -61,18 +61,22 @@ export class TenantsController {
   @ApiOkResponse({ type: TenantResponseDto })
   async get(@Param('tenantId') tenantId: string): Promise<TenantResponseDto> {
     const tenant = await this.tenants.get(tenantId);
-    return TenantResponseDto.from(tenant, this.tenants.retentionDaysOf(tenant));
+    return TenantResponseDto.from(tenant, this.tenants.retentionDaysOf(tenant), await this.tenants.quotaUsageOf(tenant));
   }
 
   @Patch(':tenantId')
   @OperatorOnly()
   @Audited('tenant.updated')
-  @ApiRoute('updateTenant', 'Change a tenant', 'Its environment cannot be changed.')
+  @ApiRoute(
+    'updateTenant',
+    'Change a tenant',
+    'Its environment cannot be changed. `quotas` sets its own upstream budgets (docs/quotas.md).',
+  )
   @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_not_found', 'target_not_allowed')
   @ApiOkResponse({ type: TenantResponseDto })
   async update(@Param('tenantId') tenantId: string, @Body() dto: UpdateTenantDto): Promise<TenantResponseDto> {
     const tenant = await this.tenants.update(tenantId, dto);
-    return TenantResponseDto.from(tenant, this.tenants.retentionDaysOf(tenant));
+    return TenantResponseDto.from(tenant, this.tenants.retentionDaysOf(tenant), await this.tenants.quotaUsageOf(tenant));
   }
 
   @Delete(':tenantId')

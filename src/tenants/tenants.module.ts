@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { AuthModule } from '../auth/auth.module.js';
 import { TenantDirectory } from '../auth/tenant-directory.js';
+import { QuotaModule } from '../quota/quota.module.js';
 import { VaultModule } from '../vault/vault.module.js';
 import { TenantEntity } from './tenant.entity.js';
 import { TenantsController } from './tenants.controller.js';
@@ -9,7 +10,7 @@ import { TenantsRepository } from './tenants.repository.js';
 import { TenantsService } from './tenants.service.js';
 
 @Module({
-  imports: [VaultModule, AuthModule, TypeOrmModule.forFeature([TenantEntity])],
+  imports: [VaultModule, AuthModule, QuotaModule, TypeOrmModule.forFeature([TenantEntity])],
   controllers: [TenantsController],
   providers: [TenantsRepository, TenantsService],
   exports: [TenantsService, TenantsRepository],

@@ -52,6 +52,7 @@ export class TenantsRepository {
         | 'eventTypes'
         | 'eventsTargetDisabled'
         | 'eventRetentionDays'
+        | 'quotas'
       >
     >,
   ): Promise<TenantEntity | null> {

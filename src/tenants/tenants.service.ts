@@ -8,6 +8,9 @@ import { APP_CONFIG } from '../config/config.module.js';
 import { Environments } from '../config/environments.js';
 import { targetPolicy, targetProblem, type TargetPolicy } from '../common/target-policy.js';
 import { TokenVault, type SealedRef } from '../vault/token-vault.service.js';
+import { budgetsInForce, parseBudget, QUOTA_CLASSES } from '../config/quota-budgets.js';
+import { QuotaService } from '../quota/quota.service.js';
+import type { QuotaClassUsage } from '../quota/quota-usage.js';
 import type { CreateTenantDto, UpdateTenantDto } from './dto/tenant.dto.js';
 import { TENANT_ID } from '../common/params.js';
 import { TenantEntity } from './tenant.entity.js';
@@ -24,6 +27,7 @@ export class TenantsService {
     private readonly clock: Clock,
     private readonly environments: Environments,
     private readonly keys: ApiKeysService,
+    private readonly quota: QuotaService,
   ) {
     this.targets = targetPolicy(config.production, config.security.eventsTargetAllowPrivate);
   }
@@ -48,6 +52,7 @@ export class TenantsService {
         eventTypes: dto.eventTypes ?? null,
         eventsTargetDisabled: false,
         eventRetentionDays: dto.eventRetentionDays ?? null,
+        quotas: null,
         deletedAt: null,
         createdAt: now,
         updatedAt: now,
@@ -88,6 +93,7 @@ export class TenantsService {
     }
     if (dto.eventTypes !== undefined) changes.eventTypes = dto.eventTypes;
     if (dto.eventRetentionDays !== undefined) changes.eventRetentionDays = dto.eventRetentionDays;
+    if (dto.quotas !== undefined) changes.quotas = ownQuotas(dto.quotas);
     const updated = Object.keys(changes).length ? await this.repo.update(id, changes) : await this.repo.findById(id);
     if (!updated) throw new AppError('tenant_not_found', 'No such tenant.');
     return updated;
@@ -102,6 +108,12 @@ export class TenantsService {
     const now = this.clock.now();
     if (!(await this.repo.markDeleted(id, now))) throw new AppError('tenant_not_found', 'No such tenant.');
     await this.keys.revokeAllOf(id, now);
+  }
+
+  /** Its budgets in force per class, with the figures every instance saved (docs/quotas.md). */
+  quotaUsageOf(tenant: TenantEntity): Promise<Record<'read' | 'write', QuotaClassUsage>> {
+    const environment = this.environments.find(tenant.environment)?.quotas ?? {};
+    return this.quota.usage(tenant.id, budgetsInForce(environment, tenant.quotas), tenant.quotas);
   }
 
   /** How many days the tenant's events are kept: its own window, else EVENT_RETENTION_DAYS. */
@@ -177,4 +189,15 @@ function slugOf(name: string): string {
     .slice(0, 63)
     .replace(/-+$/g, '');
   return slug || `tenant-${randomBytes(3).toString('hex')}`;
+}
+
+/** A tenant's own budgets as stored: each as parsed (`400/60s`), classes left out or null dropped; none: null. */
+function ownQuotas(quotas: Partial<Record<'read' | 'write', string | null>> | null): Record<string, string> | null {
+  const own: Record<string, string> = {};
+  for (const cls of QUOTA_CLASSES) {
+    const text = quotas?.[cls];
+    const budget = typeof text === 'string' ? parseBudget(text) : null;
+    if (budget !== null && typeof budget !== 'string') own[cls] = budget.text;
+  }
+  return Object.keys(own).length > 0 ? own : null;
 }

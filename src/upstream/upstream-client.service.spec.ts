@@ -38,6 +38,7 @@ beforeAll(async () => {
     scopes: [],
     tokenAuth: 'body',
     userinfoMethod: 'GET',
+    quotas: {},
   };
   client = new UpstreamClient({ upstream, refresh: { concurrency: 2 } } as AppConfig);
 });

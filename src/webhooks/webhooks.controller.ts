@@ -27,6 +27,8 @@ export class WebhooksController {
     'admin_not_connected',
     'reauth_required',
     'environment_not_configured',
+    'too_many_requests',
+    'quota_exhausted',
     'upstream_unavailable',
     'upstream_timeout',
   )
@@ -47,6 +49,8 @@ export class WebhooksController {
     'admin_not_connected',
     'reauth_required',
     'environment_not_configured',
+    'too_many_requests',
+    'quota_exhausted',
     'upstream_unavailable',
     'upstream_timeout',
   )

@@ -104,6 +104,7 @@ export class WebhooksService {
       headers: body === undefined ? { accept: 'application/json' } : { accept: 'application/json', 'content-type': 'application/json' },
       body: body === undefined ? null : JSON.stringify(body),
       retry: method === 'GET',
+      lane: 'background',
     });
     return readAnswer(res, secrets);
   }

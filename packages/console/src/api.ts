@@ -10,6 +10,8 @@ export interface Tenant {
   eventsTargetDisabled?: boolean;
   /** Days its events and their attempts are kept (its own window, else EVENT_RETENTION_DAYS). */
   eventRetentionDays: number;
+  /** Its own upstream budgets per class; null: its environment's (docs/quotas.md). */
+  quotas?: { read?: string; write?: string } | null;
   createdAt: string;
 }
 
@@ -88,6 +90,7 @@ export interface Figures {
   startedAt: string;
   renewals: { byOutcome: Record<string, number>; meanMs: number | null; p95UnderMs: number | null; overdueSeconds: number };
   upstream: { byOutcome: Record<string, number>; meanMs: number | null; p95UnderMs: number | null };
+  quotas: Record<'read' | 'write', { spent: number; waited: number; refused: number; upstream429: number }>;
 }
 
 export class ApiError extends Error {

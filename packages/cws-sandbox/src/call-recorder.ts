@@ -12,6 +12,7 @@ export class CallRecorder {
     expiredTokenCalls: 0,
     unknownTokenCalls: 0,
     resourceCalls: 0,
+    quotaRefusals: 0,
   };
 
   constructor(limit: number) {

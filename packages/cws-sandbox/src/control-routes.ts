@@ -1,5 +1,7 @@
 import { badRequest, isPlainObject, readJson, SandboxHttpError, sendJson } from './http-io.js';
 import { parseFault } from './fault-controller.js';
+import { parseQuotas } from './quota-meter.js';
+import { SANDBOX_COMPANY } from './seed.js';
 import type { SandboxControls } from './sandbox-controls.js';
 import type { SandboxCall, SandboxRuntime } from './sandbox-runtime.js';
 import type { WorkflowStep } from './workflow-store.js';
@@ -51,6 +53,16 @@ export async function handleControl(call: SandboxCall, rt: SandboxRuntime, contr
       const body = await objectBody(call);
       only(body, ['userId']);
       return sendJson(res, 200, { revoked: controls.revokeUser(stringField(body, 'userId')) });
+    }
+    case 'GET /_sandbox/quotas':
+      return sendJson(res, 200, { companyId: SANDBOX_COMPANY.id, quotas: rt.quotas.of(SANDBOX_COMPANY.id) });
+    case 'POST /_sandbox/quotas': {
+      const body = await objectBody(call);
+      only(body, ['companyId', 'quotas']);
+      const companyId = body.companyId === undefined ? SANDBOX_COMPANY.id : stringField(body, 'companyId');
+      if (!('quotas' in body)) throw badRequest('invalid_quota', 'quotas is required (null: back to the defaults)');
+      rt.quotas.set(companyId, body.quotas === null ? null : parseQuotas(body.quotas, 'quotas'));
+      return sendJson(res, 200, { companyId, quotas: rt.quotas.of(companyId) });
     }
     case 'POST /_sandbox/fault': {
       const fault = parseFault(await readJson(req));

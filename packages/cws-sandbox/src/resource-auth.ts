@@ -12,7 +12,7 @@ const BEARER = /^Bearer +(\S+) *$/i;
 
 /**
  * Checks `Authorization: Bearer <token>` for a resource endpoint and answers 401/403 itself when it
- * fails (then returns null). `scope` is enforced only when it is one of the registered scopes: the spec
+ * fails, and 429 when the token's company has spent its limit (quota-meter.ts) (then returns null). `scope` is enforced only when it is one of the registered scopes: the spec
  * names no scopes, so a sandbox started with other scope names does not invent requirements.
  */
 export function authenticate(call: SandboxCall, rt: SandboxRuntime, scope: string): Principal | null {
@@ -46,6 +46,18 @@ export function authenticate(call: SandboxCall, rt: SandboxRuntime, scope: strin
   }
   call.record.tokenUserId = user.id;
   call.record.tokenFamily = check.familyId;
+  const waitSeconds = rt.quotas.charge(user.companyId, call.req.method);
+  if (waitSeconds !== null) {
+    stats.quotaRefusals++;
+    call.record.outcome = 'quota_exhausted';
+    sendJson(
+      call.res,
+      429,
+      { error: 'rate_limited', error_description: "The company's limit of calls for this window is spent" },
+      { 'retry-after': String(waitSeconds) },
+    );
+    return null;
+  }
   if (rt.config.scopeSet.has(scope) && !check.scopes.includes(scope)) {
     call.record.outcome = 'insufficient_scope';
     sendJson(

@@ -1,4 +1,6 @@
 import { systemClock } from './clock.js';
+import { SandboxHttpError } from './http-io.js';
+import { parseQuotas } from './quota-meter.js';
 import { randomToken } from './random-tokens.js';
 import { DEFAULT_SCOPES, defaultUsers } from './seed.js';
 import type { SandboxConfig, SandboxOptions } from './types.js';
@@ -79,6 +81,7 @@ export function resolveSandboxConfig(options: SandboxOptions): SandboxConfig {
     webhookDeliveryRetries: wholeNumber('webhookDeliveryRetries', options.webhookDeliveryRetries ?? 3, 0, 20),
     seedWorkflows: options.seedWorkflows ?? false,
     clock: options.clock ?? systemClock,
+    quotas: quotasOption(options.quotas),
   });
 }
 
@@ -87,4 +90,13 @@ function wholeNumber(option: string, value: number, min: number, max: number): n
     throw new SandboxConfigError(option, `must be a whole number from ${min} to ${max}, got ${String(value)}`);
   }
   return value;
+}
+
+function quotasOption(quotas: SandboxOptions['quotas']): SandboxConfig['quotas'] {
+  try {
+    return Object.freeze(parseQuotas(quotas ?? {}, 'quotas'));
+  } catch (e) {
+    if (e instanceof SandboxHttpError) throw new SandboxConfigError('quotas', e.description.replace(/^quotas /, ''));
+    throw e;
+  }
 }

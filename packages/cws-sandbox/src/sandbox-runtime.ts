@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { CallRecorder } from './call-recorder.js';
 import type { FaultController } from './fault-controller.js';
 import type { PendingAuthorizations } from './pending-authorizations.js';
+import type { QuotaMeter } from './quota-meter.js';
 import type { SandboxConfig } from './types.js';
 import type { SandboxCallRecord } from './types.js';
 import type { TokenStore } from './token-store.js';
@@ -21,6 +22,7 @@ export interface SandboxRuntime {
   readonly recorder: CallRecorder;
   readonly faults: FaultController;
   readonly authorizations: PendingAuthorizations;
+  readonly quotas: QuotaMeter;
 }
 
 /** One HTTP call being answered. */

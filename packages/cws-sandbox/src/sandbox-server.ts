@@ -1,13 +1,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CallRecorder, redactQuery } from './call-recorder.js';
-import type { SandboxCallRecord, SandboxFault, SandboxOptions, SandboxStats, SandboxUserSeed } from './types.js';
+import type { SandboxCallRecord, SandboxFault, SandboxOptions, SandboxQuotas, SandboxStats, SandboxUserSeed } from './types.js';
 import { handleControl } from './control-routes.js';
 import { FaultController } from './fault-controller.js';
 import { bodyFormatOf, hasBody, mediaTypeOf, SandboxHttpError, sendError, sendJson } from './http-io.js';
 import { handleAuthorizeGet, handleAuthorizePost } from './oauth-authorize.js';
 import { TokenEndpoint } from './oauth-token.js';
 import { PendingAuthorizations } from './pending-authorizations.js';
+import { QuotaMeter } from './quota-meter.js';
 import { resolveSandboxConfig } from './sandbox-config.js';
 import { SandboxControls } from './sandbox-controls.js';
 import type { SandboxCall, SandboxRuntime } from './sandbox-runtime.js';
@@ -62,6 +63,7 @@ export class SandboxServer {
       recorder: new CallRecorder(config.recordLimit),
       faults: new FaultController(),
       authorizations: new PendingAuthorizations(clock),
+      quotas: new QuotaMeter(config.quotas, clock),
     };
     if (config.seedWorkflows) seedDemoWorkflows(rt);
 
@@ -111,6 +113,11 @@ export class SandboxServer {
 
   setFault(fault: SandboxFault | null): void {
     this.controls.setFault(fault);
+  }
+
+  /** A company's rate limits (the sandbox's one company by default); null: back to the `quotas` option. */
+  setQuotas(quotas: SandboxQuotas | null, companyId = SANDBOX_COMPANY.id): void {
+    this.rt.quotas.set(companyId, quotas);
   }
 
   setWorkflowStep(workflowId: string, step: 'Create' | 'Review' | 'Sign' | 'Archive'): void {

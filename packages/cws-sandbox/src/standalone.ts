@@ -1,6 +1,6 @@
 // A separate program (`npm run sandbox`): the one place in the sandbox that reads process.env.
 import { SandboxServer } from './sandbox-server.js';
-import type { SandboxOptions } from './types.js';
+import type { SandboxOptions, SandboxQuotas } from './types.js';
 
 function options(env: NodeJS.ProcessEnv): SandboxOptions {
   const int = (name: string): number | undefined => {
@@ -27,7 +27,20 @@ function options(env: NodeJS.ProcessEnv): SandboxOptions {
     accessTokenTtlSeconds: int('SANDBOX_TOKEN_TTL_SECONDS'),
     recordLimit: int('SANDBOX_RECORD_LIMIT'),
     seedWorkflows: true,
+    quotas: quotas(env.SANDBOX_QUOTAS),
   };
+}
+
+/** SANDBOX_QUOTAS: `read=400/60s,write=40/60s` (windows in seconds). */
+function quotas(raw: string | undefined): SandboxQuotas | undefined {
+  if (raw === undefined || raw.trim() === '') return undefined;
+  const out: SandboxQuotas = {};
+  for (const pair of raw.split(',')) {
+    const m = /^\s*(read|write)=(\d+)\/(\d+)s\s*$/.exec(pair);
+    if (!m) throw new Error(`SANDBOX_QUOTAS must be read=<calls>/<seconds>s,write=<calls>/<seconds>s, got ${JSON.stringify(raw)}`);
+    out[m[1] as 'read' | 'write'] = { calls: Number(m[2]), windowSeconds: Number(m[3]) };
+  }
+  return out;
 }
 
 async function main(): Promise<void> {

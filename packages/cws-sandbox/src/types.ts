@@ -32,6 +32,20 @@ export interface SandboxOptions {
   seedWorkflows?: boolean;
   /** Time source in ms (default Date.now): lets tests expire codes and tokens without sleeping. */
   clock?: Clock;
+  /** Rate limits applied to every company (default none); per company through setQuotas or POST /_sandbox/quotas. */
+  quotas?: SandboxQuotas;
+}
+
+/** At most `calls` resource calls per window of `windowSeconds`, windows aligned to the Unix epoch. */
+export interface SandboxQuota {
+  calls: number;
+  windowSeconds: number;
+}
+
+/** A company's limits per class: `read` = GET and HEAD resource calls, `write` = the others. */
+export interface SandboxQuotas {
+  read?: SandboxQuota;
+  write?: SandboxQuota;
 }
 
 export interface SandboxCallRecord {
@@ -61,6 +75,8 @@ export interface SandboxStats {
   expiredTokenCalls: number;
   unknownTokenCalls: number;
   resourceCalls: number;
+  /** Resource calls answered 429 because their company's limit was spent (option quotas). */
+  quotaRefusals: number;
 }
 
 export interface SandboxFaultLimits {
@@ -105,4 +121,5 @@ export interface SandboxConfig {
   readonly webhookDeliveryRetries: number;
   readonly seedWorkflows: boolean;
   readonly clock: Clock;
+  readonly quotas: SandboxQuotas;
 }

@@ -45,6 +45,18 @@ class UpstreamFiguresDto {
   @ApiProperty({ type: Number, nullable: true }) p95UnderMs: number | null;
 }
 
+class QuotaClassFiguresDto {
+  @ApiProperty({ description: "Calls sent upstream under the company's budget." }) spent: number;
+  @ApiProperty({ description: 'Of those, the calls that waited for budget first.' }) waited: number;
+  @ApiProperty({ description: 'Calls answered `429 quota_exhausted`.' }) refused: number;
+  @ApiProperty({ description: "The upstream's own 429 answers." }) upstream429: number;
+}
+
+class QuotaFiguresDto {
+  @ApiProperty({ type: QuotaClassFiguresDto, description: 'GET and HEAD resource calls.' }) read: QuotaClassFiguresDto;
+  @ApiProperty({ type: QuotaClassFiguresDto, description: 'The other resource calls.' }) write: QuotaClassFiguresDto;
+}
+
 export class ConsoleFiguresDto {
   @ApiProperty({ description: 'Figures of the instance that answered, since it started (its Prometheus metrics).' })
   instanceId: string;
@@ -52,4 +64,5 @@ export class ConsoleFiguresDto {
   @ApiProperty({ format: 'date-time' }) startedAt: string;
   @ApiProperty({ type: RenewalFiguresDto }) renewals: RenewalFiguresDto;
   @ApiProperty({ type: UpstreamFiguresDto }) upstream: UpstreamFiguresDto;
+  @ApiProperty({ type: QuotaFiguresDto, description: 'Upstream budgets (docs/quotas.md), every lane together.' }) quotas: QuotaFiguresDto;
 }

@@ -1,6 +1,9 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiProperty, type ApiPropertyOptions, ApiPropertyOptional } from '@nestjs/swagger';
+import { Type } from 'class-transformer';
 import {
+  IsObject,
+  ValidateNested,
   ArrayMaxSize,
   ArrayMinSize,
   ArrayUnique,
@@ -21,6 +24,7 @@ import { ENVIRONMENT_NAMES, type EnvironmentName } from '../../config/app-config
 import { PageLimit } from '../../common/page-limit.js';
 import { TENANT_ID } from '../../common/params.js';
 import { DESIGNS, type Design, type TenantEntity } from '../tenant.entity.js';
+import { QuotasDto, QuotaUsageDto } from './tenant-quotas.dto.js';
 
 const URL_OPTIONS = { require_tld: false, require_protocol: true, protocols: ['http', 'https'] };
 
@@ -150,6 +154,18 @@ export class UpdateTenantDto {
   @Min(1)
   @Max(400)
   eventRetentionDays?: number | null;
+
+  @ApiPropertyOptional({
+    type: QuotasDto,
+    nullable: true,
+    description:
+      "Its own upstream budgets per class (docs/quotas.md), shared by every instance; a class left out or null follows the environment's (`CWS_<ENV>_QUOTAS`); null: all the environment's.",
+  })
+  @ValidateIf((_, v) => v !== null && v !== undefined)
+  @IsObject()
+  @ValidateNested()
+  @Type(() => QuotasDto)
+  quotas?: QuotasDto | null;
 }
 
 export class RotateEventsSecretDto {
@@ -199,11 +215,19 @@ export class TenantResponseDto {
     description: 'How many days its events and their attempts are kept (its own window, else EVENT_RETENTION_DAYS).',
   })
   eventRetentionDays: number;
+  @ApiProperty({ type: QuotasDto, nullable: true, description: "Its own upstream budgets; null: its environment's (docs/quotas.md)." })
+  quotas: QuotasDto | null;
+  @ApiPropertyOptional({
+    type: QuotaUsageDto,
+    description:
+      'Per class: the budget in force, the pause, the figures of the current and the previous window (one tenant read, not the list).',
+  })
+  quotaUsage?: QuotaUsageDto;
   @ApiProperty() createdAt: string;
   @ApiProperty() updatedAt: string;
 
   /** `retentionDays`: the tenant's window in effect (TenantsService.retentionDaysOf). */
-  static from(t: TenantEntity, retentionDays: number): TenantResponseDto {
+  static from(t: TenantEntity, retentionDays: number, quotaUsage?: QuotaUsageDto): TenantResponseDto {
     return {
       id: t.id,
       name: t.name,
@@ -214,6 +238,8 @@ export class TenantResponseDto {
       eventsTargetDisabled: t.eventsTargetDisabled,
       eventTypes: t.eventTypes,
       eventRetentionDays: retentionDays,
+      quotas: t.quotas,
+      ...(quotaUsage ? { quotaUsage } : {}),
       createdAt: t.createdAt.toISOString(),
       updatedAt: t.updatedAt.toISOString(),
     };

@@ -13,6 +13,12 @@ function Count({ label, value }: { label: string; value: number | undefined }) {
   );
 }
 
+/** A tenant's own budgets (`read 400/60s, write 40/60s`), or whose it follows. */
+function budgetText(quotas: Tenant['quotas']): string {
+  const own = Object.entries(quotas ?? {}).map(([cls, budget]) => `${cls} ${budget}`);
+  return own.length > 0 ? own.join(', ') : "the environment's";
+}
+
 function FiguresPanel() {
   const [figures, setFigures] = useState<Figures | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -24,6 +30,7 @@ function FiguresPanel() {
   if (!figures) return <p>Loading figures…</p>;
   const r = figures.renewals;
   const u = figures.upstream;
+  const q = figures.quotas;
   return (
     <section aria-labelledby="figures-title" className="figures">
       <div className="section-head">
@@ -76,6 +83,19 @@ function FiguresPanel() {
             </div>
           </dl>
         </article>
+        <article className="card" aria-labelledby="quotas-title">
+          <h3 id="quotas-title">Upstream budgets</h3>
+          <dl className="figure-grid">
+            <Count label="Reads sent" value={q.read.spent} />
+            <Count label="Reads that waited" value={q.read.waited} />
+            <Count label="Reads refused" value={q.read.refused} />
+            <Count label="Reads the upstream refused" value={q.read.upstream429} />
+            <Count label="Writes sent" value={q.write.spent} />
+            <Count label="Writes that waited" value={q.write.waited} />
+            <Count label="Writes refused" value={q.write.refused} />
+            <Count label="Writes the upstream refused" value={q.write.upstream429} />
+          </dl>
+        </article>
       </div>
     </section>
   );
@@ -119,6 +139,7 @@ export function Overview() {
                 <th scope="col">Design</th>
                 <th scope="col">Events target</th>
                 <th scope="col">Events kept</th>
+                <th scope="col">Upstream budget</th>
                 <th scope="col">Created</th>
                 <th scope="col">Open</th>
               </tr>
@@ -133,6 +154,7 @@ export function Overview() {
                   <td>{t.design}</td>
                   <td>{t.eventsTargetUrl ? (t.eventsTargetDisabled ? 'disabled (410 Gone)' : t.eventsTargetUrl) : 'none'}</td>
                   <td>{t.eventRetentionDays === 1 ? '1 day' : `${t.eventRetentionDays} days`}</td>
+                  <td>{budgetText(t.quotas)}</td>
                   <td>{when(t.createdAt)}</td>
                   <td>
                     <div className="links">

@@ -168,7 +168,7 @@ export interface paths {
         head?: never;
         /**
          * Change a tenant
-         * @description Its environment cannot be changed.
+         * @description Its environment cannot be changed. `quotas` sets its own upstream budgets (docs/quotas.md).
          */
         patch: operations["updateTenant"];
         trace?: never;
@@ -868,6 +868,8 @@ export interface components {
         ConsoleFiguresDto: {
             /** @description Figures of the instance that answered, since it started (its Prometheus metrics). */
             instanceId: string;
+            /** @description Upstream budgets (docs/quotas.md), every lane together. */
+            quotas: components["schemas"]["QuotaFiguresDto"];
             renewals: components["schemas"]["RenewalFiguresDto"];
             /** Format: date-time */
             startedAt: string;
@@ -926,6 +928,10 @@ export interface components {
             eventTypes: string[] | null;
             id: string;
             name: string;
+            /** @description Its own upstream budgets; null: its environment's (docs/quotas.md). */
+            quotas: components["schemas"]["QuotasDto"] | null;
+            /** @description Per class: the budget in force, the pause, the figures of the current and the previous window (one tenant read, not the list). */
+            quotaUsage?: components["schemas"]["QuotaUsageDto"];
             updatedAt: string;
         };
         CreateTenantDto: {
@@ -1056,6 +1062,69 @@ export interface components {
              */
             version: string;
         };
+        QuotaClassFiguresDto: {
+            /** @description Calls answered `429 quota_exhausted`. */
+            refused: number;
+            /** @description Calls sent upstream under the company's budget. */
+            spent: number;
+            /** @description The upstream's own 429 answers. */
+            upstream429: number;
+            /** @description Of those, the calls that waited for budget first. */
+            waited: number;
+        };
+        QuotaClassUsageDto: {
+            /**
+             * @description The budget in force; null: none (only the upstream's 429s are honoured).
+             * @example 400/60s
+             */
+            budget: string | null;
+            /** @description Calls of this class wait until then (the upstream's 429); null: not paused. */
+            pausedUntil: string | null;
+            /** @description The window before it. */
+            previousWindow: components["schemas"]["QuotaWindowDto"] | null;
+            /**
+             * @description Whose budget it is: the tenant's own or its environment's.
+             * @enum {string|null}
+             */
+            source: "tenant" | "environment" | null;
+            /** @description The current window; null without a budget. */
+            window: components["schemas"]["QuotaWindowDto"] | null;
+        };
+        QuotaFiguresDto: {
+            /** @description GET and HEAD resource calls. */
+            read: components["schemas"]["QuotaClassFiguresDto"];
+            /** @description The other resource calls. */
+            write: components["schemas"]["QuotaClassFiguresDto"];
+        };
+        QuotasDto: {
+            /**
+             * @description GET and HEAD resource calls: `<calls>/<window>`, the window in `s`, `m` or `h` (1 s to 24 h), e.g. `400/60s`; null or omitted: the environment's (`CWS_<ENV>_QUOTAS`).
+             * @example 400/60s
+             */
+            read?: string | null;
+            /**
+             * @description The other resource calls: `<calls>/<window>`, the window in `s`, `m` or `h` (1 s to 24 h), e.g. `400/60s`; null or omitted: the environment's (`CWS_<ENV>_QUOTAS`).
+             * @example 40/60s
+             */
+            write?: string | null;
+        };
+        QuotaUsageDto: {
+            read: components["schemas"]["QuotaClassUsageDto"];
+            write: components["schemas"]["QuotaClassUsageDto"];
+        };
+        QuotaWindowDto: {
+            end: string;
+            /** @description Calls answered `429 quota_exhausted`. */
+            refused: number;
+            /** @description Calls sent upstream in this window (all instances; saved every second). */
+            spent: number;
+            /** @description The window, aligned to the Unix epoch. */
+            start: string;
+            /** @description The upstream's own 429 answers. */
+            upstream429: number;
+            /** @description Of those, the calls that waited for budget first. */
+            waited: number;
+        };
         RedeliveredDto: {
             /** @description The event, delivered again under this id (webhook-id). */
             id: string;
@@ -1151,6 +1220,10 @@ export interface components {
             eventTypes: string[] | null;
             id: string;
             name: string;
+            /** @description Its own upstream budgets; null: its environment's (docs/quotas.md). */
+            quotas: components["schemas"]["QuotasDto"] | null;
+            /** @description Per class: the budget in force, the pause, the figures of the current and the previous window (one tenant read, not the list). */
+            quotaUsage?: components["schemas"]["QuotaUsageDto"];
             updatedAt: string;
         };
         UpdateTenantDto: {
@@ -1170,6 +1243,8 @@ export interface components {
              */
             eventTypes?: string[] | null;
             name?: string;
+            /** @description Its own upstream budgets per class (docs/quotas.md), shared by every instance; a class left out or null follows the environment's (`CWS_<ENV>_QUOTAS`); null: all the environment's. */
+            quotas?: components["schemas"]["QuotasDto"] | null;
         };
         /** @description An error answer of the upstream, passed through unchanged (with `x-upstream-status`). The spec shows no error format; OAuth 2.0 style upstreams (and the sandbox) send `{"error": "<code>", "error_description": "..."}`. */
         UpstreamError: {
@@ -1299,7 +1374,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
             };
         };
-        /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After); or the upstream's answer with this status, passed through with `x-upstream-status`. */
+        /** @description Error codes: `too_many_requests` (this tenant holds its limit of calls or uploads in flight: FACADE_TENANT_MAX_IN_FLIGHT, FACADE_TENANT_MAX_UPLOADS; see Retry-After), `quota_exhausted` (the company's upstream budget for this class of calls has no room for it now, or the upstream asked the company to slow down: docs/quotas.md; nothing was sent upstream; Retry-After says when to try again, `details.retryAfterSeconds` too). An upstream 429 itself is passed through with `x-upstream-status: 429`, never retried; or the upstream's answer with this status, passed through with `x-upstream-status`. */
         FacadeTooManyRequests: {
             headers: {
                 /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
@@ -5715,11 +5790,9 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            /** @description `too_many_requests`, `quota_exhausted`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
                     /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
                     "x-upstream-status"?: string;
                     [name: string]: unknown;
@@ -5905,11 +5978,9 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponseDto"] | components["schemas"]["UpstreamError"];
                 };
             };
-            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After; or the upstream's answer with this status, passed through with `x-upstream-status`. */
+            /** @description `too_many_requests`, `quota_exhausted`; or the upstream's answer with this status, passed through with `x-upstream-status`. */
             429: {
                 headers: {
-                    /** @description Seconds to wait before trying again. */
-                    "retry-after"?: string;
                     /** @description Present when the answer is the upstream's, passed through (then the body is the upstream's); absent on this service's own errors. */
                     "x-upstream-status"?: string;
                     [name: string]: unknown;
