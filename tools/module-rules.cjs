@@ -16,11 +16,12 @@ const MODULES = {
   connections: ['audit', 'auth', 'database', 'events', 'tenants', 'upstream', 'vault'],
   refresh: ['connections', 'events', 'telemetry', 'upstream', 'vault'],
   routing: ['changes', 'connections', 'refresh', 'telemetry', 'tenants', 'upstream'],
-  retention: ['audit', 'auth', 'connections', 'database', 'events', 'tenants'],
+  retention: ['agents', 'audit', 'auth', 'connections', 'database', 'events', 'tenants'],
   webhooks: ['audit', 'events', 'routing', 'telemetry', 'upstream', 'vault'],
   console: ['audit', 'auth', 'telemetry'],
   facade: ['auth', 'routing', 'telemetry', 'upstream'],
-  edge: ['facade', 'telemetry', 'webhooks'],
+  agents: ['audit', 'auth', 'changes', 'connections', 'facade', 'routing', 'telemetry', 'tenants', 'upstream', 'webhooks'],
+  edge: ['agents', 'facade', 'telemetry', 'webhooks'],
   ops: ['auth', 'database', 'telemetry', 'upstream', 'vault'],
 };
 const EVERYWHERE = ['common', 'config'];

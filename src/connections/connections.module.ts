@@ -43,6 +43,7 @@ import { ConnectionTokens } from './token-fields.js';
   ],
   exports: [
     ConnectionsService,
+    ConnectService,
     ConnectionsRepository,
     ConnectionHealthRepository,
     RenewalLeaseRepository,

@@ -19,7 +19,10 @@ import { ownerKey, RouteCache, type CachedTenant, type CachedToken } from './rou
 /** Whose token a facade route needs (API.md section 7). */
 export type RouteKind = 'user' | 'admin';
 
-export type RoutedRequest = Omit<ResourceRequest, 'accessToken' | 'trace'>;
+/** Who a call is for, in the order served when a company's upstream budget is short (docs/quotas.md). */
+export type Lane = 'interactive' | 'agent' | 'background';
+
+export type RoutedRequest = Omit<ResourceRequest, 'accessToken' | 'trace'> & { lane?: Lane };
 export type RoutedResponse = ResourceResponse & { connectionId: string };
 
 interface Picked {
