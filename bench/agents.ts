@@ -55,6 +55,8 @@ async function run(stack: Stack): Promise<void> {
       body: rpc('tools/call', { name: 'facadeListWorkflows', arguments: {} }),
     },
     { mode: 'tools/list', url: `${appUrl}/mcp`, method: 'POST', headers: mcp, body: rpc('tools/list', {}) },
+    // The protocol's floor: the session token, the SDK's server and transport, and nothing else.
+    { mode: 'ping', url: `${appUrl}/mcp`, method: 'POST', headers: mcp, body: rpc('ping', {}) },
   ];
   for (const m of modes) {
     const res = await fetch(m.url, { method: m.method, headers: m.headers, body: m.body });

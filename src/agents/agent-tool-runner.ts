@@ -94,7 +94,7 @@ export class AgentToolRunner {
   }
 
   private record(session: AgentSession, name: string, outcome: ToolOutcome, ctx: ToolCallContext): Promise<void> {
-    return this.audit.recordAfter({
+    return this.audit.recordGrouped({
       action: 'agent.tool_call',
       actor: { kind: 'agent_session', id: session.id },
       tenantId: session.tenantId,

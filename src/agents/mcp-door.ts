@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Injectable, Logger } from '@nestjs/common';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { AuthThrottle, clientOf, throttled } from '../auth/auth-throttle.js';
 import { bearerOf } from '../auth/api-keys.service.js';
@@ -45,6 +46,8 @@ export function matchMcp(url: string): 'mcp' | 'metadata' | null {
 @Injectable()
 export class McpDoor {
   private readonly version = buildInfo().version;
+  /** One for every request: the SDK's server would otherwise build a JSON Schema compiler per request (measured: bench/agents.ts). */
+  private readonly validator = new AjvJsonSchemaValidator();
 
   constructor(
     private readonly sessions: AgentSessionsService,
@@ -116,7 +119,7 @@ export class McpDoor {
   ): Promise<void> {
     const server = new Server(
       { name: 'cws-connect', version: this.version },
-      { capabilities: { tools: { listChanged: false }, logging: {} }, instructions: INSTRUCTIONS },
+      { capabilities: { tools: { listChanged: false }, logging: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator: this.validator },
     );
     server.setRequestHandler(ListToolsRequestSchema, () => this.catalogue.listFor(session.tools));
     server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
@@ -128,8 +131,8 @@ export class McpDoor {
     );
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !isStreamingCall(message) });
     res.once('close', () => {
-      void transport.close();
-      void server.close();
+      // The caller left before its answer: stop the tool call (its signal). A finished request leaves nothing to close.
+      if (!res.writableFinished) void server.close();
     });
     await server.connect(transport);
     await transport.handleRequest(req, res, message);

@@ -60,6 +60,34 @@ export class AuditLogRepository {
   }
 
   /**
+   * Many rows in one statement (a group commit of agents' tool calls, AuditService.recordGrouped): never coalesced.
+   * Answers the ids written.
+   */
+  async insertMany(rows: Array<{ id: string; at: Date; record: AuditRecord }>): Promise<Set<string>> {
+    const col = <T>(f: (r: AuditRecord) => T) => rows.map((r) => f(r.record));
+    await this.db.query(
+      `INSERT INTO audit_log (id, at, actor_kind, actor_id, action, tenant_id, target, user_id, request_id, outcome, status, trace_id)
+       SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+                            $9::text[], $10::text[], $11::int[], $12::text[])`,
+      [
+        rows.map((r) => r.id),
+        rows.map((r) => r.at),
+        col((r) => r.actor.kind),
+        col((r) => r.actor.id),
+        col((r) => r.action),
+        col((r) => r.tenantId),
+        col((r) => r.target ?? null),
+        col((r) => r.userId ?? null),
+        col((r) => r.requestId),
+        col((r) => r.outcome),
+        col((r) => r.status ?? null),
+        col((r) => r.traceId ?? null),
+      ],
+    );
+    return new Set(rows.map((r) => r.id));
+  }
+
+  /**
    * A page, newest first ((at, id) descending), of one tenant's rows or of every row (tenantId null): a
    * keyset read on ix_audit_log_tenant_at or ix_audit_log_at, so a page costs the same at any depth. Answers
    * `limit + 1` rows at most.

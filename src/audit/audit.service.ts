@@ -1,7 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { Interval } from '@nestjs/schedule';
 import type { EntityManager } from 'typeorm';
 import { AppError } from '../common/app-error.js';
+import { CommitBatcher } from '../common/commit-batcher.js';
 import { Clock } from '../common/clock.js';
 import { sha256 } from '../common/hash.js';
 import type { AppConfig } from '../config/app-config.js';
@@ -26,6 +28,13 @@ export interface AuditPage {
 @Injectable()
 export class AuditService {
   private readonly logger = new Logger('AuditService');
+  /** Rows of frequent actions (an agent's tool calls) go together: one statement and one commit carry many under load. */
+  private readonly grouped = new CommitBatcher<{ id: string; at: Date; record: AuditRecord }>(
+    (rows) => this.repo.insertMany(rows),
+    250,
+    undefined,
+    2,
+  );
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -45,6 +54,21 @@ export class AuditService {
   async recordAfter(entry: AuditRecord): Promise<void> {
     try {
       await this.record(entry);
+    } catch (e) {
+      this.logger.error(
+        { action: entry.action, tenantId: entry.tenantId, requestId: entry.requestId, err: e instanceof Error ? e.message : String(e) },
+        'could not write an audit row',
+      );
+    }
+  }
+
+  /**
+   * As recordAfter, for a row of a frequent action that changes nothing stored (an agent's tool call): written in a
+   * group commit with the rows that arrive meanwhile; resolves once it is committed (or its failure logged).
+   */
+  async recordGrouped(entry: AuditRecord): Promise<void> {
+    try {
+      await this.grouped.save({ id: randomUUID(), at: this.clock.now(), record: entry });
     } catch (e) {
       this.logger.error(
         { action: entry.action, tenantId: entry.tenantId, requestId: entry.requestId, err: e instanceof Error ? e.message : String(e) },
