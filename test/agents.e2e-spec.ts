@@ -3,6 +3,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { connectViaHttp, newTenant } from './support/connect.js';
 import { mcpClient, mintSession, rawMcp, textOf, type MintedSession } from './support/agents.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
+import { runAgent } from '../examples/agent/agent.js';
 
 interface Workflow {
   id: string;
@@ -218,5 +219,15 @@ describe('agents over MCP (API.md section 10): sessions, the door, the tools mad
     expect(await meta.json()).toMatchObject({ resource: alice.mcpUrl, bearer_methods_supported: ['header'] });
     const get = await fetch(alice.mcpUrl, { headers: { authorization: `Bearer ${alice.token}`, accept: 'text/event-stream' } });
     expect(get.status).toBe(405);
+  });
+
+  it('the example agent (examples/agent) mints a read-only session and reads through it', async () => {
+    const lines: string[] = [];
+    const id = await runAgent({ serviceUrl: t.url, key: t.operatorKey, tenantId: 'acme', userId: 'u-alice', log: (l) => lines.push(l) });
+    expect(lines.join('\n')).toMatch(/^tool facadeListWorkflows:/m);
+    expect(lines.join('\n')).toMatch(/^facadeMe: \{/m);
+    expect(lines.join('\n')).toMatch(/^facadeListWorkflows: \{/m);
+    expect(lines.join('\n')).not.toMatch(/facadeLaunchWorkflow/);
+    expect((await t.request('DELETE', `/v1/tenants/acme/agent-sessions/${id}`)).status).toBe(204);
   });
 });
