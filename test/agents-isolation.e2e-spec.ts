@@ -50,7 +50,10 @@ describe('agent sessions are isolated: a user, a tenant, a grant, an expiry, a r
   let carolsWorkflow: Workflow;
 
   beforeAll(async () => {
-    t = await startTestApp({ clock, env: { AGENT_SESSIONS_PER_USER: '3' } });
+    t = await startTestApp({
+      clock,
+      env: { AGENT_SESSIONS_PER_USER: '3', FACADE_TENANT_MAX_IN_FLIGHT: '1', FACADE_TENANT_MAX_UPLOADS: '1' },
+    });
     await newTenant(t, 'acme');
     await newTenant(t, 'umbrella');
     for (const user of ['alice', 'bob', 'carol']) await connectViaHttp(t, 'acme', { userId: `u-${user}`, as: user });
@@ -129,6 +132,31 @@ describe('agent sessions are isolated: a user, a tenant, a grant, an expiry, a r
     expect((refused as McpError).code).toBe(-32042);
     const elicitations = ((refused as McpError).data as { elicitations: Array<{ mode: string; url: string }> }).elicitations;
     expect(elicitations[0]).toMatchObject({ mode: 'url', url: expect.stringMatching(/\/connect\//) });
+  });
+
+  it("holds the tenant's bound of calls in flight (shared with the facade), and passes the upstream's 429 on with its meaning", async () => {
+    const s = await mintSession(t, 'acme', { userId: 'u-alice', tools: ['read'] });
+    const client = await mcpClient(s.mcpUrl, s.token);
+    try {
+      t.sandbox!.setFault({ mode: 'slow', delayMs: 1500, paths: ['/workflows'], count: 1 });
+      const slow = client.callTool({ name: 'facadeListWorkflows', arguments: {} });
+      let busy: Awaited<typeof slow> | undefined;
+      for (let i = 0; i < 40 && !(busy && busy.isError); i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        busy = await client.callTool({ name: 'facadeMe', arguments: {} });
+      }
+      expect(busy?.isError).toBe(true);
+      expect(textOf(busy)).toMatch(/too_many_requests.*retry after 1 second/);
+      expect((await slow).isError).toBeFalsy();
+
+      t.sandbox!.setFault({ mode: 'status', status: 429, retryAfterSeconds: 7, paths: ['/workflows'], count: 1 });
+      const limited = await client.callTool({ name: 'facadeListWorkflows', arguments: {} });
+      expect(limited.isError).toBe(true);
+      expect(textOf(limited)).toMatch(/HTTP 429.*slow down/);
+    } finally {
+      t.sandbox!.setFault(null);
+      await client.close();
+    }
   });
 
   it('a revocation is refused by a second instance on the same database within a second', async () => {
