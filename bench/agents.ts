@@ -1,11 +1,12 @@
 // An agent's tool call against the same facade call, in the same run: CPU per operation of the service process
 // and its PostgreSQL backends, and what tools/list costs (answered from memory).
 //   npx tsx bench/agents.ts            (DATABASE_URL defaults to postgres://postgres@127.0.0.1:5432/postgres)
-// Env: BENCH_ROUNDS (5), BENCH_SECONDS (5), BENCH_CONNECTIONS (20), BENCH_SKIP_BUILD=1, BENCH_VERBOSE=1.
+// Env: BENCH_ROUNDS (5), BENCH_SECONDS (5), BENCH_CONNECTIONS (20), BENCH_SKIP_BUILD=1, BENCH_VERBOSE=1,
+// BENCH_PROFILE=<dir> (a CPU profile of the app; with BENCH_ONLY=<mode> the rounds run that mode alone).
 // The sandbox and the compiled app run in their own processes (bench/harness.ts); autocannon runs here. Not part of `npm test`.
 import autocannon, { type Result } from 'autocannon';
 import pg from 'pg';
-import { cpuMs, databaseCpu, databaseCpuSince, finish, json, median, withStack, type Stack } from './harness.js';
+import { cpuMs, databaseCpu, databaseCpuSince, finish, json, median, profileTop, withStack, type Stack } from './harness.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -24,8 +25,14 @@ interface Mode {
 
 const rpc = (method: string, params: Record<string, unknown>) => JSON.stringify({ jsonrpc: '2.0', id: 1, method, params });
 
+/** The app's CPU per operation of the first mode run, for the profile's µs per item. */
+let profiledCpuUs = 0;
+/** Settles when the app has exited (and so written its profile). */
+let appExited: Promise<unknown> = Promise.resolve();
+
 async function run(stack: Stack): Promise<void> {
   const { appUrl, databaseUrl, appProc, operatorKey } = stack;
+  appExited = new Promise((resolve) => appProc.once('exit', resolve));
   const key = await stack.tenant('bench');
   const session = await json<{ token: string; mcpUrl: string }>(
     await fetch(`${appUrl}/v1/tenants/bench/agent-sessions`, {
@@ -63,6 +70,8 @@ async function run(stack: Stack): Promise<void> {
     const text = await res.text();
     if (res.status !== 200 || text.includes('"isError":true')) throw new Error(`${m.mode} answered ${res.status}: ${text.slice(0, 300)}`);
   }
+  const only = process.env.BENCH_ONLY;
+  if (only !== undefined) modes.splice(0, modes.length, ...modes.filter((m) => m.mode.startsWith(only)));
   console.log(`${CONNECTIONS} connections, ${ROUNDS} rounds x ${SECONDS} s per mode, alternating\n`);
   for (const m of modes) await autocannon({ ...m, connections: CONNECTIONS, duration: 2 }); // warm-up
 
@@ -98,6 +107,8 @@ async function run(stack: Stack): Promise<void> {
       `| ${m.mode} | ${median(r.map((x) => x.rps)).toFixed(0)} | ${median(r.map((x) => x.cpuUs)).toFixed(0)} | ${median(r.map((x) => x.dbUs)).toFixed(1)} | ${r.reduce((s, x) => s + x.failed, 0)} |`,
     );
   }
+  profiledCpuUs = median((rows.get(modes[0].mode) ?? []).map((x) => x.cpuUs));
+  if (only !== undefined) return;
   // Per round: the tool call's CPU (app + database) over the facade call's just before it (the machine's load moves between rounds).
   const facade = rows.get(modes[0].mode) ?? [];
   const call = rows.get(modes[1].mode) ?? [];
@@ -111,4 +122,12 @@ async function run(stack: Stack): Promise<void> {
   console.log(`RESULT tools/call / facade CPU: ${ratio.toFixed(2)} (goal <= ${CPU_GOAL}: ${ratio <= CPU_GOAL ? 'met' : 'MISSED'})`);
 }
 
-finish(withStack({}, run));
+async function printProfile(): Promise<void> {
+  const dir = process.env.BENCH_PROFILE;
+  if (!dir) return;
+  await Promise.race([appExited, new Promise((r) => setTimeout(r, 15_000))]);
+  console.log(`\nheaviest self-time items of the app's profile (${dir}), share of its samples and µs of an operation:`);
+  for (const line of profileTop(dir, profiledCpuUs)) console.log(`  ${line}`);
+}
+
+finish(withStack({}, run).then(printProfile));

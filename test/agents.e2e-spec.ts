@@ -139,6 +139,8 @@ describe('agents over MCP (API.md section 10): sessions, the door, the tools mad
     const hook = await call('createWebhook', { body: { events: ['workflow_step_updated'] } });
     expect(hook.structuredContent).toMatchObject({ status: 201 });
     expect(JSON.stringify(hook)).toContain('[REDACTED]');
+    // The receiver's generated secret never reaches the agent, in the text or in the structured answer.
+    expect(JSON.stringify(hook)).not.toMatch(/Bearer [A-Za-z0-9_-]{20,}/);
 
     // The composed tool: launches, then waits (with progress) until the workflow reaches Review.
     const progress: string[] = [];

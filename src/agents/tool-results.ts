@@ -11,8 +11,17 @@ export interface ToolOutcome {
 const WAIT_CODES = new Set(['too_many_requests', 'quota_exhausted']);
 
 /** The upstream answered: a success carries its body as structuredContent; a refusal is an error a model can act on. */
-export function answerOutcome(answer: ReadAnswer): ToolOutcome {
-  const text = typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body);
+/** An upstream answer, read whole; `text` is its raw body when that is safe to show as is (never after a redaction). */
+type Answer = Omit<ReadAnswer, 'text'> & { text?: string };
+
+export function answerOutcome(answer: Answer): ToolOutcome {
+  // The upstream's own text when it is what the body parses from (no second serialisation), else the body's JSON.
+  const text =
+    answer.text !== undefined && answer.body !== answer.text
+      ? answer.text
+      : typeof answer.body === 'string'
+        ? answer.body
+        : JSON.stringify(answer.body);
   if (answer.status < 400) {
     return {
       status: answer.status,
@@ -25,7 +34,7 @@ export function answerOutcome(answer: ReadAnswer): ToolOutcome {
   return { status: answer.status, result: errorResult(refusalText(answer)) };
 }
 
-function refusalText(answer: ReadAnswer): string {
+function refusalText(answer: Answer): string {
   const body = answer.body;
   let detail = '';
   if (body !== null && typeof body === 'object' && !Array.isArray(body)) {

@@ -77,22 +77,35 @@ export interface ReadAnswer {
   status: number;
   contentType: string | null;
   body: unknown;
+  /** The body as the upstream sent it (UTF-8). */
+  text: string;
 }
 
 /** Reads a resource answer into memory, at most `maxBytes` (past it: `upstream_error`, the rest dropped). */
 export async function readAnswer(res: ResourceResponse, maxBytes: number): Promise<ReadAnswer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of res.body) {
-    const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
-    size += buf.length;
-    if (size > maxBytes) {
-      res.body.destroy();
-      throw new AppError('upstream_error', 'The upstream answer was too large.');
-    }
-    chunks.push(buf);
+  const length = Number(res.headers['content-length'] ?? Number.NaN);
+  let text: string;
+  if (length > maxBytes) {
+    res.body.destroy();
+    throw new AppError('upstream_error', 'The upstream answer was too large.');
   }
-  const text = Buffer.concat(chunks).toString('utf8');
+  if (length >= 0) {
+    // The length is known and within the bound: one read, no chunk list.
+    text = await res.body.text();
+  } else {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of res.body) {
+      const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
+      size += buf.length;
+      if (size > maxBytes) {
+        res.body.destroy();
+        throw new AppError('upstream_error', 'The upstream answer was too large.');
+      }
+      chunks.push(buf);
+    }
+    text = Buffer.concat(chunks).toString('utf8');
+  }
   const raw = res.headers['content-type'];
   const contentType = Array.isArray(raw) ? (raw[0] ?? null) : (raw ?? null);
   let body: unknown = text;
@@ -103,5 +116,5 @@ export async function readAnswer(res: ResourceResponse, maxBytes: number): Promi
       body = text;
     }
   }
-  return { status: res.status, contentType, body };
+  return { status: res.status, contentType, body, text };
 }

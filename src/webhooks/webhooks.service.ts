@@ -149,6 +149,7 @@ function authorizationValue(auth: ReceiverAuth, secret: string): string {
 }
 
 async function readRedacted(res: ResourceResponse, secrets: string[]): Promise<UpstreamAnswer> {
-  const answer = await readAnswer(res, MAX_ANSWER_BYTES);
-  return { ...answer, body: redactAuthorization(answer.body, secrets) };
+  // Not the raw text: it holds what the redaction removes.
+  const { status, contentType, body } = await readAnswer(res, MAX_ANSWER_BYTES);
+  return { status, contentType, body: redactAuthorization(body, secrets) };
 }
