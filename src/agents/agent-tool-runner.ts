@@ -98,7 +98,8 @@ export class AgentToolRunner {
       action: 'agent.tool_call',
       actor: { kind: 'agent_session', id: session.id },
       tenantId: session.tenantId,
-      target: `tools/${name.slice(0, 200)}`,
+      // The name an agent sent is copied only when it names a tool of this service: the row holds no text of the caller's.
+      target: this.catalogue.get(name) ? `tools/${name}` : null,
       userId: session.userId,
       requestId: ctx.requestId,
       outcome: outcome.result.isError ? 'failure' : 'success',
