@@ -4,6 +4,7 @@ import { ScheduleModule } from '@nestjs/schedule';
 import { LoggerModule } from 'nestjs-pino';
 import type { DestinationStream } from 'pino';
 import { AuditInterceptor } from './audit/audit.interceptor.js';
+import { AgentsModule } from './agents/agents.module.js';
 import { AuditModule } from './audit/audit.module.js';
 import { ApiKeyAuthGuard } from './auth/api-key-auth.guard.js';
 import { AuthModule } from './auth/auth.module.js';
@@ -57,6 +58,7 @@ export class AppModule {
         RetentionModule,
         ConsoleModule,
         AuditModule,
+        AgentsModule,
       ],
       // What applies to every route: the API-key check, the one error shape, DTO validation, the audit of @Audited routes.
       providers: [

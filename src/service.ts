@@ -26,6 +26,8 @@ import { serveApiDocs } from './ops/openapi-document.js';
 import { InboundDoor } from './webhooks/inbound-door.js';
 import { withInboundPath } from './webhooks/inbound-openapi.js';
 import { sandboxQuotas, withSandboxEnvironment } from './sandbox-environment.js';
+import { McpDoor } from './agents/mcp-door.js';
+import { withMcpPaths } from './agents/mcp-openapi.js';
 
 // The one way to build cws-connect, read top-down: startService (the database, the sandbox, the app, the
 // listener), then buildApp (Nest's app on the front door's HTTP server, the middleware before the routes, the
@@ -147,7 +149,8 @@ async function buildApp(config: AppConfig, options: ServiceOptions): Promise<Nes
     // A facade route's path (with a method no route takes: Express answers 404) keeps its body unread.
     requestBodyParser((url) => (isFacadePath(url) ? 'unread' : needsCredential(url) ? 'api' : 'public')),
   );
-  serveApiDocs(app, [withFacadePaths, withInboundPath]);
+  const document = serveApiDocs(app, [withFacadePaths, withInboundPath, withMcpPaths]);
+  adapter.door.openMcp(app.get(McpDoor), document);
   await app.init();
   return app;
 }

@@ -235,6 +235,26 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
     expect((await t.request('GET', `/v1/tenants/${TENANT}/connections/${bob.id}`)).status).toBe(404);
   });
 
+  it("lists a tenant's agent sessions and revokes one only after confirming", async () => {
+    const minted = await t.request<{ id: string; token: string }>('POST', `/v1/tenants/${TENANT}/agent-sessions`, {
+      body: { userId: 'console-alice', label: 'support assistant' },
+    });
+    expect(minted.status).toBe(201);
+    await page.goto(`${t.url}/console/#/tenants/${TENANT}/agents`);
+    await page.getByRole('heading', { level: 1, name: `Agent sessions of ${TENANT}` }).waitFor();
+    const row = page.getByRole('row', { name: /support assistant/ });
+    await expect(row.getByRole('cell').nth(0).textContent()).resolves.toBe('console-alice');
+    await row.getByRole('button', { name: 'Revoke…' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Revoke agent session support assistant?' });
+    await dialog.getByRole('button', { name: 'Revoke session' }).click();
+    await page.getByRole('status').filter({ hasText: 'revoked' }).waitFor();
+    await row.getByText('revoked').waitFor();
+    const listed = await t.request<{ items: Array<{ id: string; status: string }> }>('GET', `/v1/tenants/${TENANT}/agent-sessions`);
+    expect(listed.body.items.find((i) => i.id === minted.body.id)?.status).toBe('revoked');
+    // The page never holds a token: the list carries none.
+    expect((await Promise.all(bodies)).some((b) => b.text.includes(minted.body.token))).toBe(false);
+  });
+
   it('redelivers a dead event and sees it delivered; then every dead event since a time', async () => {
     sinkUp = true;
     const events = (await t.request<{ events: EventItem[] }>('GET', `/v1/tenants/${TENANT}/events`)).body.events;

@@ -388,6 +388,32 @@ describe('the OpenAPI document, checked by a validation proxy (Stoplight Prism) 
     await expectCall(200, 'getReadiness', 'GET', '/health/ready', { key: null });
   });
 
+  it('agents: sessions minted, listed and revoked; the MCP endpoint and its resource metadata', async () => {
+    const minted = await expectCall(201, 'createAgentSession', 'POST', '/v1/tenants/acme/agent-sessions', {
+      body: { userId: 'u-alice', tools: ['read'], label: 'prism' },
+    });
+    const { id, token } = minted.body as { id: string; token: string };
+    await expectCall(400, 'createAgentSession', 'POST', '/v1/tenants/acme/agent-sessions', {
+      body: { userId: 'u-alice', tools: ['nothing'] },
+    });
+    await expectCall(200, 'listAgentSessions', 'GET', '/v1/tenants/acme/agent-sessions?userId=u-alice&limit=1');
+    await expectCall(400, 'listAgentSessions', 'GET', '/v1/tenants/acme/agent-sessions?after=x');
+    const mcp = { key: null, headers: { authorization: `Bearer ${token}`, accept: 'application/json, text/event-stream' } };
+    const initialize = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'prism', version: '1' } },
+    };
+    await expectCall(200, 'mcp', 'POST', '/mcp', { ...mcp, body: initialize });
+    await expectCall(200, 'mcp', 'POST', '/mcp', { ...mcp, body: { jsonrpc: '2.0', id: 2, method: 'tools/list' } });
+    await expectCall(202, 'mcp', 'POST', '/mcp', { ...mcp, body: { jsonrpc: '2.0', method: 'notifications/initialized' } });
+    await expectCall(200, 'mcpResourceMetadata', 'GET', '/.well-known/oauth-protected-resource/mcp', { key: null });
+    await expectCall(204, 'revokeAgentSession', 'DELETE', `/v1/tenants/acme/agent-sessions/${id}`);
+    await expectCall(404, 'revokeAgentSession', 'DELETE', `/v1/tenants/acme/agent-sessions/${randomUUID()}`);
+    await expectCall(401, 'mcp', 'POST', '/mcp', { ...mcp, body: initialize });
+  });
+
   it('every operation that takes a key: a wrong key (401) and an unknown tenant (404), derived from the document', async () => {
     for (const [template, item] of Object.entries(doc.paths)) {
       for (const method of METHODS) {

@@ -224,6 +224,42 @@ describe('traces (OpenTelemetry over OTLP)', () => {
     expect(db.kind).toBe(CLIENT);
   });
 
+  it("an agent's tool call: a span of its own under the request's, the upstream call its child, the audit row names the trace", async () => {
+    const minted = await t.request<{ token: string; mcpUrl: string; id: string }>('POST', '/v1/tenants/acme/agent-sessions', {
+      key: apiKey,
+      body: { userId: 'u-alice' },
+    });
+    expect(minted.status).toBe(201);
+    const trace = randomBytes(16).toString('hex');
+    const res = await fetch(`${t.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${minted.body.token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        traceparent: `00-${trace}-${randomBytes(8).toString('hex')}-01`,
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'facadeListWorkflows', arguments: {} } }),
+    });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { result: { isError?: boolean } }).result.isError).toBeFalsy();
+    const server = await receiver.waitFor((s) => s.traceId === trace && s.kind === SERVER, 'the MCP server span');
+    expect(server.name).toBe('POST /mcp');
+    const call = await receiver.waitFor((s) => s.traceId === trace && s.name === 'agent.tool_call', 'the tool call span');
+    expect(call.parentSpanId).toBe(server.spanId);
+    expect(call.attributes).toMatchObject({
+      'tenant.id': 'acme',
+      'cws.agent.session': minted.body.id,
+      'cws.agent.tool': 'facadeListWorkflows',
+    });
+    await receiver.waitFor((s) => s.traceId === trace && s.name === 'GET upstream' && s.parentSpanId === call.spanId, 'the upstream call');
+    const audit = await t.request<{ items: Array<{ action: string; traceId: string | null }> }>('GET', '/v1/tenants/acme/audit', {
+      key: apiKey,
+    });
+    expect(audit.body.items.find((i) => i.action === 'agent.tool_call')?.traceId).toBe(trace);
+    expect(JSON.stringify(receiver.spans)).not.toContain(minted.body.token);
+  });
+
   it('a scheduled renewal: a root span with the connection, its token call a child that the token endpoint sees', async () => {
     const [bob] = await seedConnections(t.db, VAULT_KEYS, [
       { tenantId: 'acme', userId: 'u-bob', upstreamUserId: 'bob', tokens: sandbox.issueTokens('bob'), dueAt: new Date(Date.now() - 1000) },

@@ -18,11 +18,12 @@ const MODULES = {
   connect: ['audit', 'auth', 'connections', 'tenants', 'upstream'],
   refresh: ['connections', 'events', 'telemetry', 'upstream', 'vault'],
   routing: ['changes', 'connections', 'quota', 'refresh', 'telemetry', 'tenants', 'upstream'],
-  retention: ['audit', 'auth', 'connect', 'connections', 'database', 'events', 'tenants'],
+  retention: ['agents', 'audit', 'auth', 'connect', 'connections', 'database', 'events', 'tenants'],
   webhooks: ['audit', 'events', 'routing', 'telemetry', 'upstream', 'vault'],
   console: ['audit', 'auth', 'telemetry'],
   facade: ['auth', 'routing', 'telemetry', 'upstream'],
-  edge: ['facade', 'telemetry', 'webhooks'],
+  agents: ['audit', 'auth', 'changes', 'connect', 'connections', 'facade', 'routing', 'telemetry', 'tenants', 'upstream', 'webhooks'],
+  edge: ['agents', 'facade', 'telemetry', 'webhooks'],
   ops: ['auth', 'database', 'telemetry', 'upstream', 'vault'],
 };
 const EVERYWHERE = ['common', 'config'];

@@ -16,16 +16,19 @@ export const AUDIT_ACTIONS = [
   'user.erased',
   'console.login',
   'console.logout',
+  'agent_session.created',
+  'agent_session.revoked',
+  'agent.tool_call',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
-export const ACTOR_KINDS = ['operator', 'tenant_key', 'console', 'connect_session'] as const;
+export const ACTOR_KINDS = ['operator', 'tenant_key', 'console', 'connect_session', 'agent_session'] as const;
 export type ActorKind = (typeof ACTOR_KINDS)[number];
 
 /**
  * Who acted, never by a secret: the operator key is `operator` (the key itself names nobody else), a tenant
  * key by its id, a console session by its id (null for a sign-in that failed: there is no session), and the
- * browser that completed a connect session by that session's id.
+ * browser that completed a connect session by that session's id, an AI agent by its agent session's id.
  */
 export interface AuditActor {
   kind: ActorKind;
@@ -44,9 +47,16 @@ export interface AuditRecord {
   userId?: string | null;
   requestId: string | null;
   outcome: AuditOutcome;
+  /** An agent's tool call: the status of its answer (the upstream's, or this service's error status). */
+  status?: number | null;
+  /** The trace the change ran in (tracing on), to find its spans. */
+  traceId?: string | null;
 }
 
-/** A stored row. Failures of the same action by the same actor on the same tenant within a minute are one row with a count. */
+/**
+ * A stored row. Failures of the same action by the same actor on the same tenant within a minute are one row with a
+ * count, except an agent's tool calls: one row each.
+ */
 export interface AuditRow extends Required<AuditRecord> {
   id: string;
   at: Date;

@@ -20,6 +20,8 @@ interface RawRow {
   request_id: string | null;
   outcome: AuditOutcome;
   count: number;
+  status: number | null;
+  trace_id: string | null;
 }
 
 /** Every read and write of the audit_log table. */
@@ -33,10 +35,10 @@ export class AuditLogRepository {
    * attempts (sign-ins above all) adds at most one row a minute.
    */
   async insert(r: AuditRecord, at: Date, manager?: EntityManager): Promise<void> {
-    const bucket = r.outcome === 'failure' ? new Date(Math.floor(at.getTime() / 60_000) * 60_000) : null;
+    const bucket = r.outcome === 'failure' && r.action !== 'agent.tool_call' ? new Date(Math.floor(at.getTime() / 60_000) * 60_000) : null;
     await (manager ?? this.db).query(
-      `INSERT INTO audit_log (id, at, actor_kind, actor_id, action, tenant_id, target, user_id, request_id, outcome, bucket)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+      `INSERT INTO audit_log (id, at, actor_kind, actor_id, action, tenant_id, target, user_id, request_id, outcome, bucket, status, trace_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
        ON CONFLICT (bucket, action, actor_kind, COALESCE(actor_id, ''), COALESCE(tenant_id, '')) WHERE bucket IS NOT NULL
        DO UPDATE SET count = audit_log.count + 1`,
       [
@@ -51,8 +53,38 @@ export class AuditLogRepository {
         r.requestId,
         r.outcome,
         bucket,
+        r.status ?? null,
+        r.traceId ?? null,
       ],
     );
+  }
+
+  /**
+   * Many rows in one statement (a group commit of agents' tool calls, AuditService.recordGrouped): never coalesced.
+   * Answers the ids written.
+   */
+  async insertMany(rows: Array<{ id: string; at: Date; record: AuditRecord }>): Promise<Set<string>> {
+    const col = <T>(f: (r: AuditRecord) => T) => rows.map((r) => f(r.record));
+    await this.db.query(
+      `INSERT INTO audit_log (id, at, actor_kind, actor_id, action, tenant_id, target, user_id, request_id, outcome, status, trace_id)
+       SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+                            $9::text[], $10::text[], $11::int[], $12::text[])`,
+      [
+        rows.map((r) => r.id),
+        rows.map((r) => r.at),
+        col((r) => r.actor.kind),
+        col((r) => r.actor.id),
+        col((r) => r.action),
+        col((r) => r.tenantId),
+        col((r) => r.target ?? null),
+        col((r) => r.userId ?? null),
+        col((r) => r.requestId),
+        col((r) => r.outcome),
+        col((r) => r.status ?? null),
+        col((r) => r.traceId ?? null),
+      ],
+    );
+    return new Set(rows.map((r) => r.id));
   }
 
   /**
@@ -78,7 +110,7 @@ export class AuditLogRepository {
     params.push(limit + 1);
     const rows: RawRow[] = await this.db.query(
       `SELECT id, at, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_at, actor_kind, actor_id,
-              action, tenant_id, target, user_id, request_id, outcome, count
+              action, tenant_id, target, user_id, request_id, outcome, count, status, trace_id
          FROM audit_log ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
         ORDER BY at DESC, id DESC
         LIMIT $${params.length}`,
@@ -94,6 +126,8 @@ export class AuditLogRepository {
       userId: r.user_id,
       requestId: r.request_id,
       outcome: r.outcome,
+      status: r.status,
+      traceId: r.trace_id,
       count: r.count,
       position: { at: r.position_at, id: r.id },
     }));

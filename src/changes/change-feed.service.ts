@@ -4,11 +4,11 @@ import pg from 'pg';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 
-/** The channel the triggers of migrations ConnectionChangeNotify and GroupedConnectionChanges notify on. */
+/** The channel the triggers of migrations ConnectionChangeNotify, GroupedConnectionChanges and CreateAgentSessions notify on. */
 export const CHANGES_CHANNEL = 'cws_changes';
 
 /** `quota_pauses` is told by the quota module itself (QuotaWindowsRepository.pause), its id `<class>:<until ms>`. */
-export type ChangedTable = 'connections' | 'tenants' | 'tenant_api_keys' | 'quota_pauses';
+export type ChangedTable = 'connections' | 'tenants' | 'tenant_api_keys' | 'quota_pauses' | 'agent_sessions';
 
 export interface Change {
   table: ChangedTable;
@@ -191,7 +191,14 @@ export function parseChanges(payload: string): Change[] | null {
   const b = a < 0 ? -1 : payload.indexOf(':', a + 1);
   if (b < 0) return null;
   const table = payload.slice(0, a);
-  if (table !== 'connections' && table !== 'tenants' && table !== 'tenant_api_keys' && table !== 'quota_pauses') return null;
+  if (
+    table !== 'connections' &&
+    table !== 'tenants' &&
+    table !== 'tenant_api_keys' &&
+    table !== 'quota_pauses' &&
+    table !== 'agent_sessions'
+  )
+    return null;
   const tenantId = payload.slice(a + 1, b);
   const rest = payload.slice(b + 1);
   if (table !== 'connections') return [{ table, tenantId, id: rest }];

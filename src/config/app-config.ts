@@ -90,6 +90,8 @@ export interface AppConfig {
   };
   /** The audit trail (docs/operations.md, "Audit trail"): rows older than this many days are swept away. */
   audit: { retentionDays: number };
+  /** Agent sessions and their tools (docs/agents.md). */
+  agents: { perUser: number; perTenant: number; workflowIdField: string; workflowStepField: string };
   logLevel: string;
   /** pretty: one readable line per entry, for a person at a terminal; json: one JSON object per line. */
   logFormat: 'json' | 'pretty';
@@ -203,6 +205,12 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
       retentionDays: v.EVENT_RETENTION_DAYS,
     },
     audit: { retentionDays: v.AUDIT_RETENTION_DAYS },
+    agents: {
+      perUser: v.AGENT_SESSIONS_PER_USER,
+      perTenant: v.AGENT_SESSIONS_PER_TENANT,
+      workflowIdField: v.AGENT_WORKFLOW_ID_FIELD,
+      workflowStepField: v.AGENT_WORKFLOW_STEP_FIELD,
+    },
     logLevel: v.LOG_LEVEL,
     logFormat: v.LOG_FORMAT ?? (host.stdoutIsTty ? 'pretty' : 'json'),
     instanceId: v.INSTANCE_ID ?? `${process.pid}-${randomBytes(3).toString('hex')}`,

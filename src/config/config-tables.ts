@@ -25,6 +25,7 @@ const SECTIONS: readonly Section[] = [
   'shutdown',
   'events to the partner',
   'audit trail',
+  'agents (MCP)',
   'traces',
 ];
 

@@ -15,6 +15,7 @@ export type Section =
   | 'shutdown'
   | 'events to the partner'
   | 'audit trail'
+  | 'agents (MCP)'
   | 'traces';
 
 /** One environment variable, declared once: how it parses, its default, its production rule and what it means. */

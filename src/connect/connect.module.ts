@@ -21,6 +21,6 @@ import { OAuthController } from './oauth.controller.js';
   imports: [UpstreamModule, ConnectionsModule, TypeOrmModule.forFeature([ConnectSessionEntity]), TenantsModule, AuditModule],
   controllers: [ConnectSessionsController, OAuthController, ConnectPopupController],
   providers: [ConnectSessionsRepository, ConnectService, ConnectCompletionService, ConnectPopupService],
-  exports: [ConnectSessionsRepository],
+  exports: [ConnectSessionsRepository, ConnectService],
 })
 export class ConnectModule {}

@@ -20,6 +20,7 @@ import { TenantsPaging1797300000000 } from '../../migrations/1797300000000-Tenan
 import { EventPayloadDigest1797400000000 } from '../../migrations/1797400000000-EventPayloadDigest.js';
 import { EventDeliveryFence1797500000000 } from '../../migrations/1797500000000-EventDeliveryFence.js';
 import { CreateAuthFailures1797700000000 } from '../../migrations/1797700000000-CreateAuthFailures.js';
+import { CreateAgentSessions1797800000000 } from '../../migrations/1797800000000-CreateAgentSessions.js';
 import { UpstreamQuotas1797900000000 } from '../../migrations/1797900000000-UpstreamQuotas.js';
 
 /**
@@ -49,5 +50,6 @@ export const MIGRATIONS = [
   EventPayloadDigest1797400000000,
   EventDeliveryFence1797500000000,
   CreateAuthFailures1797700000000,
+  CreateAgentSessions1797800000000,
   UpstreamQuotas1797900000000,
 ];

@@ -8,15 +8,17 @@ import { tracingOn } from '../telemetry/tracing.js';
 import type { FacadeDoor } from '../facade/facade-door.js';
 import { matchRoute } from '../facade/facade-routes.js';
 import { matchInbound, type InboundDoor } from '../webhooks/inbound-door.js';
+import { matchMcp, type McpDoor } from '../agents/mcp-door.js';
 
 /**
  * The HTTP server's one request listener: it mints the request id of every request, serves the facade's
- * routes through FacadeDoor and the inbound receiver through InboundDoor, and hands everything else to
- * Express (the Nest app).
+ * routes through FacadeDoor, the inbound receiver through InboundDoor, the MCP endpoint through McpDoor, and
+ * hands everything else to Express (the Nest app).
  */
 export class FrontDoor {
   private facade: FacadeDoor | null = null;
   private inbound: InboundDoor | null = null;
+  private mcp: McpDoor | null = null;
 
   constructor(private readonly express: RequestListener) {}
 
@@ -24,6 +26,12 @@ export class FrontDoor {
   open(facade: FacadeDoor, inbound: InboundDoor): void {
     this.facade = facade;
     this.inbound = inbound;
+  }
+
+  /** The MCP endpoint, once the OpenAPI document its tools are made from is built. */
+  openMcp(mcp: McpDoor, document: object): void {
+    mcp.open(document as Record<string, unknown>);
+    this.mcp = mcp;
   }
 
   readonly listener = (req: IncomingMessage, res: ServerResponse): void => {
@@ -55,6 +63,15 @@ export class FrontDoor {
         bindRequestContext(req, res); // the body arrives in socket events, outside the span's context
       }
       this.inbound.serve(req, res, delivery, requestId, (e) => answerError(req, res, e, requestId)).catch(() => res.destroy());
+      return;
+    }
+    const mcp = this.mcp !== null ? matchMcp(url) : null;
+    if (mcp !== null && this.mcp !== null) {
+      if (tracingOn()) {
+        setRequestRoute(req, mcp === 'mcp' ? '/mcp' : '/.well-known/oauth-protected-resource/mcp', '');
+        bindRequestContext(req, res);
+      }
+      this.mcp.serve(req, res, mcp, requestId).catch(() => res.destroy());
       return;
     }
     if (tracingOn()) bindRequestContext(req, res);

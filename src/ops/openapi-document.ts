@@ -194,9 +194,9 @@ function toJsonSchema2020(value: unknown): unknown {
 /**
  * The service's OpenAPI document, served at `/docs` (and `/docs-json`): Nest's routes, then the paths no
  * controller declares (the facade's, the inbound receiver's), the body parser's errors, the console's
- * session scheme, and the rules above.
+ * session scheme, and the rules above. Answers the document (the MCP door makes its tools from it).
  */
-export function serveApiDocs(app: INestApplication, extraPaths: Array<(document: OpenAPIObject) => OpenAPIObject>): void {
+export function serveApiDocs(app: INestApplication, extraPaths: Array<(document: OpenAPIObject) => OpenAPIObject>): OpenAPIObject {
   const document = SwaggerModule.createDocument(
     app,
     new DocumentBuilder()
@@ -210,5 +210,7 @@ export function serveApiDocs(app: INestApplication, extraPaths: Array<(document:
       .build(),
   );
   const withPaths = extraPaths.reduce((doc, add) => add(doc), withBodyParserErrors(withConsoleSessions(document)));
-  SwaggerModule.setup('docs', app, finishDocument(withPaths), { jsonDocumentUrl: 'docs-json' });
+  const finished = finishDocument(withPaths);
+  SwaggerModule.setup('docs', app, finished, { jsonDocumentUrl: 'docs-json' });
+  return finished;
 }

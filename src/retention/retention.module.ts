@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { AgentsModule } from '../agents/agents.module.js';
 import { AuditModule } from '../audit/audit.module.js';
 import { AuthModule } from '../auth/auth.module.js';
 import { ConnectModule } from '../connect/connect.module.js';
@@ -15,7 +16,7 @@ import { UsersController } from './users.controller.js';
  * (RetentionService, TenantPurge), and the erasure of an end user (UserErasureService).
  */
 @Module({
-  imports: [TenantsModule, AuthModule, EventsModule, ConnectionsModule, ConnectModule, AuditModule],
+  imports: [TenantsModule, AuthModule, EventsModule, ConnectionsModule, ConnectModule, AuditModule, AgentsModule],
   controllers: [UsersController],
   providers: [RetentionService, TenantPurge, UserErasureService],
   exports: [RetentionService],

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { AuditContext } from '../audit/audit-context.js';
+import { AgentSessionsRepository } from '../agents/agent-sessions.repository.js';
 import { AuditService } from '../audit/audit.service.js';
 import { Clock } from '../common/clock.js';
 import { ConnectSessionsRepository } from '../connect/connect-sessions.repository.js';
@@ -13,11 +14,12 @@ export interface Erased {
   connections: number;
   connectSessions: number;
   events: number;
+  agentSessions: number;
 }
 
 /**
  * Erasure of one of the partner's end users (API.md section 6): their connections with the sealed tokens and
- * renewal history, their connect sessions, and the events attributed to them with their attempts, in one
+ * renewal history, their connect sessions and agent sessions, and the events attributed to them with their attempts, in one
  * transaction, and a `user.erased` event that names no one; the audit trail forgets the user's identifiers and
  * records the erasure (without them) in the same transaction. The upstream's spec shows no token revocation, so
  * none is sent: the tokens are destroyed here.
@@ -37,6 +39,7 @@ export class UserErasureService {
     private readonly delivery: EventDeliveryService,
     private readonly clock: Clock,
     private readonly audit: AuditService,
+    private readonly agentSessions: AgentSessionsRepository,
   ) {}
 
   async erase(tenantId: string, userId: string, by: AuditContext): Promise<Erased> {
@@ -47,6 +50,7 @@ export class UserErasureService {
         connections: await this.connections.deleteOfUser(m, tenantId, userId),
         connectSessions: await this.sessions.deleteOfUser(m, tenantId, userId),
         events: await this.removal.removeOfUser(m, tenantId, userId),
+        agentSessions: await this.agentSessions.deleteOfUser(m, tenantId, userId),
       };
       // What was removed, in counts: never the user's id, which is the partner's personal data about them.
       await this.events.record(

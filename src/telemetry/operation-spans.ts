@@ -65,6 +65,12 @@ export function currentTraceparent(): string | null {
   return carrier.traceparent ?? null;
 }
 
+/** The trace id of the operation in progress (an audit row names it); null when tracing is off or none is in progress. */
+export function currentTraceId(): string | null {
+  if (activeTracer() === null) return null;
+  return trace.getActiveSpan()?.spanContext().traceId ?? null;
+}
+
 /** The context a stored `traceparent` names (the parent of work done later for it), or undefined. */
 export function contextOf(traceparent: string | null): Context | undefined {
   if (activeTracer() === null || traceparent === null) return undefined;

@@ -1,5 +1,6 @@
 import { TokenEndpointError, UpstreamStatusError } from './upstream.errors.js';
-import type { TokenSet, UpstreamUser } from './upstream.types.js';
+import { AppError } from '../common/app-error.js';
+import type { ResourceResponse, TokenSet, UpstreamUser } from './upstream.types.js';
 
 // The CWS's answers read: a token set (spec 4.1), a user (/userinfo), an OAuth error, a Retry-After.
 
@@ -69,4 +70,51 @@ export function retryAfterOf(header: string | string[] | undefined): number | nu
   if (Number.isFinite(seconds) && seconds >= 0) return seconds;
   const date = Date.parse(v);
   return Number.isNaN(date) ? null : Math.max(0, Math.ceil((date - Date.now()) / 1000));
+}
+
+/** A resource answer read whole (a webhook's, an agent's tool call): its status, media type and body, JSON parsed when it is JSON. */
+export interface ReadAnswer {
+  status: number;
+  contentType: string | null;
+  body: unknown;
+  /** The body as the upstream sent it (UTF-8). */
+  text: string;
+}
+
+/** Reads a resource answer into memory, at most `maxBytes` (past it: `upstream_error`, the rest dropped). */
+export async function readAnswer(res: ResourceResponse, maxBytes: number): Promise<ReadAnswer> {
+  const length = Number(res.headers['content-length'] ?? Number.NaN);
+  let text: string;
+  if (length > maxBytes) {
+    res.body.destroy();
+    throw new AppError('upstream_error', 'The upstream answer was too large.');
+  }
+  if (length >= 0) {
+    // The length is known and within the bound: one read, no chunk list.
+    text = await res.body.text();
+  } else {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of res.body) {
+      const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
+      size += buf.length;
+      if (size > maxBytes) {
+        res.body.destroy();
+        throw new AppError('upstream_error', 'The upstream answer was too large.');
+      }
+      chunks.push(buf);
+    }
+    text = Buffer.concat(chunks).toString('utf8');
+  }
+  const raw = res.headers['content-type'];
+  const contentType = Array.isArray(raw) ? (raw[0] ?? null) : (raw ?? null);
+  let body: unknown = text;
+  if (text && (contentType?.includes('json') ?? true)) {
+    try {
+      body = JSON.parse(text) as unknown;
+    } catch {
+      body = text;
+    }
+  }
+  return { status: res.status, contentType, body, text };
 }

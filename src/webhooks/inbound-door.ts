@@ -1,10 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Readable } from 'node:stream';
-import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import { Injectable, Logger } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
 import { errorBody, logFailure } from '../common/app-exception.filter.js';
 import { parseJsonBody, urlProblem } from '../common/json-body.js';
+import { readBodyText } from '../common/read-body.js';
 import { accessLogLevel } from '../telemetry/logger.js';
 import { InboundService } from './inbound.service.js';
 import { hasBody, isJsonType } from '../common/request-body.js';
@@ -61,7 +60,7 @@ export class InboundDoor {
       if (problem) throw new AppError('validation_failed', problem);
       const contentType = req.headers['content-type'];
       // Read only a JSON body: anything else is refused by `accept` (401 before 415) without reading it.
-      const text = isJsonType(contentType) && hasBody(req) ? await readText(req, contentType) : undefined;
+      const text = isJsonType(contentType) && hasBody(req) ? await readBodyText(req, contentType, INBOUND_BODY_LIMIT) : undefined;
       const body = text === undefined ? undefined : parseJsonBody(text);
       // A blank body parses as {}: its text is no JSON value to store as is.
       const stored = text !== undefined && NOT_BLANK.test(text) ? text : undefined;
@@ -87,53 +86,4 @@ export class InboundDoor {
         logger[level]({ req, res, route: 'receiveDelivery', responseTime: Math.round(performance.now() - started) }, 'request completed');
     }
   }
-}
-
-/**
- * The body as text, at most INBOUND_BODY_LIMIT bytes after decompression (413 past it, or at once when
- * Content-Length says so); gzip, deflate and br are inflated, UTF-8 is the only charset (415 otherwise),
- * as the service's JSON body parser reads them.
- */
-function readText(req: IncomingMessage, contentType: string | undefined): Promise<string> {
-  const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(contentType ?? '')?.[1].toLowerCase();
-  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
-    return Promise.reject(new AppError('unsupported_media_type', `The charset ${charset} is not supported; send UTF-8.`));
-  }
-  if (Number(req.headers['content-length'] ?? 0) > INBOUND_BODY_LIMIT) return Promise.reject(tooLarge());
-  const stream = decoded(req);
-  if (stream === null)
-    return Promise.reject(new AppError('unsupported_media_type', 'The content-encoding is not supported (gzip, deflate, br or none).'));
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    stream.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > INBOUND_BODY_LIMIT) {
-        stream.removeAllListeners('data');
-        stream.pause();
-        reject(tooLarge());
-        return;
-      }
-      chunks.push(chunk);
-    });
-    stream.once('end', () => resolve((chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)).toString('utf8')));
-    stream.once('error', () =>
-      reject(new AppError('validation_failed', 'The request body could not be read (aborted, or not validly compressed).')),
-    );
-    if (stream !== req)
-      req.once('aborted', () => reject(new AppError('validation_failed', 'The request body could not be read (aborted).')));
-  });
-}
-
-function decoded(req: IncomingMessage): Readable | null {
-  const encoding = (req.headers['content-encoding'] ?? 'identity').trim().toLowerCase();
-  if (encoding === 'identity') return req;
-  if (encoding === 'gzip' || encoding === 'x-gzip') return req.pipe(createGunzip());
-  if (encoding === 'deflate') return req.pipe(createInflate());
-  if (encoding === 'br') return req.pipe(createBrotliDecompress());
-  return null;
-}
-
-function tooLarge(): AppError {
-  return new AppError('payload_too_large', 'The request body is too large.');
 }

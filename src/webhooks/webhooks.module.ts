@@ -14,5 +14,6 @@ import { WebhooksService } from './webhooks.service.js';
   controllers: [WebhooksController],
   // The inbound receiver is served by InboundDoor through the front door (edge/front-door.ts), not by a controller.
   providers: [WebhookReceiversRepository, WebhooksService, InboundService, InboundDoor],
+  exports: [WebhooksService],
 })
 export class WebhooksModule {}

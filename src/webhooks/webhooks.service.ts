@@ -3,7 +3,8 @@ import { Inject, Injectable } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
-import { RoutingService } from '../routing/routing.service.js';
+import { RoutingService, type Lane } from '../routing/routing.service.js';
+import { readAnswer } from '../upstream/upstream-answers.js';
 import type { ResourceResponse } from '../upstream/upstream.types.js';
 import { TokenVault, type SealedRef } from '../vault/token-vault.service.js';
 import { redactAuthorization } from './redaction.js';
@@ -48,7 +49,8 @@ export class WebhooksService {
     private readonly vault: TokenVault,
   ) {}
 
-  async create(tenantId: string, input: CreateWebhookInput): Promise<UpstreamAnswer> {
+  /** `lane`: who the call is for (an agent's tool call passes `agent`). */
+  async create(tenantId: string, input: CreateWebhookInput, lane?: Lane): Promise<UpstreamAnswer> {
     const headers = this.checkHeaders(input.headers);
     if (input.targetURL !== undefined) {
       this.checkTargetUrl(input.targetURL);
@@ -58,7 +60,7 @@ export class WebhooksService {
       const secrets = Object.entries(headers)
         .filter(([name]) => name.toLowerCase() === 'authorization')
         .map(([, v]) => v);
-      return this.send(tenantId, 'POST', { events: input.events, targetURL: input.targetURL, headers }, secrets);
+      return this.send(tenantId, 'POST', { events: input.events, targetURL: input.targetURL, headers }, secrets, lane);
     }
 
     if (Object.keys(headers).some((name) => name.toLowerCase() === 'authorization')) {
@@ -79,6 +81,7 @@ export class WebhooksService {
         'POST',
         { events: input.events, targetURL, headers: { ...headers, Authorization: authorization } },
         [authorization, secret],
+        lane,
       );
     } catch (e) {
       await this.receivers.deleteInTenant(tenantId, id);
@@ -88,17 +91,18 @@ export class WebhooksService {
     return answer;
   }
 
-  async list(tenantId: string): Promise<UpstreamAnswer> {
+  async list(tenantId: string, lane?: Lane): Promise<UpstreamAnswer> {
     await this.adminConnection(tenantId);
-    return this.send(tenantId, 'GET', undefined, []);
+    return this.send(tenantId, 'GET', undefined, [], lane);
   }
 
   private async adminConnection(tenantId: string): Promise<void> {
     await this.routing.resolve(tenantId, 'admin', undefined);
   }
 
-  private async send(tenantId: string, method: 'GET' | 'POST', body: unknown, secrets: string[]): Promise<UpstreamAnswer> {
+  private async send(tenantId: string, method: 'GET' | 'POST', body: unknown, secrets: string[], lane?: Lane): Promise<UpstreamAnswer> {
     const res = await this.routing.call(tenantId, 'admin', undefined, {
+      ...(lane && { lane }),
       method,
       path: '/webhooks',
       headers: body === undefined ? { accept: 'application/json' } : { accept: 'application/json', 'content-type': 'application/json' },
@@ -106,7 +110,7 @@ export class WebhooksService {
       retry: method === 'GET',
       lane: 'background',
     });
-    return readAnswer(res, secrets);
+    return readRedacted(res, secrets);
   }
 
   private checkTargetUrl(raw: string): void {
@@ -145,31 +149,8 @@ function authorizationValue(auth: ReceiverAuth, secret: string): string {
   return `Bearer ${secret}`;
 }
 
-async function readAnswer(res: ResourceResponse, secrets: string[]): Promise<UpstreamAnswer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of res.body) {
-    const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
-    size += buf.length;
-    if (size > MAX_ANSWER_BYTES) {
-      res.body.destroy();
-      throw new AppError('upstream_error', 'The upstream answer was too large.');
-    }
-    chunks.push(buf);
-  }
-  const text = Buffer.concat(chunks).toString('utf8');
-  const contentType = headerOf(res.headers['content-type']);
-  let body: unknown = text;
-  if (text && (contentType?.includes('json') ?? true)) {
-    try {
-      body = JSON.parse(text) as unknown;
-    } catch {
-      body = text;
-    }
-  }
-  return { status: res.status, contentType, body: redactAuthorization(body, secrets) };
-}
-
-function headerOf(v: string | string[] | undefined): string | null {
-  return Array.isArray(v) ? (v[0] ?? null) : (v ?? null);
+async function readRedacted(res: ResourceResponse, secrets: string[]): Promise<UpstreamAnswer> {
+  // Not the raw text: it holds what the redaction removes.
+  const { status, contentType, body } = await readAnswer(res, MAX_ANSWER_BYTES);
+  return { status, contentType, body: redactAuthorization(body, secrets) };
 }

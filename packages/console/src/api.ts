@@ -70,7 +70,7 @@ export interface Attempt {
 export interface AuditItem {
   id: string;
   at: string;
-  actor: { kind: 'operator' | 'tenant_key' | 'console' | 'connect_session'; id: string | null };
+  actor: { kind: 'operator' | 'tenant_key' | 'console' | 'connect_session' | 'agent_session'; id: string | null };
   action: string;
   tenantId: string | null;
   target: string | null;
@@ -78,6 +78,23 @@ export interface AuditItem {
   requestId: string | null;
   outcome: 'success' | 'failure';
   count: number;
+}
+
+export interface AgentSession {
+  id: string;
+  userId: string;
+  tools: string[];
+  label: string | null;
+  status: 'active' | 'expired' | 'revoked';
+  createdAt: string;
+  expiresAt: string;
+  lastUsedAt: string | null;
+  revokedAt: string | null;
+}
+
+export interface AgentSessionPage {
+  items: AgentSession[];
+  next: string | null;
 }
 
 export interface AuditPage {
@@ -181,6 +198,9 @@ export const api = {
   redeliver: (t: string, id: string) => call<{ id: string }>('POST', `/v1/tenants/${enc(t)}/events/${enc(id)}/redeliver`),
   redeliverSince: (t: string, since: string, state: 'dead' | 'delivered' | 'any') =>
     call<{ queued: number }>('POST', `/v1/tenants/${enc(t)}/events/redeliver`, { since, state }),
+  agentSessions: (t: string, filter: Record<string, string | undefined>) =>
+    call<AgentSessionPage>('GET', `/v1/tenants/${enc(t)}/agent-sessions${query(filter)}`),
+  revokeAgentSession: (t: string, id: string) => call<void>('DELETE', `/v1/tenants/${enc(t)}/agent-sessions/${enc(id)}`),
   /** One page of the audit trail, newest first: a tenant's own rows, or every row (optionally one tenant's, deleted ones included). */
   audit: (scope: { tenantId?: string; all?: boolean }, after: string | undefined, limit = 50) =>
     scope.all

@@ -1,6 +1,7 @@
 import { useEffect, useState } from 'react';
 import { api, whenSignedOut } from './api';
 import { Heading } from './components';
+import { AgentSessions } from './pages/agent-sessions';
 import { Audit } from './pages/audit';
 import { Connection } from './pages/connection';
 import { Connections } from './pages/connections';
@@ -19,6 +20,8 @@ function View({ route }: { route: Route }) {
     return <Connection key={`${tenantId}/${id}`} tenantId={tenantId} connectionId={id} />;
   if (first === 'tenants' && tenantId && section === 'connections')
     return <Connections key={`${tenantId}?${route.params.toString()}`} tenantId={tenantId} params={route.params} />;
+  if (first === 'tenants' && tenantId && section === 'agents')
+    return <AgentSessions key={`${tenantId}?${route.params.toString()}`} tenantId={tenantId} params={route.params} />;
   if (first === 'tenants' && tenantId && section === 'events')
     return <Events key={`${tenantId}?${route.params.toString()}`} tenantId={tenantId} params={route.params} />;
   return (
@@ -90,6 +93,11 @@ export function App() {
                 <li>
                   <a href={href(['tenants', tenantId, 'events'])} aria-current={route.path[2] === 'events' ? 'page' : undefined}>
                     {tenantId}: events
+                  </a>
+                </li>
+                <li>
+                  <a href={href(['tenants', tenantId, 'agents'])} aria-current={route.path[2] === 'agents' ? 'page' : undefined}>
+                    {tenantId}: agents
                   </a>
                 </li>
                 <li>

@@ -5,6 +5,7 @@ const TONES: Record<string, string> = {
   delivered: 'good',
   renewed: 'good',
   reauth_required: 'bad',
+  revoked: 'bad',
   dead: 'bad',
   failed: 'bad',
   pending: 'warn',

@@ -27,7 +27,8 @@ export class ListAllAuditQueryDto extends ListAuditQueryDto {
 class AuditActorDto {
   @ApiProperty({
     enum: ACTOR_KINDS,
-    description: '`connect_session`: the browser that completed a connect session (a reconnect replaces the tokens through it).',
+    description:
+      '`connect_session`: the browser that completed a connect session (a reconnect replaces the tokens through it); `agent_session`: an AI agent acting through an agent session (its tool calls).',
   })
   kind: string;
 
@@ -57,6 +58,14 @@ export class AuditEntryDto {
   @ApiProperty({ type: String, nullable: true }) requestId: string | null;
   @ApiProperty({ enum: ['success', 'failure'] }) outcome: string;
   @ApiProperty({
+    type: Number,
+    nullable: true,
+    description: "An agent's tool call (`agent.tool_call`): the status of its answer, the upstream's or this service's error status.",
+  })
+  status: number | null;
+  @ApiProperty({ type: String, nullable: true, description: 'The trace the action ran in, when tracing is on (docs/operations.md).' })
+  traceId: string | null;
+  @ApiProperty({
     description:
       'How many times it happened: failures of the same action by the same actor on the same tenant within a minute share one row.',
   })
@@ -73,6 +82,8 @@ export class AuditEntryDto {
       userId: r.userId,
       requestId: r.requestId,
       outcome: r.outcome,
+      status: r.status,
+      traceId: r.traceId,
       count: r.count,
     };
   }

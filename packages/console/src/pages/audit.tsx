@@ -11,6 +11,7 @@ const ACTOR: Record<AuditItem['actor']['kind'], string> = {
   tenant_key: 'Tenant key',
   console: 'Console session',
   connect_session: 'Connect session',
+  agent_session: 'Agent session',
 };
 
 function Who({ actor }: { actor: AuditItem['actor'] }) {

@@ -1,0 +1,155 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Injectable, Logger } from '@nestjs/common';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js';
+import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { AuthThrottle } from '../auth/auth-throttle.js';
+import { bearerOf } from '../auth/api-keys.service.js';
+import { AppError } from '../common/app-error.js';
+import { errorBody, logFailure } from '../common/app-exception.filter.js';
+import { answerError } from '../common/error-answer.js';
+import { parseJsonBody } from '../common/json-body.js';
+import { readBodyText } from '../common/read-body.js';
+import { buildInfo } from '../telemetry/build-info.js';
+import { accessLogLevel } from '../telemetry/logger.js';
+import type { AgentSession } from './agent-sessions.repository.js';
+import { AgentSessionsService, MCP_PATH } from './agent-sessions.service.js';
+import { AgentToolCatalogue } from './agent-tool-catalogue.js';
+import { AgentToolRunner } from './agent-tool-runner.js';
+import { allowedOrigin, isStreamingCall, noteOfClient, progressOf, protectedResource } from './mcp-messages.js';
+
+const logger = new Logger('McpDoor');
+
+/** The largest JSON-RPC message taken (tool arguments are JSON; uploads are not tools). */
+export const MCP_BODY_LIMIT = 1024 * 1024;
+export const RESOURCE_METADATA_PATH = '/.well-known/oauth-protected-resource/mcp';
+
+const INSTRUCTIONS =
+  "Tools of cws-connect: each acts in the Contract Workflow Service as the user this session was made for, with that user's permissions. A tool error says what to do next (connect, wait, or fix the arguments).";
+
+/** What the front door serves here: the MCP endpoint or its protected resource metadata (RFC 9728); null for anything else. */
+export function matchMcp(url: string): 'mcp' | 'metadata' | null {
+  const q = url.indexOf('?');
+  const path = q < 0 ? url : url.slice(0, q);
+  if (path === MCP_PATH || path === `${MCP_PATH}/`) return 'mcp';
+  if (path === RESOURCE_METADATA_PATH) return 'metadata';
+  return null;
+}
+
+/**
+ * The MCP endpoint (API.md section 10), served by the front door without Express: the Origin check (DNS
+ * rebinding), the session token (by hash, cached, under the credential-failure throttle; anything else is 401
+ * with the resource metadata's address), then the official SDK's Streamable HTTP transport, stateless (a server
+ * and a transport per request: any instance answers any call), JSON answers unless a tool call asks for progress.
+ */
+@Injectable()
+export class McpDoor {
+  private readonly version = buildInfo().version;
+  /** One for every request: the SDK's server would otherwise build a JSON Schema compiler per request (measured: bench/agents.ts). */
+  private readonly validator = new AjvJsonSchemaValidator();
+
+  constructor(
+    private readonly sessions: AgentSessionsService,
+    private readonly catalogue: AgentToolCatalogue,
+    private readonly runner: AgentToolRunner,
+    private readonly throttle: AuthThrottle,
+  ) {}
+
+  /** The tools are made from the service's OpenAPI document, once, before the server listens (service.ts). */
+  open(document: Record<string, unknown>): void {
+    this.catalogue.load(document);
+  }
+
+  async serve(req: IncomingMessage, res: ServerResponse, what: 'mcp' | 'metadata', requestId: string): Promise<void> {
+    const started = performance.now();
+    try {
+      if (what === 'metadata') return this.metadata(req, res);
+      if (!allowedOrigin(req.headers.origin, this.sessions.mcpUrl)) {
+        throw new AppError('forbidden', 'This Origin may not call the MCP endpoint (DNS rebinding protection).');
+      }
+      const session = await this.authenticate(req, res);
+      if (req.method !== 'POST') {
+        // Stateless: no stream opened by GET, no session to end with DELETE.
+        res.setHeader('allow', 'POST');
+        throw new AppError('method_not_allowed', 'The MCP endpoint takes POST only (stateless Streamable HTTP).');
+      }
+      const text = await readBodyText(req, req.headers['content-type'], MCP_BODY_LIMIT);
+      const message = parseJsonBody(text);
+      const client = noteOfClient(message);
+      if (client !== null) await this.sessions.noteClient(session, client.urlElicitation);
+      await this.answer(req, res, session, message, requestId);
+    } catch (e) {
+      if (errorBody(e, requestId).status >= 500) logFailure(e, requestId);
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      answerError(req, res, e, requestId);
+    }
+    if (res.statusCode >= 400) {
+      const level = accessLogLevel(res.statusCode);
+      if (level !== 'info')
+        logger[level]({ req, res, route: 'mcp', responseTime: Math.round(performance.now() - started) }, 'request completed');
+    }
+  }
+
+  private async authenticate(req: IncomingMessage, res: ServerResponse): Promise<AgentSession> {
+    const presented = bearerOf(req.headers.authorization);
+    try {
+      return await this.throttle.apiCredential(req, () => this.sessions.authenticate(presented));
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'unauthorized') {
+        const metadata = `${this.sessions.mcpUrl.slice(0, -MCP_PATH.length)}${RESOURCE_METADATA_PATH}`;
+        res.setHeader(
+          'www-authenticate',
+          `Bearer resource_metadata="${metadata}"${presented === null ? '' : ', error="invalid_token", error_description="The token is not a live agent session of this service."'}`,
+        );
+      }
+      throw e;
+    }
+  }
+
+  private async answer(
+    req: IncomingMessage,
+    res: ServerResponse,
+    session: AgentSession,
+    message: unknown,
+    requestId: string,
+  ): Promise<void> {
+    const server = new Server(
+      { name: 'cws-connect', version: this.version },
+      { capabilities: { tools: { listChanged: false }, logging: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator: this.validator },
+    );
+    server.setRequestHandler(ListToolsRequestSchema, () => this.catalogue.listFor(session.tools));
+    server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
+      this.runner.run(session, request.params.name, request.params.arguments, {
+        requestId,
+        signal: extra.signal,
+        progress: progressOf(request.params._meta?.progressToken, extra.sendNotification),
+      }),
+    );
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !isStreamingCall(message) });
+    res.once('close', () => {
+      // The caller left before its answer: stop the tool call (its signal). A finished request leaves nothing to close.
+      if (!res.writableFinished) void server.close();
+    });
+    await server.connect(transport);
+    await transport.handleRequest(req, res, message);
+  }
+
+  private metadata(req: IncomingMessage, res: ServerResponse): void {
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.setHeader('allow', 'GET, HEAD');
+      throw new AppError('method_not_allowed', 'The resource metadata is read with GET.');
+    }
+    const json = JSON.stringify(protectedResource(this.sessions.mcpUrl));
+    res.writeHead(200, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(json),
+      'cache-control': 'public, max-age=3600',
+      'access-control-allow-origin': '*',
+    });
+    res.end(req.method === 'HEAD' ? undefined : json);
+  }
+}
