@@ -11,7 +11,7 @@ import { EventsRepository } from '../events/events.repository.js';
 import type { TokenSet, UpstreamUser } from '../upstream/upstream.types.js';
 import type { ConnectSessionEntity } from './connect-session.entity.js';
 import { ConnectionHealthRepository, type ConnectionWithHealth, type RenewalRecord } from './store/connection-health.repository.js';
-import type { ConnectionFilter, PagePosition } from './store/connection-paging.js';
+import type { ConnectionFilter, PagedConnection, PagePosition } from './store/connection-paging.js';
 import type { ConnectionEntity } from './store/connection.entity.js';
 import { ConnectionsRepository, type ConnectedFields } from './store/connections.repository.js';
 import { RenewalLeaseRepository } from './store/renewal-lease.repository.js';
@@ -34,7 +34,7 @@ export class ConnectionsService {
   ) {}
 
   /** A page of the tenant's connections in creation order; `next` (null on the last page) continues after it. */
-  async list(tenantId: string, q: ConnectionListQuery): Promise<{ connections: ConnectionWithHealth[]; next: string | null }> {
+  async list(tenantId: string, q: ConnectionListQuery): Promise<{ connections: PagedConnection[]; next: string | null }> {
     const limit = q.limit ?? DEFAULT_CONNECTIONS_PAGE;
     const after = q.after === undefined ? null : decodeConnectionCursor(tenantId, q.after);
     const tenant = await this.tenants.get(tenantId);

@@ -18,6 +18,8 @@ import { EventRetention1797000000000 } from '../../migrations/1797000000000-Even
 import { CreateAuditLog1797200000000 } from '../../migrations/1797200000000-CreateAuditLog.js';
 import { TenantsPaging1797300000000 } from '../../migrations/1797300000000-TenantsPaging.js';
 import { EventPayloadDigest1797400000000 } from '../../migrations/1797400000000-EventPayloadDigest.js';
+import { EventsPageFunction1797600000000 } from '../../migrations/1797600000000-EventsPageFunction.js';
+import { LeaseUpdatesSkipChangeCompare1797600000001 } from '../../migrations/1797600000001-LeaseUpdatesSkipChangeCompare.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
@@ -44,4 +46,6 @@ export const MIGRATIONS = [
   CreateAuditLog1797200000000,
   TenantsPaging1797300000000,
   EventPayloadDigest1797400000000,
+  EventsPageFunction1797600000000,
+  LeaseUpdatesSkipChangeCompare1797600000001,
 ];
