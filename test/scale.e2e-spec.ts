@@ -6,7 +6,12 @@ import { BIG_TENANT, seedAudit, seedConnections, seedEvents, seedTenants } from 
 import { AuditLogRepository } from '../src/audit/audit-log.repository.js';
 import { ConnectionEntity } from '../src/connections/store/connection.entity.js';
 import { ConnectionsRepository } from '../src/connections/store/connections.repository.js';
-import { CLAIM_DUE_SQL, COUNT_DUE_SQL, RELEASE_LEASES_OF_SQL, RenewalLeaseRepository } from '../src/connections/store/renewal-lease.repository.js';
+import {
+  CLAIM_DUE_SQL,
+  COUNT_DUE_SQL,
+  RELEASE_LEASES_OF_SQL,
+  RenewalLeaseRepository,
+} from '../src/connections/store/renewal-lease.repository.js';
 import { EventsRepository } from '../src/events/events.repository.js';
 import { MAX_OWNERS, ownerKey, RouteCache } from '../src/routing/route-cache.js';
 import { RoutingService } from '../src/routing/routing.service.js';
@@ -116,7 +121,13 @@ describe('at 100k connections and 10k tenants: indexes, bounded reads, bounded c
     try {
       await client.query('BEGIN');
       await client.query(`LOAD 'auto_explain'`);
-      for (const setting of ['log_min_duration = 0', 'log_analyze = on', 'log_nested_statements = on', 'log_format = json', 'log_level = notice'])
+      for (const setting of [
+        'log_min_duration = 0',
+        'log_analyze = on',
+        'log_nested_statements = on',
+        'log_format = json',
+        'log_level = notice',
+      ])
         await client.query(`SET LOCAL auto_explain.${setting}`);
       await client.query(sql, params);
       const inner = plans.find((p) => nodes(p).some((n) => n['Node Type'] !== 'Function Scan' && n['Relation Name'] !== undefined));
@@ -349,7 +360,11 @@ describe('at 100k connections and 10k tenants: indexes, bounded reads, bounded c
       ['whether a tenant exists', () => tenants.exists('t04242'), { tenants: 1 }],
       ['a lease taken', () => leases.tryLease(id, 'scale-test', 60_000), { connections: 2, tenants: 1 }],
       ['a lease extended', () => leases.extendLease(id, 'scale-test', Number(version), 60_000), { connections: 2 }],
-      ['a failure recorded', () => leases.recordFailure(id, 'scale-test', Number(version), new Date(Date.now() + 60_000)), { connections: 2 }],
+      [
+        'a failure recorded',
+        () => leases.recordFailure(id, 'scale-test', Number(version), new Date(Date.now() + 60_000)),
+        { connections: 2 },
+      ],
       ['a lease given back', () => leases.releaseLease(id, 'scale-test'), { connections: 2 }],
     ];
     for (const [what, work, most] of lookups) {

@@ -28,11 +28,16 @@ export class EntityRows<T extends ObjectLiteral, K extends keyof T = keyof T> {
   ) {
     const all = db.getMetadata(target).columns;
     const wanted = properties ? all.filter((c) => (properties as readonly string[]).includes(c.propertyName)) : all;
-    if (properties && wanted.length !== properties.length) throw new Error(`${target.name}: not every property of ${properties.join(', ')} is a column`);
+    if (properties && wanted.length !== properties.length)
+      throw new Error(`${target.name}: not every property of ${properties.join(', ')} is a column`);
     this.columns = wanted.map((c) => {
       const transformer = c.transformer;
       if (Array.isArray(transformer)) throw new Error(`${target.name}.${c.propertyName}: a chain of transformers is not mapped`);
-      return { property: c.propertyName, column: c.databaseName, from: transformer ? (v: unknown) => transformer.from(v) as unknown : null };
+      return {
+        property: c.propertyName,
+        column: c.databaseName,
+        from: transformer ? (v: unknown) => transformer.from(v) as unknown : null,
+      };
     });
     this.select = this.columns.map((c) => `${alias}."${c.column}"`).join(', ');
   }

@@ -125,7 +125,11 @@ export class EventsRepository {
   }
 
   async getById(id: string): Promise<StoredEvent | null> {
-    const rows = await preparedQuery(this.db, { name: 'cws_events_by_id', text: `SELECT ${EVENT_COLUMNS} FROM events WHERE id = $1`, values: [id] });
+    const rows = await preparedQuery(this.db, {
+      name: 'cws_events_by_id',
+      text: `SELECT ${EVENT_COLUMNS} FROM events WHERE id = $1`,
+      values: [id],
+    });
     return rows[0] ? toEvent(rows[0]) : null;
   }
 }

@@ -131,10 +131,11 @@ export class RenewalLeaseRepository {
 
   /** Gives the lease back without touching anything else (nothing to do, or shutting down). */
   async releaseLease(id: string, owner: string): Promise<void> {
-    await this.prepared('cws_refresh_release_lease', `UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2`, [
-      id,
-      owner,
-    ]);
+    await this.prepared(
+      'cws_refresh_release_lease',
+      `UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2`,
+      [id, owner],
+    );
   }
 
   /** Every lease `owner` still holds on a due connection, given back (a drain's last renewal step): RELEASE_LEASES_OF_SQL. */

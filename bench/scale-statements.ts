@@ -1,0 +1,180 @@
+// bench/scale.ts's comparison of the list pages' statements as the service sends them (named prepared statements,
+// planned once per connection) against the same SQL sent unnamed (planned at every call, as TypeORM sent the pages
+// before), on PostgreSQL alone: backend CPU per page (from /proc) and the p50 of a page's round trip, each mode on
+// a connection of its own, the modes alternated round by round. The statements come from the repositories
+// themselves, built on a TypeORM data source of the bench's own.
+import pg from 'pg';
+import { DataSource } from 'typeorm';
+import { AuditLogRepository } from '../src/audit/audit-log.repository.js';
+import { SystemClock } from '../src/common/clock.js';
+import { ConnectionEntity } from '../src/connections/store/connection.entity.js';
+import { ConnectionsRepository } from '../src/connections/store/connections.repository.js';
+import type { ConnectionFilter, PagePosition } from '../src/connections/store/connection-paging.js';
+import { EventsRepository } from '../src/events/events.repository.js';
+import { TenantEntity } from '../src/tenants/tenant.entity.js';
+import { TenantsRepository } from '../src/tenants/tenants.repository.js';
+import { cpuMs, median } from './harness.js';
+import { BIG_TENANT } from './scale-seed.js';
+
+/** Rows of each measured page (the events page: the console's 50 would halve its rows; it reads 100 too). */
+const PAGE_ROWS = 100;
+/** Reads of each statement a round, in each mode, after 3 not counted. */
+const READS = 40;
+
+export interface PageStatement {
+  name: string;
+  /** A connections page (the figure the goal is on), or another list (events, audit, tenants). */
+  connections: boolean;
+  prepared: pg.QueryConfig;
+  /** The same page as one unnamed statement (the events page: the statement its function runs, with its values). */
+  unnamed: pg.QueryConfig;
+}
+
+interface Mode {
+  client: pg.Client;
+  pid: number;
+  /** Per statement: CPU µs per read of each round, and every read's round trip (ms). */
+  cpu: number[][];
+  ms: number[][];
+}
+
+export interface StatementBench {
+  statements: PageStatement[];
+  prepared: Mode;
+  unnamed: Mode;
+  close(): Promise<void>;
+}
+
+/** The position after which a filter's page `depth` starts (the deepest full page up to 500), null when none. */
+async function deepPosition(db: pg.Client, where: string, rows: number): Promise<PagePosition | null> {
+  const depth = Math.min(500, Math.floor(rows / PAGE_ROWS));
+  if (depth < 2) return null;
+  const r = await db.query<{ at: string; id: string }>(
+    `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at, id::text FROM connections
+      WHERE tenant_id = $1 ${where} ORDER BY created_at, id OFFSET $2 LIMIT 1`,
+    [BIG_TENANT, (depth - 1) * PAGE_ROWS - 1],
+  );
+  return r.rows[0] ? { createdAt: r.rows[0].at, id: r.rows[0].id } : null;
+}
+
+/** The events page's function body as one statement, its arguments as parameters $1..$5. */
+async function eventsPageStatement(db: pg.Client): Promise<string> {
+  const src = (await db.query<{ src: string }>(`SELECT prosrc AS src FROM pg_proc WHERE proname = 'cws_events_page'`)).rows[0].src;
+  const body = /RETURN QUERY([\s\S]*);\s*END/.exec(src)?.[1];
+  if (!body) throw new Error('cws_events_page: no RETURN QUERY');
+  const params: Record<string, string> = {
+    p_tenant: '$1::text',
+    p_writer: '$2::xid8',
+    p_seq: '$3::bigint',
+    p_limit: '$4::integer',
+    p_kept: '$5::timestamptz',
+  };
+  return body.replace(/\bp_(tenant|writer|seq|limit|kept)\b/g, (p) => params[p]);
+}
+
+async function mode(url: string, name: string, statements: number): Promise<Mode> {
+  const client = new pg.Client({ connectionString: url, application_name: `cws-bench ${name}` });
+  await client.connect();
+  const pid = (await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+  return { client, pid, cpu: Array.from({ length: statements }, () => []), ms: Array.from({ length: statements }, () => []) };
+}
+
+/** The list pages of a seeded size's big tenant (`bigCount` connections), each as the service sends it and unnamed. */
+export async function statementBench(url: string, db: pg.Client, bigCount: number): Promise<StatementBench> {
+  const ds = new DataSource({ type: 'postgres', url, entities: [ConnectionEntity, TenantEntity], extra: { max: 1 } });
+  await ds.initialize();
+  const statements: PageStatement[] = [];
+  const add = (name: string, connections: boolean, prepared: pg.QueryConfig, unnamedText = prepared.text) =>
+    statements.push({ name, connections, prepared, unnamed: { text: unnamedText, values: prepared.values } });
+  try {
+    const connections = new ConnectionsRepository(ds);
+    const filters: Array<[string, ConnectionFilter, string, number]> = [
+      ['no filter', {}, '', bigCount],
+      ['userId', { userId: `u-${Math.floor(bigCount / 2)}` }, '', 0],
+      ['kind=user', { kind: 'user' }, `AND kind = 'user'`, bigCount],
+      ['status=reauth_required', { status: 'reauth_required' }, `AND status = 'reauth_required'`, Math.floor(bigCount / 4)],
+    ];
+    for (const [label, filter, where, rows] of filters) {
+      add(`connections page 1 (${label})`, true, connections.pages.query(BIG_TENANT, filter, null, PAGE_ROWS));
+      const deep = await deepPosition(db, where, rows);
+      if (deep) add(`connections deep page (${label})`, true, connections.pages.query(BIG_TENANT, filter, deep, PAGE_ROWS));
+    }
+    const events = new EventsRepository(ds, new SystemClock());
+    const page = events.listAfterQuery(BIG_TENANT, { writerXid: '0', seq: 0 }, PAGE_ROWS, new Date(Date.now() - 30 * 86_400_000));
+    add('events page 1', false, page, await eventsPageStatement(db));
+    const audit = new AuditLogRepository(ds);
+    add("audit page 1 (the tenant's)", false, audit.pageQuery(BIG_TENANT, null, PAGE_ROWS));
+    add('audit page 1 (every tenant)', false, audit.pageQuery(null, null, PAGE_ROWS));
+    const tenants = new TenantsRepository(ds.getRepository(TenantEntity), ds);
+    add('tenants page 1', false, tenants.pageQuery(PAGE_ROWS, null));
+    add('tenants page 2', false, tenants.pageQuery(PAGE_ROWS, 't00099'));
+  } finally {
+    await ds.destroy();
+  }
+  const prepared = await mode(url, 'prepared', statements.length);
+  const unnamed = await mode(url, 'unnamed', statements.length);
+  return {
+    statements,
+    prepared,
+    unnamed,
+    async close() {
+      await prepared.client.end().catch(() => undefined);
+      await unnamed.client.end().catch(() => undefined);
+    },
+  };
+}
+
+/** One round: every statement READS times in each mode, the modes' order swapped every other round. */
+export async function statementRound(b: StatementBench, round: number): Promise<void> {
+  for (const which of round % 2 ? (['unnamed', 'prepared'] as const) : (['prepared', 'unnamed'] as const)) {
+    const m = b[which];
+    for (const [i, s] of b.statements.entries()) {
+      const q = s[which];
+      for (let k = 0; k < 3; k++) await m.client.query(q);
+      const before = cpuMs(m.pid);
+      for (let k = 0; k < READS; k++) {
+        const t = performance.now();
+        await m.client.query(q);
+        m.ms[i].push(performance.now() - t);
+      }
+      m.cpu[i].push(((cpuMs(m.pid) - before) * 1000) / READS);
+    }
+  }
+}
+
+export interface StatementFigures {
+  /** Summed over the connections pages (one page of each kind): CPU µs and p50 ms, prepared and unnamed. */
+  connections: { cpu: [number, number]; p50: [number, number] };
+  others: { cpu: [number, number]; p50: [number, number] };
+  lines: string[];
+}
+
+/** Each statement's medians in both modes, their ratios, and which plans PostgreSQL kept for the named ones. */
+export async function statementFigures(b: StatementBench): Promise<StatementFigures> {
+  const plans = new Map(
+    (
+      await b.prepared.client.query<{ name: string; generic: string; custom: string }>(
+        'SELECT name, generic_plans AS generic, custom_plans AS custom FROM pg_prepared_statements',
+      )
+    ).rows.map((r) => [r.name, `${r.generic} generic, ${r.custom} custom`]),
+  );
+  const sum = { connections: { cpu: [0, 0], p50: [0, 0] }, others: { cpu: [0, 0], p50: [0, 0] } };
+  const lines = b.statements.map((s, i) => {
+    const cpu = [median(b.prepared.cpu[i]), median(b.unnamed.cpu[i])];
+    const p50 = [median(b.prepared.ms[i]), median(b.unnamed.ms[i])];
+    const into = s.connections ? sum.connections : sum.others;
+    for (const k of [0, 1]) {
+      into.cpu[k] += cpu[k];
+      into.p50[k] += p50[k];
+    }
+    return (
+      `    ${s.name}: CPU ${cpu[0].toFixed(0)} / ${cpu[1].toFixed(0)} µs (${(cpu[0] / cpu[1]).toFixed(2)}), ` +
+      `p50 ${p50[0].toFixed(2)} / ${p50[1].toFixed(2)} ms (${(p50[0] / p50[1]).toFixed(2)}); ${s.prepared.name}: ${plans.get(s.prepared.name ?? '') ?? '?'}`
+    );
+  });
+  return {
+    connections: { cpu: [sum.connections.cpu[0], sum.connections.cpu[1]], p50: [sum.connections.p50[0], sum.connections.p50[1]] },
+    others: { cpu: [sum.others.cpu[0], sum.others.cpu[1]], p50: [sum.others.p50[0], sum.others.p50[1]] },
+    lines,
+  };
+}
