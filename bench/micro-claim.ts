@@ -11,7 +11,7 @@
 // applied, and its claim compared with the size's own: `MICRO_SIZES=1000,1000:before` measures a schema change in one
 // run), MICRO_ROUNDS (15, the first not counted), MICRO_CLAIM_SQL (another claim to compare, with the repository's
 // parameters $1..$3), MICRO_SETUP_SQL (statements separated by `;;`, run after seeding), MICRO_BEFORE_SQL (likewise;
-// by default the change trigger as it was before migration LeaseUpdatesSkipChangeCompare: compared on every claim).
+// by default the change trigger's comparison on every claim, as before migration LeaseUpdatesSkipChangeCompare).
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { CLAIM_DUE_SQL, COUNT_DUE_SQL } from '../src/connections/store/renewal-lease.repository.js';
@@ -23,13 +23,11 @@ const SIZES = (process.env.MICRO_SIZES ?? '1000,1000000').split(',').map((entry)
   const [n, variant] = entry.split(':');
   return { n: Number(n), before: variant === 'before' };
 });
+// Before migration LeaseUpdatesSkipChangeCompare the statement trigger compared every UPDATE's rows: the mark that
+// lets it skip the comparison, set for every session of the database, makes it compare again on every claim.
 const BEFORE_SQL =
   process.env.MICRO_BEFORE_SQL ??
-  `DROP TRIGGER tr_connections_changed ON connections;;
-   DROP TRIGGER tr_connections_notify_update ON connections;;
-   CREATE TRIGGER tr_connections_notify_update AFTER UPDATE ON connections REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-     FOR EACH STATEMENT WHEN (current_setting('cws.defer_change_notify', true) IS DISTINCT FROM 'on')
-     EXECUTE FUNCTION cws_notify_connection_updates()`;
+  `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET cws.connections_changed = %L', current_database(), 'on'); END $$`;
 const ROUNDS = Number(process.env.MICRO_ROUNDS ?? 15);
 const CLAIM_SQL = process.env.MICRO_CLAIM_SQL ?? CLAIM_DUE_SQL;
 const TENANTS = 10_000;

@@ -30,12 +30,12 @@ const ANNOUNCED_COLUMNS = [
 
 const IDS_PER_NOTIFICATION = 100;
 
-/** The update trigger's function, as GroupedConnectionChanges wrote it; `reset` first clears the mark (below). */
-const updatesFunction = (reset: string) => `
+/** The update trigger's function, as GroupedConnectionChanges wrote it; `skip` first (below). */
+const updatesFunction = (skip: string) => `
   CREATE OR REPLACE FUNCTION cws_notify_connection_updates() RETURNS trigger LANGUAGE plpgsql AS $$
   DECLARE
     msg text;
-  BEGIN${reset}
+  BEGIN${skip}
     FOR msg IN
       SELECT 'connections:' || tenant_id || ':' || string_agg(id::text, ',')
         FROM (SELECT tenant_id, id, (row_number() OVER (PARTITION BY tenant_id) - 1) / ${IDS_PER_NOTIFICATION} AS chunk
@@ -48,20 +48,27 @@ const updatesFunction = (reset: string) => `
   END
   $$`;
 
-const NOT_DEFERRED = `current_setting('cws.defer_change_notify', true) IS DISTINCT FROM 'on'`;
+/** Unless a row of the statement was marked, nothing to compare; else the mark is cleared for the next statement. */
+const SKIP_UNMARKED = `
+    IF current_setting('cws.connections_changed', true) IS DISTINCT FROM 'on' THEN
+      RETURN NULL;
+    END IF;
+    PERFORM set_config('cws.connections_changed', 'off', true);`;
 
 /**
  * The update trigger compared the old and new rows of every UPDATE of connections (EXCEPT ALL over the transition
  * tables) to leave out the lease's own updates: the scheduler's claim, whose 100 rows differ only in the lease,
  * paid about 0.23 ms a statement for a comparison that never found anything. PostgreSQL refuses transition
- * tables on a trigger with a column list (`UPDATE OF ...`), so the column list goes on a row trigger of its own:
- * it fires only for an UPDATE that names an announced column in its SET, and marks the transaction
- * (`cws.connections_changed`, local, once per statement: its WHEN skips the rows after the first). The statement
- * trigger runs only when marked, and clears the mark before it compares. An UPDATE of the lease alone (the claim,
- * taking, extending or giving back a lease) fires neither: no comparison, no function call. A change to the
- * claim that sets another column fires both again, as it must; nothing silences the trigger but the columns an
- * UPDATE names. Every other UPDATE is compared and announced as before. Expand only: the release before this one
- * runs on it unchanged.
+ * tables on a trigger with a column list (`UPDATE OF ...`), so the column list goes on a row trigger of its own
+ * (`tr_connections_changed`): it fires only for a row of an UPDATE that names an announced column in its SET, and
+ * marks the transaction (`cws.connections_changed`, local). Row triggers fire before statement triggers at the
+ * statement's end, so the statement trigger's function finds the mark when a row of its statement set it: it
+ * clears it and compares as before; without it, it returns at once. An UPDATE of the lease alone (the claim,
+ * taking, extending or giving back a lease) queues no row trigger and compares nothing. A change to the claim
+ * that sets another column is compared and announced again, as it must: nothing decides but the columns an
+ * UPDATE names. The row trigger is an AFTER trigger: a BEFORE one would fetch and lock every updated row (the
+ * claim's and the save's too) before PostgreSQL looks at its column list. Sessions that defer their notifications
+ * (renewal's commit lane) fire neither, as before. Expand only: the release before this one runs on it unchanged.
  */
 export class LeaseUpdatesSkipChangeCompare1797600000001 implements MigrationInterface {
   name = 'LeaseUpdatesSkipChangeCompare1797600000001';
@@ -71,31 +78,19 @@ export class LeaseUpdatesSkipChangeCompare1797600000001 implements MigrationInte
       CREATE FUNCTION cws_mark_connections_changed() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
         PERFORM set_config('cws.connections_changed', 'on', true);
-        RETURN NEW;
+        RETURN NULL;
       END
       $$`);
-    await q.query(updatesFunction(`\n    PERFORM set_config('cws.connections_changed', 'off', true);`));
     await q.query(
-      `CREATE TRIGGER tr_connections_changed BEFORE UPDATE OF ${ANNOUNCED_COLUMNS} ON connections FOR EACH ROW
-       WHEN (${NOT_DEFERRED} AND current_setting('cws.connections_changed', true) IS DISTINCT FROM 'on')
-       EXECUTE FUNCTION cws_mark_connections_changed()`,
+      `CREATE TRIGGER tr_connections_changed AFTER UPDATE OF ${ANNOUNCED_COLUMNS} ON connections FOR EACH ROW
+       WHEN (current_setting('cws.defer_change_notify', true) IS DISTINCT FROM 'on') EXECUTE FUNCTION cws_mark_connections_changed()`,
     );
-    await q.query(`DROP TRIGGER tr_connections_notify_update ON connections`);
-    await q.query(
-      `CREATE TRIGGER tr_connections_notify_update AFTER UPDATE ON connections REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-       FOR EACH STATEMENT WHEN (${NOT_DEFERRED} AND current_setting('cws.connections_changed', true) = 'on')
-       EXECUTE FUNCTION cws_notify_connection_updates()`,
-    );
+    await q.query(updatesFunction(SKIP_UNMARKED));
   }
 
   async down(q: QueryRunner): Promise<void> {
-    await q.query(`DROP TRIGGER tr_connections_notify_update ON connections`);
-    await q.query(
-      `CREATE TRIGGER tr_connections_notify_update AFTER UPDATE ON connections REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-       FOR EACH STATEMENT WHEN (${NOT_DEFERRED}) EXECUTE FUNCTION cws_notify_connection_updates()`,
-    );
+    await q.query(updatesFunction(''));
     await q.query(`DROP TRIGGER tr_connections_changed ON connections`);
     await q.query(`DROP FUNCTION cws_mark_connections_changed()`);
-    await q.query(updatesFunction(''));
   }
 }

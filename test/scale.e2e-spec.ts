@@ -12,6 +12,7 @@ import {
   RELEASE_LEASES_OF_SQL,
   RenewalLeaseRepository,
 } from '../src/connections/store/renewal-lease.repository.js';
+import { RenewalSaveRepository } from '../src/connections/store/renewal-save.repository.js';
 import { EventsRepository } from '../src/events/events.repository.js';
 import { MAX_OWNERS, ownerKey, RouteCache } from '../src/routing/route-cache.js';
 import { RoutingService } from '../src/routing/routing.service.js';
@@ -48,6 +49,8 @@ function literal(escape: (text: string) => string, value: unknown): string {
   if (value === null || value === undefined) return 'NULL';
   if (value instanceof Date) return escape(value.toISOString());
   if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') return escape(String(value));
+  if (Array.isArray(value))
+    return escape(`{${value.map((v) => (v === null ? 'NULL' : `"${String(v).replace(/["\\]/g, '\\$&')}"`)).join(',')}}`);
   throw new Error(`no literal for ${typeof value}`);
 }
 
@@ -192,7 +195,7 @@ describe('at 100k connections and 10k tenants: indexes, bounded reads, bounded c
         ds.createQueryRunner = create;
         pool.query = poolQuery;
       }
-      return seen.filter((s) => /^\s*(SELECT|UPDATE)/i.test(s.sql));
+      return seen.filter((s) => /^\s*(SELECT|UPDATE|INSERT|WITH)/i.test(s.sql));
     };
   }, 170_000);
   afterAll(async () => {
@@ -379,6 +382,47 @@ describe('at 100k connections and 10k tenants: indexes, bounded reads, bounded c
       }
     }
     await t.db.query(`UPDATE connections SET lease_owner = NULL, lease_until = NULL, refresh_failures = 0 WHERE id = $1`, [id]);
+  });
+
+  it("renewal's save and inbound's insert reach connections and tenants by primary key, in their generic plans too", async () => {
+    const rows = (
+      await t.db.query<{ id: string; tenant_id: string; version: string }>(
+        `SELECT id, tenant_id, version FROM connections WHERE tenant_id = $1 AND status = 'active' ORDER BY created_at OFFSET 20000 LIMIT 16`,
+        [BIG_TENANT],
+      )
+    ).rows;
+    const now = new Date();
+    const items = rows.map((r) => ({
+      id: r.id,
+      tenantId: r.tenant_id,
+      version: Number(r.version),
+      accessTokenEnc: 'sealed-access',
+      refreshTokenEnc: 'sealed-refresh',
+      accessTokenExpiresAt: new Date(now.getTime() + 3_600_000),
+      refreshDueAt: new Date(now.getTime() + 2_880_000),
+      now,
+      durationMs: 5,
+    }));
+    // Nobody holds these rows' leases: the save lands nowhere, and its plan is what is looked at.
+    const [save] = await capture(() => t.app.get(RenewalSaveRepository).saveRenewedMany('scale-nobody', items));
+    const deliveries = Array.from({ length: 16 }, (_, i) => ({
+      id: `0190a000-0000-7000-8000-${String(i).padStart(12, '0')}`,
+      tenantId: i % 2 ? BIG_TENANT : 't04242',
+      source: 'upstream' as const,
+      type: 'workflow_step_updated',
+      payload: { event: 'workflow_step_updated' },
+    }));
+    const [insert] = await capture(() => t.app.get(EventsRepository).recordMany(deliveries));
+    await t.db.query(`DELETE FROM events WHERE id = ANY($1::uuid[])`, [deliveries.map((d) => d.id)]);
+    for (const generic of [false, true]) {
+      const saved = await explain(save.sql, save.params, generic);
+      expect(nodes(saved).some((n) => n['Index Name'] === 'connections_pkey')).toBe(true);
+      expectIndexed(saved, 'connections');
+      expect(rowsRead(saved, 'connections')).toBeLessThanOrEqual(16);
+      const inserted = await explain(insert.sql, insert.params, generic);
+      expectIndexed(inserted, 'tenants');
+      expect(rowsRead(inserted, 'tenants')).toBeLessThanOrEqual(16);
+    }
   });
 
   it("the events of a delivery are read by id through each partition's index, in the generic plan too", async () => {
