@@ -3,6 +3,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import type pg from 'pg';
 import type { DataSource, EntityManager } from 'typeorm';
+import { exactTime } from '../database/exact-time.js';
 import { preparedQuery } from '../database/pg-pool.js';
 import type { ActorKind, AuditAction, AuditOutcome, AuditPosition, AuditRecord, AuditRow } from './audit-entry.js';
 
@@ -11,8 +12,7 @@ const SWEEP_LOCK = 7_310_442_101;
 
 type RawRow = {
   id: string;
-  at: Date;
-  position_at: string;
+  at_text: string;
   actor_kind: ActorKind;
   actor_id: string | null;
   action: AuditAction;
@@ -29,7 +29,7 @@ const AFTER_ALL: AuditPosition = { at: 'infinity', id: 'ffffffff-ffff-ffff-ffff-
 
 /** A page, newest first, before ($1, $2), at most $3 rows; `tenant` narrows it to one tenant's rows ($4). */
 const PAGE_SQL = (tenant: string) =>
-  `SELECT id, at, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_at, actor_kind, actor_id,
+  `SELECT id, at::text AS at_text, actor_kind, actor_id,
           action, tenant_id, target, user_id, request_id, outcome, count
      FROM audit_log WHERE ${tenant} (at, id) < ($1::timestamptz, $2::uuid)
     ORDER BY at DESC, id DESC
@@ -79,19 +79,22 @@ export class AuditLogRepository {
     limit: number,
   ): Promise<Array<AuditRow & { position: AuditPosition }>> {
     const rows = await preparedQuery<RawRow>(this.db, this.pageQuery(tenantId, before, limit));
-    return rows.map((r) => ({
-      id: r.id,
-      at: r.at,
-      actor: { kind: r.actor_kind, id: r.actor_id },
-      action: r.action,
-      tenantId: r.tenant_id,
-      target: r.target,
-      userId: r.user_id,
-      requestId: r.request_id,
-      outcome: r.outcome,
-      count: r.count,
-      position: { at: r.position_at, id: r.id },
-    }));
+    return rows.map((r) => {
+      const { at, exact } = exactTime(r.at_text);
+      return {
+        id: r.id,
+        at,
+        actor: { kind: r.actor_kind, id: r.actor_id },
+        action: r.action,
+        tenantId: r.tenant_id,
+        target: r.target,
+        userId: r.user_id,
+        requestId: r.request_id,
+        outcome: r.outcome,
+        count: r.count,
+        position: { at: exact, id: r.id },
+      };
+    });
   }
 
   /**

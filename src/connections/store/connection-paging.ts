@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { EntityRows } from '../../database/entity-rows.js';
+import { exactTime } from '../../database/exact-time.js';
 import type { ConnectionEntity, ConnectionKind, ConnectionStatus } from './connection.entity.js';
 import { type LastError, lastErrorOf } from './connection-health.repository.js';
 
@@ -18,7 +19,7 @@ export interface ConnectionFilter {
 /**
  * What a list page reads of each connection: what the API shows of it (ConnectionResponseDto), not its sealed
  * tokens, lease or due time (two ciphertexts and three timestamps a row that PostgreSQL would format and the
- * app parse, for nothing).
+ * app parse, for nothing). createdAt comes as text (exactTime): it is also the row's position.
  */
 export const LISTED_PROPERTIES = [
   'id',
@@ -32,9 +33,8 @@ export const LISTED_PROPERTIES = [
   'scopes',
   'accessTokenExpiresAt',
   'lastRefreshedAt',
-  'createdAt',
 ] as const;
-export type ListedConnection = Pick<ConnectionEntity, (typeof LISTED_PROPERTIES)[number]>;
+export type ListedConnection = Pick<ConnectionEntity, (typeof LISTED_PROPERTIES)[number] | 'createdAt'>;
 
 /** A listed connection, with the position that a page starting after it needs. */
 export interface PagedConnection {
@@ -78,8 +78,7 @@ export class ConnectionPages {
       if (filter.status) where.push(`c.status = ${STATUS_SQL[filter.status]}`);
       statement = {
         name: `cws_connections_page${shape}`,
-        text: `SELECT ${this.rows.select}, h.last_error_code AS health_code, h.last_error_at AS health_at,
-       to_char(c.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_at
+        text: `SELECT ${this.rows.select}, h.last_error_code AS health_code, h.last_error_at AS health_at, c.created_at::text AS created_text
   FROM connections c LEFT JOIN connection_health h ON h.connection_id = c.id
  WHERE ${where.join(' AND ')}
  ORDER BY c.created_at, c.id
@@ -96,11 +95,12 @@ export class ConnectionPages {
   /** A page statement's rows as listed connections. */
   map(raw: Array<Record<string, unknown>>): PagedConnection[] {
     return raw.map((r) => {
-      const connection = this.rows.map(r);
+      const created = exactTime(r.created_text as string);
+      const connection: ListedConnection = Object.assign(this.rows.map(r), { createdAt: created.at });
       return {
         connection,
         lastError: lastErrorOf(r.health_code as string | null, r.health_at as Date | null),
-        position: { createdAt: r.position_at as string, id: connection.id },
+        position: { createdAt: created.exact, id: connection.id },
       };
     });
   }
