@@ -1,8 +1,10 @@
 // bench/scale.ts's comparison of the list pages' statements as the service sends them (named prepared statements,
-// planned once per connection) against the same SQL sent unnamed (planned at every call, as TypeORM sent the pages
-// before), on PostgreSQL alone: backend CPU per page (from /proc) and the p50 of a page's round trip, each mode on
-// a connection of its own, the modes alternated round by round. The statements come from the repositories
-// themselves, built on a TypeORM data source of the bench's own.
+// planned once per connection) against the same SQL sent unnamed (planned at every call), and against the statement
+// each page was before (`today`: TypeORM's query builder for the connections and tenants pages, as the code of
+// 69cd9b5 built them, the audit page's SQL of then; all unnamed, as TypeORM sends them), on PostgreSQL alone:
+// backend CPU per page (from /proc) and the p50 of a page's round trip, each mode on a connection of its own, the
+// modes alternated round by round. The service's statements come from the repositories themselves, built on a
+// TypeORM data source of the bench's own.
 import pg from 'pg';
 import { DataSource } from 'typeorm';
 import { AuditLogRepository } from '../src/audit/audit-log.repository.js';
@@ -36,6 +38,8 @@ export interface PageStatement {
   prepared: pg.QueryArrayConfig;
   /** The same page as one unnamed statement (the events page: the statement its function runs, with its values). */
   unnamed: pg.QueryArrayConfig;
+  /** The page's statement before the prepared statements, unnamed. */
+  today: pg.QueryArrayConfig;
 }
 
 interface Mode {
@@ -46,11 +50,60 @@ interface Mode {
   ms: number[][];
 }
 
+const MODES = ['prepared', 'unnamed', 'today'] as const;
+
 export interface StatementBench {
   statements: PageStatement[];
   prepared: Mode;
   unnamed: Mode;
+  today: Mode;
   close(): Promise<void>;
+}
+
+/** The connections page as TypeORM built it before (connection-paging.ts of 69cd9b5): every column, to_char per row. */
+function connectionsPageToday(ds: DataSource, filter: ConnectionFilter, after: PagePosition | null): pg.QueryConfig {
+  const q = ds
+    .getRepository(ConnectionEntity)
+    .createQueryBuilder('c')
+    .leftJoin('connection_health', 'h', 'h.connection_id = c.id')
+    .addSelect('h.last_error_code', 'health_code')
+    .addSelect('h.last_error_at', 'health_at')
+    .addSelect(`to_char(c.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`, 'position_at')
+    .where('c.tenant_id = :tenantId', { tenantId: BIG_TENANT });
+  if (after)
+    q.andWhere('(c.created_at, c.id) > (CAST(:afterAt AS timestamptz), CAST(:afterId AS uuid))', {
+      afterAt: after.createdAt,
+      afterId: after.id,
+    });
+  if (filter.userId !== undefined) q.andWhere(`c.kind = 'user' AND c.user_id = :userId`, { userId: filter.userId });
+  if (filter.kind) q.andWhere('c.kind = :kind', { kind: filter.kind });
+  if (filter.status) q.andWhere('c.status = :status', { status: filter.status });
+  const [text, values] = q
+    .orderBy('c.created_at', 'ASC')
+    .addOrderBy('c.id', 'ASC')
+    .limit(PAGE_ROWS + 1)
+    .getQueryAndParameters();
+  return { text, values };
+}
+
+/** The audit page's SQL before (first page; a tenant's, or every tenant's). */
+function auditPageToday(tenantId: string | null): pg.QueryConfig {
+  return {
+    text: `SELECT id, at, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_at, actor_kind, actor_id,
+              action, tenant_id, target, user_id, request_id, outcome, count
+         FROM audit_log ${tenantId === null ? '' : 'WHERE tenant_id = $1'}
+        ORDER BY at DESC, id DESC
+        LIMIT $${tenantId === null ? 1 : 2}`,
+    values: tenantId === null ? [PAGE_ROWS + 1] : [tenantId, PAGE_ROWS + 1],
+  };
+}
+
+/** The tenants page as TypeORM built it before (tenants.repository.ts of 69cd9b5). */
+function tenantsPageToday(ds: DataSource, after: string | null): pg.QueryConfig {
+  const q = ds.getRepository(TenantEntity).createQueryBuilder('t').where('t.deleted_at IS NULL');
+  if (after !== null) q.andWhere('(t.created_at, t.id) > (SELECT a.created_at, a.id FROM tenants a WHERE a.id = :after)', { after });
+  const [text, values] = q.orderBy('t.created_at', 'ASC').addOrderBy('t.id', 'ASC').limit(PAGE_ROWS).getQueryAndParameters();
+  return { text, values };
 }
 
 /** The position after which a filter's page `depth` starts (the deepest full page up to 500), null when none. */
@@ -92,12 +145,13 @@ export async function statementBench(url: string, db: pg.Client, bigCount: numbe
   const ds = new DataSource({ type: 'postgres', url, entities: [ConnectionEntity, TenantEntity], extra: { max: 1 } });
   await ds.initialize();
   const statements: PageStatement[] = [];
-  const add = (name: string, connections: boolean, prepared: pg.QueryConfig, unnamedText = prepared.text) =>
+  const add = (name: string, connections: boolean, prepared: pg.QueryConfig, today: pg.QueryConfig, unnamedText = prepared.text) =>
     statements.push({
       name,
       connections,
       prepared: { ...prepared, ...RAW },
       unnamed: { text: unnamedText, values: prepared.values, ...RAW },
+      today: { text: today.text, values: today.values, ...RAW },
     });
   try {
     const connections = new ConnectionsRepository(ds);
@@ -108,38 +162,51 @@ export async function statementBench(url: string, db: pg.Client, bigCount: numbe
       ['status=reauth_required', { status: 'reauth_required' }, `AND status = 'reauth_required'`, Math.floor(bigCount / 4)],
     ];
     for (const [label, filter, where, rows] of filters) {
-      add(`connections page 1 (${label})`, true, connections.pages.query(BIG_TENANT, filter, null, PAGE_ROWS));
+      add(
+        `connections page 1 (${label})`,
+        true,
+        connections.pages.query(BIG_TENANT, filter, null, PAGE_ROWS),
+        connectionsPageToday(ds, filter, null),
+      );
       const deep = await deepPosition(db, where, rows);
-      if (deep) add(`connections deep page (${label})`, true, connections.pages.query(BIG_TENANT, filter, deep, PAGE_ROWS));
+      if (deep)
+        add(
+          `connections deep page (${label})`,
+          true,
+          connections.pages.query(BIG_TENANT, filter, deep, PAGE_ROWS),
+          connectionsPageToday(ds, filter, deep),
+        );
     }
     const events = new EventsRepository(ds, new SystemClock());
     const page = events.listAfterQuery(BIG_TENANT, { writerXid: '0', seq: 0 }, PAGE_ROWS, new Date(Date.now() - 30 * 86_400_000));
-    add('events page 1', false, page, await eventsPageStatement(db));
+    const eventsToday = await eventsPageStatement(db);
+    add('events page 1', false, page, { text: eventsToday, values: page.values }, eventsToday);
     const audit = new AuditLogRepository(ds);
-    add("audit page 1 (the tenant's)", false, audit.pageQuery(BIG_TENANT, null, PAGE_ROWS));
-    add('audit page 1 (every tenant)', false, audit.pageQuery(null, null, PAGE_ROWS));
+    add("audit page 1 (the tenant's)", false, audit.pageQuery(BIG_TENANT, null, PAGE_ROWS), auditPageToday(BIG_TENANT));
+    add('audit page 1 (every tenant)', false, audit.pageQuery(null, null, PAGE_ROWS), auditPageToday(null));
     const tenants = new TenantsRepository(ds.getRepository(TenantEntity), ds);
-    add('tenants page 1', false, tenants.pageQuery(PAGE_ROWS, null));
-    add('tenants page 2', false, tenants.pageQuery(PAGE_ROWS, 't00099'));
+    add('tenants page 1', false, tenants.pageQuery(PAGE_ROWS, null), tenantsPageToday(ds, null));
+    add('tenants page 2', false, tenants.pageQuery(PAGE_ROWS, 't00099'), tenantsPageToday(ds, 't00099'));
   } finally {
     await ds.destroy();
   }
   const prepared = await mode(url, 'prepared', statements.length);
   const unnamed = await mode(url, 'unnamed', statements.length);
+  const today = await mode(url, 'today', statements.length);
   return {
     statements,
     prepared,
     unnamed,
+    today,
     async close() {
-      await prepared.client.end().catch(() => undefined);
-      await unnamed.client.end().catch(() => undefined);
+      for (const m of [prepared, unnamed, today]) await m.client.end().catch(() => undefined);
     },
   };
 }
 
-/** One round: every statement READS times in each mode, the modes' order swapped every other round. */
+/** One round: every statement READS times in each mode, the modes' order reversed every other round. */
 export async function statementRound(b: StatementBench, round: number): Promise<void> {
-  for (const which of round % 2 ? (['unnamed', 'prepared'] as const) : (['prepared', 'unnamed'] as const)) {
+  for (const which of round % 2 ? [...MODES].reverse() : MODES) {
     const m = b[which];
     for (const [i, s] of b.statements.entries()) {
       const q = s[which];
@@ -155,14 +222,20 @@ export async function statementRound(b: StatementBench, round: number): Promise<
   }
 }
 
+/** Sums over a group of pages, in each mode: CPU µs, p50 ms. */
+export interface PageSums {
+  cpu: Record<(typeof MODES)[number], number>;
+  p50: Record<(typeof MODES)[number], number>;
+}
+
 export interface StatementFigures {
-  /** Summed over the connections pages (one page of each kind): CPU µs and p50 ms, prepared and unnamed. */
-  connections: { cpu: [number, number]; p50: [number, number] };
-  others: { cpu: [number, number]; p50: [number, number] };
+  /** Summed over the connections pages (one page of each kind), and over the others. */
+  connections: PageSums;
+  others: PageSums;
   lines: string[];
 }
 
-/** Each statement's medians in both modes, their ratios, and which plans PostgreSQL kept for the named ones. */
+/** Each statement's medians in each mode, the ratios to today's, and which plans PostgreSQL kept for the named ones. */
 export async function statementFigures(b: StatementBench): Promise<StatementFigures> {
   const plans = new Map(
     (
@@ -171,23 +244,23 @@ export async function statementFigures(b: StatementBench): Promise<StatementFigu
       )
     ).rows.map((r) => [r.name, `${r.generic} generic, ${r.custom} custom`]),
   );
-  const sum = { connections: { cpu: [0, 0], p50: [0, 0] }, others: { cpu: [0, 0], p50: [0, 0] } };
+  const zero = () => ({ prepared: 0, unnamed: 0, today: 0 });
+  const sums = { connections: { cpu: zero(), p50: zero() }, others: { cpu: zero(), p50: zero() } };
   const lines = b.statements.map((s, i) => {
-    const cpu = [median(b.prepared.cpu[i]), median(b.unnamed.cpu[i])];
-    const p50 = [median(b.prepared.ms[i]), median(b.unnamed.ms[i])];
-    const into = s.connections ? sum.connections : sum.others;
-    for (const k of [0, 1]) {
-      into.cpu[k] += cpu[k];
-      into.p50[k] += p50[k];
+    const into = s.connections ? sums.connections : sums.others;
+    const cpu = zero();
+    const p50 = zero();
+    for (const m of MODES) {
+      cpu[m] = median(b[m].cpu[i]);
+      p50[m] = median(b[m].ms[i]);
+      into.cpu[m] += cpu[m];
+      into.p50[m] += p50[m];
     }
     return (
-      `    ${s.name}: CPU ${cpu[0].toFixed(0)} / ${cpu[1].toFixed(0)} µs (${(cpu[0] / cpu[1]).toFixed(2)}), ` +
-      `p50 ${p50[0].toFixed(2)} / ${p50[1].toFixed(2)} ms (${(p50[0] / p50[1]).toFixed(2)}); ${s.prepared.name}: ${plans.get(s.prepared.name ?? '') ?? '?'}`
+      `    ${s.name}: CPU ${cpu.prepared.toFixed(0)} / ${cpu.unnamed.toFixed(0)} / ${cpu.today.toFixed(0)} µs (${(cpu.prepared / cpu.today).toFixed(2)}), ` +
+      `p50 ${p50.prepared.toFixed(2)} / ${p50.unnamed.toFixed(2)} / ${p50.today.toFixed(2)} ms (${(p50.prepared / p50.today).toFixed(2)}); ` +
+      `${s.prepared.name}: ${plans.get(s.prepared.name ?? '') ?? '?'}`
     );
   });
-  return {
-    connections: { cpu: [sum.connections.cpu[0], sum.connections.cpu[1]], p50: [sum.connections.p50[0], sum.connections.p50[1]] },
-    others: { cpu: [sum.others.cpu[0], sum.others.cpu[1]], p50: [sum.others.p50[0], sum.others.p50[1]] },
-    lines,
-  };
+  return { ...sums, lines };
 }
