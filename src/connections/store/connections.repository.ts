@@ -38,9 +38,10 @@ export interface ConnectedFields extends RenewedFields {
  */
 @Injectable()
 export class ConnectionsRepository {
-  /** The entity's columns and the mapping of its rows; the list's page statements. */
-  readonly rows: EntityRows<ConnectionEntity>;
+  /** The list's page statements (the bench sends them too, `bench/scale-statements.ts`). */
   readonly pages: ConnectionPages;
+  /** The entity's columns and the mapping of its rows. */
+  private readonly rows: EntityRows<ConnectionEntity>;
   private readonly byId: string;
   private readonly byTenantAndId: string;
   private readonly userOf: string;
