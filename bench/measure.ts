@@ -46,21 +46,24 @@ export async function inParallel<T>(n: number, concurrency: number, work: (i: nu
 /**
  * CPU of the app's process and its PostgreSQL backends over `work`, in µs per operation; `lane` is the share of
  * the database's that renewal's commit lane spent (its backend names itself `cws-connect <instance> renewal`: the
- * saves of new pairs), the rest being the pool's (claims, lookups, everything else) and the change listener's.
+ * saves of new pairs), the rest being the pool's (claims, lookups, everything else) and the change listener's; `ms`
+ * the wall time `work` took.
  */
 export async function cpuPerOp(
   db: pg.Client,
   database: string,
   pid: number,
   work: () => Promise<number>,
-): Promise<{ app: number; db: number; lane: number; ops: number }> {
+): Promise<{ app: number; db: number; lane: number; ops: number; ms: number }> {
   const appBefore = cpuMs(pid);
   const dbBefore = await databaseCpu(db, database, 'cws-connect%');
   const laneBefore = await databaseCpu(db, database, 'cws-connect % renewal');
+  const t = performance.now();
   const ops = Math.max(1, await work());
+  const ms = performance.now() - t;
   const dbMs = databaseCpuSince(dbBefore, await databaseCpu(db, database, 'cws-connect%'));
   const laneMs = databaseCpuSince(laneBefore, await databaseCpu(db, database, 'cws-connect % renewal'));
-  return { app: ((cpuMs(pid) - appBefore) * 1000) / ops, db: (dbMs * 1000) / ops, lane: (laneMs * 1000) / ops, ops };
+  return { app: ((cpuMs(pid) - appBefore) * 1000) / ops, db: (dbMs * 1000) / ops, lane: (laneMs * 1000) / ops, ops, ms };
 }
 
 export async function timed(url: string, headers: Record<string, string>): Promise<{ ms: number; body: string }> {

@@ -104,8 +104,25 @@ export async function seedEvents(db: pg.ClientBase, tenants: number, count: numb
 }
 
 /**
+ * Audit rows, as the API's writes leave them: half in the big tenant, the rest spread over the others, one a
+ * second back from now (newest first is the audit pages' order). One statement (generate_series).
+ */
+export async function seedAudit(db: pg.ClientBase, tenants: number, count: number): Promise<void> {
+  if (count <= 0) return;
+  await db.query(
+    `INSERT INTO audit_log (id, at, actor_kind, actor_id, action, tenant_id, target, request_id, outcome)
+     SELECT gen_random_uuid(), now() - (g * interval '1 second'), 'tenant_key', gen_random_uuid()::text, 'connection.deleted',
+            CASE WHEN g % 2 = 0 THEN $3 ELSE 't' || lpad((1 + (g / 2) % ($2 - 1))::text, 5, '0') END,
+            'connections/' || gen_random_uuid(), 'req-' || g, 'success'
+       FROM generate_series(1, $1::int) AS g`,
+    [count, tenants, BIG_TENANT],
+  );
+}
+
+/**
  * Everything a seeded bench stores before the service starts: `tenants` tenants, `connections` connections
- * holding `shared`'s access token (an upstream pair of the sandbox's), `events` events, then VACUUM ANALYZE.
+ * holding `shared`'s access token (an upstream pair of the sandbox's), `events` events, as many audit rows as
+ * connections, then VACUUM ANALYZE.
  * Answers the seconds it took.
  */
 export async function seedAll(
@@ -123,6 +140,7 @@ export async function seedAll(
     accessExpiresAt: new Date(Date.now() + shared.expiresIn * 1000),
   });
   await seedEvents(db, size.tenants, size.events, size.payload);
+  await seedAudit(db, size.tenants, size.connections);
   await db.query('VACUUM ANALYZE');
   // The seed's dirty pages written now, not by the checkpointer on the same cores while the first figures run.
   await db.query('CHECKPOINT');

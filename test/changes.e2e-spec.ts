@@ -139,5 +139,41 @@ describe('change announcements (NOTIFY triggers)', () => {
     const def = await db.query<{ def: string }>(`SELECT pg_get_functiondef('cws_notify_connection_updates'::regproc) AS def`);
     const compared = columns.filter((c) => new RegExp(`\\b${c}\\b`).test(def.rows[0].def));
     expect(compared.sort()).toEqual(columns.filter((c) => c !== 'lease_owner' && c !== 'lease_until').sort());
+    // The row trigger that marks a statement for the comparison fires for an UPDATE naming any of the same columns.
+    const marked = await db.query<{ column_name: string }>(
+      `SELECT a.attname AS column_name FROM pg_trigger t JOIN pg_attribute a ON a.attrelid = t.tgrelid AND a.attnum = ANY (t.tgattr::int2[])
+        WHERE t.tgname = 'tr_connections_changed'`,
+    );
+    expect(marked.rows.map((r) => r.column_name).sort()).toEqual(columns.filter((c) => c !== 'lease_owner' && c !== 'lease_until').sort());
+  });
+
+  it('an UPDATE of the lease alone runs no comparison; a change after it in the same transaction is still announced', async () => {
+    const id = randomUUID();
+    await insert(id);
+    // The mark a changed row leaves for the statement trigger, which clears it ('off') once it has compared the rows
+    // ('': never set in this transaction).
+    const mark = async () =>
+      (await db.query<{ mark: string | null }>(`SELECT current_setting('cws.connections_changed', true) AS mark`)).rows[0].mark ?? '';
+    // The trigger functions called in this transaction (pg_stat_xact_user_functions: this transaction's own counts).
+    const marks = async () =>
+      Number(
+        (await db.query<{ calls: string }>(`SELECT calls FROM pg_stat_xact_user_functions WHERE funcname = 'cws_mark_connections_changed'`))
+          .rows[0]?.calls ?? 0,
+      );
+    const key = `connections:acme:${id}`;
+    const payloads = await announced(async () => {
+      await db.query('BEGIN');
+      await db.query(`SET LOCAL track_functions = 'pl'`);
+      await db.query(`UPDATE connections SET lease_owner = 'i-1', lease_until = now() + interval '1 minute' WHERE id = $1`, [id]);
+      expect({ marks: await marks(), mark: await mark() }).toEqual({ marks: 0, mark: '' });
+      await db.query(`UPDATE connections SET version = version + 1 WHERE id = $1`, [id]);
+      expect({ marks: await marks(), mark: await mark() }).toEqual({ marks: 1, mark: 'off' });
+      await db.query(`UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = $1`, [id]);
+      await db.query(`UPDATE connections SET refresh_failures = refresh_failures + 1 WHERE id = $1`, [id]);
+      expect({ marks: await marks(), mark: await mark() }).toEqual({ marks: 2, mark: 'off' });
+      await db.query('COMMIT');
+    });
+    // Two changes of one row, one notification (NOTIFY folds the same payload within a transaction).
+    expect(payloads).toEqual([key]);
   });
 });

@@ -1,16 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
+import type pg from 'pg';
 import type { DataSource, EntityManager } from 'typeorm';
+import { exactTime } from '../database/exact-time.js';
+import { preparedQuery } from '../database/pg-pool.js';
 import type { ActorKind, AuditAction, AuditOutcome, AuditPosition, AuditRecord, AuditRow } from './audit-entry.js';
 
 /** Advisory lock of the retention sweep: one instance sweeps at a time, the others skip their turn. */
 const SWEEP_LOCK = 7_310_442_101;
 
-interface RawRow {
+type RawRow = {
   id: string;
-  at: Date;
-  position_at: string;
+  at_text: string;
   actor_kind: ActorKind;
   actor_id: string | null;
   action: AuditAction;
@@ -22,7 +24,18 @@ interface RawRow {
   count: number;
   status: number | null;
   trace_id: string | null;
-}
+};
+
+/** A page starts before this position: after every row (`at` is never infinity). */
+const AFTER_ALL: AuditPosition = { at: 'infinity', id: 'ffffffff-ffff-ffff-ffff-ffffffffffff' };
+
+/** A page, newest first, before ($1, $2), at most $3 rows; `tenant` narrows it to one tenant's rows ($4). */
+const PAGE_SQL = (tenant: string) =>
+  `SELECT id, at::text AS at_text, actor_kind, actor_id,
+          action, tenant_id, target, user_id, request_id, outcome, count, status, trace_id
+     FROM audit_log WHERE ${tenant} (at, id) < ($1::timestamptz, $2::uuid)
+    ORDER BY at DESC, id DESC
+    LIMIT $3`;
 
 /** Every read and write of the audit_log table. */
 @Injectable()
@@ -97,40 +110,36 @@ export class AuditLogRepository {
     before: AuditPosition | null,
     limit: number,
   ): Promise<Array<AuditRow & { position: AuditPosition }>> {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    if (tenantId !== null) {
-      params.push(tenantId);
-      where.push(`tenant_id = $${params.length}`);
-    }
-    if (before) {
-      params.push(before.at, before.id);
-      where.push(`(at, id) < (CAST($${params.length - 1} AS timestamptz), CAST($${params.length} AS uuid))`);
-    }
-    params.push(limit + 1);
-    const rows: RawRow[] = await this.db.query(
-      `SELECT id, at, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS position_at, actor_kind, actor_id,
-              action, tenant_id, target, user_id, request_id, outcome, count, status, trace_id
-         FROM audit_log ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-        ORDER BY at DESC, id DESC
-        LIMIT $${params.length}`,
-      params,
-    );
-    return rows.map((r) => ({
-      id: r.id,
-      at: r.at,
-      actor: { kind: r.actor_kind, id: r.actor_id },
-      action: r.action,
-      tenantId: r.tenant_id,
-      target: r.target,
-      userId: r.user_id,
-      requestId: r.request_id,
-      outcome: r.outcome,
-      status: r.status,
-      traceId: r.trace_id,
-      count: r.count,
-      position: { at: r.position_at, id: r.id },
-    }));
+    const rows = await preparedQuery<RawRow>(this.db, this.pageQuery(tenantId, before, limit));
+    return rows.map((r) => {
+      const { at, exact } = exactTime(r.at_text);
+      return {
+        id: r.id,
+        at,
+        actor: { kind: r.actor_kind, id: r.actor_id },
+        action: r.action,
+        tenantId: r.tenant_id,
+        target: r.target,
+        userId: r.user_id,
+        requestId: r.request_id,
+        outcome: r.outcome,
+        status: r.status,
+        traceId: r.trace_id,
+        count: r.count,
+        position: { at: exact, id: r.id },
+      };
+    });
+  }
+
+  /**
+   * listPage's statement with its values: a named prepared statement, one for a tenant's rows and one for every
+   * row. The first page reads before AFTER_ALL, so that it shares the deeper pages' statement and generic plan.
+   */
+  pageQuery(tenantId: string | null, before: AuditPosition | null, limit: number): pg.QueryConfig {
+    const from = before ?? AFTER_ALL;
+    return tenantId === null
+      ? { name: 'cws_audit_page', text: PAGE_SQL(''), values: [from.at, from.id, limit + 1] }
+      : { name: 'cws_audit_page_tenant', text: PAGE_SQL('tenant_id = $4 AND'), values: [from.at, from.id, limit + 1, tenantId] };
   }
 
   /**

@@ -1,6 +1,8 @@
 import { Injectable } from '@nestjs/common';
-import { InjectRepository } from '@nestjs/typeorm';
-import { IsNull, Repository } from 'typeorm';
+import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
+import { DataSource, IsNull, Repository } from 'typeorm';
+import { EntityRows } from '../database/entity-rows.js';
+import { preparedQuery } from '../database/pg-pool.js';
 import { TenantApiKeyEntity } from './tenant-api-key.entity.js';
 
 /** What checking a presented key needs of a stored one. */
@@ -8,7 +10,16 @@ export type KeyCandidate = Pick<TenantApiKeyEntity, 'id' | 'tenantId' | 'keyPref
 
 @Injectable()
 export class TenantApiKeysRepository {
-  constructor(@InjectRepository(TenantApiKeyEntity) private readonly repo: Repository<TenantApiKeyEntity>) {}
+  private readonly rows: EntityRows<TenantApiKeyEntity>;
+  private readonly liveByPrefix: string;
+
+  constructor(
+    @InjectRepository(TenantApiKeyEntity) private readonly repo: Repository<TenantApiKeyEntity>,
+    @InjectDataSource() private readonly db: DataSource,
+  ) {
+    this.rows = new EntityRows(db, TenantApiKeyEntity, 'k');
+    this.liveByPrefix = `SELECT ${this.rows.select} FROM tenant_api_keys k WHERE k.key_prefix = $1 AND k.revoked_at IS NULL`;
+  }
 
   async insert(key: TenantApiKeyEntity): Promise<void> {
     await this.repo.insert(key);
@@ -18,9 +29,10 @@ export class TenantApiKeysRepository {
     return this.repo.find({ where: { tenantId, revokedAt: IsNull() }, order: { createdAt: 'ASC' } });
   }
 
-  /** Live keys sharing a prefix: the candidates whose hashes are then compared in constant time. */
-  findLiveByPrefix(prefix: string): Promise<TenantApiKeyEntity[]> {
-    return this.repo.find({ where: { keyPrefix: prefix, revokedAt: IsNull() } });
+  /** Live keys sharing a prefix (a named prepared statement: the first call of a key not cached yet): the candidates whose hashes are then compared in constant time. */
+  async findLiveByPrefix(prefix: string): Promise<TenantApiKeyEntity[]> {
+    const rows = await preparedQuery(this.db, { name: 'cws_api_keys_live_by_prefix', text: this.liveByPrefix, values: [prefix] });
+    return rows.map((r) => this.rows.map(r));
   }
 
   /**

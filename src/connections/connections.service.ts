@@ -7,7 +7,7 @@ import { EXACT_TIME, KeysetCursor, pageOf, UUID_TEXT } from '../common/page-curs
 import type { EnvironmentName } from '../config/app-config.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { ConnectionHealthRepository, type ConnectionWithHealth, type RenewalRecord } from './store/connection-health.repository.js';
-import type { ConnectionFilter, PagePosition } from './store/connection-paging.js';
+import type { ConnectionFilter, PagedConnection, PagePosition } from './store/connection-paging.js';
 import type { ConnectionEntity } from './store/connection.entity.js';
 import { ConnectionsRepository } from './store/connections.repository.js';
 import { RenewalLeaseRepository } from './store/renewal-lease.repository.js';
@@ -26,7 +26,7 @@ export class ConnectionsService {
   ) {}
 
   /** A page of the tenant's connections in creation order; `next` (null on the last page) continues after it. */
-  async list(tenantId: string, q: ConnectionListQuery): Promise<{ connections: ConnectionWithHealth[]; next: string | null }> {
+  async list(tenantId: string, q: ConnectionListQuery): Promise<{ connections: PagedConnection[]; next: string | null }> {
     const limit = q.limit ?? DEFAULT_CONNECTIONS_PAGE;
     const after = q.after === undefined ? null : CONNECTION_CURSOR.decode(tenantId, q.after);
     const tenant = await this.tenants.get(tenantId);

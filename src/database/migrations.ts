@@ -19,6 +19,8 @@ import { CreateAuditLog1797200000000 } from '../../migrations/1797200000000-Crea
 import { TenantsPaging1797300000000 } from '../../migrations/1797300000000-TenantsPaging.js';
 import { EventPayloadDigest1797400000000 } from '../../migrations/1797400000000-EventPayloadDigest.js';
 import { EventDeliveryFence1797500000000 } from '../../migrations/1797500000000-EventDeliveryFence.js';
+import { EventsPageFunction1797600000000 } from '../../migrations/1797600000000-EventsPageFunction.js';
+import { LeaseUpdatesSkipChangeCompare1797600000001 } from '../../migrations/1797600000001-LeaseUpdatesSkipChangeCompare.js';
 import { CreateAuthFailures1797700000000 } from '../../migrations/1797700000000-CreateAuthFailures.js';
 import { CreateAgentSessions1797800000000 } from '../../migrations/1797800000000-CreateAgentSessions.js';
 import { UpstreamQuotas1797900000000 } from '../../migrations/1797900000000-UpstreamQuotas.js';
@@ -49,6 +51,8 @@ export const MIGRATIONS = [
   TenantsPaging1797300000000,
   EventPayloadDigest1797400000000,
   EventDeliveryFence1797500000000,
+  EventsPageFunction1797600000000,
+  LeaseUpdatesSkipChangeCompare1797600000001,
   CreateAuthFailures1797700000000,
   CreateAgentSessions1797800000000,
   UpstreamQuotas1797900000000,

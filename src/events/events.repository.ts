@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
+import type pg from 'pg';
 import { DataSource, EntityManager } from 'typeorm';
 import { v7 as timeOrderedUuid } from 'uuid';
 import { Clock } from '../common/clock.js';
@@ -112,29 +113,36 @@ export class EventsRepository {
    * after this read sorts after everything it returned: groups of deliveries may commit in any order.
    * A transaction of another database (running now, per pg_stat_activity) can write no row here and does
    * not hold the mark back; one whose database is unknown (it ended meanwhile) does, for this read only.
+   * The page is the function cws_events_page (migration EventsPageFunction), planned once per connection.
    */
   async listAfter(tenantId: string, after: EventPosition, limit: number, keptSince: Date): Promise<StoredEvent[]> {
-    const rows = (await this.db.query(
-      `SELECT e.* FROM events e
-        WHERE e.tenant_id = $1 AND (e.writer_xid, e.seq) > ($2::xid8, $3::bigint) AND e.received_at >= $5
-          AND e.writer_xid < (
-            SELECT LEAST(pg_snapshot_xmax(s), (
-                     SELECT min(x) FROM pg_snapshot_xip(s) x
-                      WHERE x::text::bigint % 4294967296 NOT IN (
-                              SELECT a.backend_xid::text::bigint FROM pg_stat_activity a
-                               WHERE a.backend_xid IS NOT NULL AND a.datname <> current_database())))
-              FROM pg_current_snapshot() s)
-        ORDER BY e.writer_xid, e.seq LIMIT $4`,
-      [tenantId, after.writerXid, after.seq, limit, keptSince],
-    )) as Array<Record<string, unknown>>;
-    return rows.map(toEvent);
+    return (await preparedQuery(this.db, this.listAfterQuery(tenantId, after, limit, keptSince))).map(toEvent);
+  }
+
+  /** listAfter's statement (a named prepared statement) with its values. */
+  listAfterQuery(tenantId: string, after: EventPosition, limit: number, keptSince: Date): pg.QueryConfig {
+    return { name: 'cws_events_page', text: LIST_AFTER, values: [tenantId, after.writerXid, after.seq, limit, keptSince] };
   }
 
   async findInAnyTenant(id: string): Promise<StoredEvent | null> {
-    const rows = (await this.db.query(`SELECT * FROM events WHERE id = $1`, [id])) as Array<Record<string, unknown>>;
+    const rows = await preparedQuery(this.db, {
+      name: 'cws_events_by_id',
+      text: `SELECT ${EVENT_COLUMNS} FROM events WHERE id = $1`,
+      values: [id],
+    });
     return rows[0] ? toEvent(rows[0]) : null;
   }
 }
+
+/**
+ * The columns toEvent reads, named: a prepared `SELECT *` would fail once a later release's migration adds a column
+ * ("cached plan must not change result type") while this one still runs.
+ */
+const EVENT_COLUMNS = `seq, writer_xid, id, tenant_id, source, receiver_id, type, payload, received_at, delivery_state, delivery_attempts,
+  last_delivery_error, delivered_at, retry_from, traceparent, payload_digest`;
+
+/** listAfter's page: the function cws_events_page (migration EventsPageFunction, which says why a function). */
+const LIST_AFTER = `SELECT ${EVENT_COLUMNS} FROM cws_events_page($1::text, $2::xid8, $3::bigint, $4::integer, $5::timestamptz)`;
 
 /**
  * Inserts events in the given order, received at $8 (the service's clock: the day partition it lands in); a row

@@ -1,19 +1,47 @@
 import { Injectable } from '@nestjs/common';
-import { InjectRepository } from '@nestjs/typeorm';
-import { IsNull, Not, Repository } from 'typeorm';
+import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
+import type pg from 'pg';
+import { DataSource, IsNull, Not, Repository } from 'typeorm';
+import { EntityRows } from '../database/entity-rows.js';
+import { preparedQuery } from '../database/pg-pool.js';
 import { TenantEntity } from './tenant.entity.js';
 
+/**
+ * The tenants table. The reads on a request's path (a tenant by id, whether it exists, the console's pages) are
+ * named prepared statements mapped by `EntityRows`; the rare writes stay with TypeORM.
+ */
 @Injectable()
 export class TenantsRepository {
-  constructor(@InjectRepository(TenantEntity) private readonly repo: Repository<TenantEntity>) {}
+  private readonly rows: EntityRows<TenantEntity>;
+  private readonly byId: string;
+  private readonly firstPage: string;
+  private readonly pageAfter: string;
 
-  /** A tenant that is not deleted (a deleted one is gone for every caller, while its rows are removed). */
-  findById(id: string): Promise<TenantEntity | null> {
-    return this.repo.findOneBy({ id, deletedAt: IsNull() });
+  constructor(
+    @InjectRepository(TenantEntity) private readonly repo: Repository<TenantEntity>,
+    @InjectDataSource() private readonly db: DataSource,
+  ) {
+    this.rows = new EntityRows(db, TenantEntity, 't');
+    this.byId = `SELECT ${this.rows.select} FROM tenants t WHERE t.id = $1 AND t.deleted_at IS NULL`;
+    this.firstPage = `SELECT ${this.rows.select} FROM tenants t WHERE t.deleted_at IS NULL ORDER BY t.created_at, t.id LIMIT $1`;
+    this.pageAfter = `SELECT ${this.rows.select} FROM tenants t
+      WHERE t.deleted_at IS NULL AND (t.created_at, t.id) > (SELECT a.created_at, a.id FROM tenants a WHERE a.id = $2)
+      ORDER BY t.created_at, t.id LIMIT $1`;
   }
 
-  exists(id: string): Promise<boolean> {
-    return this.repo.existsBy({ id, deletedAt: IsNull() });
+  /** A tenant that is not deleted (a deleted one is gone for every caller, while its rows are removed). */
+  async findById(id: string): Promise<TenantEntity | null> {
+    const [r] = await preparedQuery(this.db, { name: 'cws_tenants_by_id', text: this.byId, values: [id] });
+    return r ? this.rows.map(r) : null;
+  }
+
+  async exists(id: string): Promise<boolean> {
+    const rows = await preparedQuery(this.db, {
+      name: 'cws_tenants_exists',
+      text: `SELECT 1 AS found FROM tenants WHERE id = $1 AND deleted_at IS NULL`,
+      values: [id],
+    });
+    return rows.length > 0;
   }
 
   list(): Promise<TenantEntity[]> {
@@ -25,10 +53,15 @@ export class TenantsRepository {
    * on ix_tenants_created, so a page costs the same at any depth and with any number of tenants. A tenant
    * `after` that no longer exists starts nothing: the page is empty.
    */
-  listPage(limit: number, after: string | null): Promise<TenantEntity[]> {
-    const q = this.repo.createQueryBuilder('t').where('t.deleted_at IS NULL');
-    if (after !== null) q.andWhere('(t.created_at, t.id) > (SELECT a.created_at, a.id FROM tenants a WHERE a.id = :after)', { after });
-    return q.orderBy('t.created_at', 'ASC').addOrderBy('t.id', 'ASC').limit(limit).getMany();
+  async listPage(limit: number, after: string | null): Promise<TenantEntity[]> {
+    return (await preparedQuery(this.db, this.pageQuery(limit, after))).map((r) => this.rows.map(r));
+  }
+
+  /** listPage's statement (a named prepared statement) with its values. */
+  pageQuery(limit: number, after: string | null): pg.QueryConfig {
+    return after === null
+      ? { name: 'cws_tenants_page', text: this.firstPage, values: [limit] }
+      : { name: 'cws_tenants_page_after', text: this.pageAfter, values: [limit, after] };
   }
 
   /** Inserts; returns false when the id is taken. */

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
+import { preparedQuery } from '../database/pg-pool.js';
 
 export type ReceiverAuth = 'bearer' | 'apiKey' | 'basic';
 
@@ -26,17 +27,13 @@ export class WebhookReceiversRepository {
     ]);
   }
 
+  /** A named prepared statement: inbound asks for a receiver whose digest is not cached. */
   async findInTenant(tenantId: string, id: string): Promise<WebhookReceiver | null> {
-    const rows = (await this.db.query(
-      `SELECT id, tenant_id, auth_method, secret_enc FROM webhook_receivers WHERE tenant_id = $1 AND id = $2`,
-      [tenantId, id],
-    )) as Array<{
-      id: string;
-      tenant_id: string;
-      auth_method: ReceiverAuth;
-      secret_enc: string;
-    }>;
-    const r = rows[0];
+    const [r] = await preparedQuery<{ id: string; tenant_id: string; auth_method: ReceiverAuth; secret_enc: string }>(this.db, {
+      name: 'cws_webhook_receivers_by_id',
+      text: `SELECT id, tenant_id, auth_method, secret_enc FROM webhook_receivers WHERE tenant_id = $1 AND id = $2`,
+      values: [tenantId, id],
+    });
     return r ? { id: r.id, tenantId: r.tenant_id, authMethod: r.auth_method, secretEnc: r.secret_enc } : null;
   }
 

@@ -3,7 +3,8 @@ import { IsIn, IsOptional, IsString, Length, MaxLength } from 'class-validator';
 import { PageLimit } from '../../common/page-limit.js';
 import { ENVIRONMENT_NAMES, type EnvironmentName } from '../../config/app-config.js';
 import type { LastError, RenewalOutcome, RenewalRecord } from '../store/connection-health.repository.js';
-import type { ConnectionEntity, ConnectionKind, ConnectionStatus } from '../store/connection.entity.js';
+import type { ListedConnection } from '../store/connection-paging.js';
+import type { ConnectionKind, ConnectionStatus } from '../store/connection.entity.js';
 import { DEFAULT_CONNECTIONS_PAGE, MAX_CONNECTIONS_PAGE } from '../connections.service.js';
 
 class UpstreamUserDto {
@@ -44,7 +45,7 @@ export class ConnectionResponseDto {
   @ApiProperty() createdAt: string;
 
   /** `lastError` is null unless given: a connection that was just renewed has none. */
-  static from(c: ConnectionEntity, lastError: LastError | null = null): ConnectionResponseDto {
+  static from(c: ListedConnection, lastError: LastError | null = null): ConnectionResponseDto {
     return {
       id: c.id,
       kind: c.kind,

@@ -1,9 +1,11 @@
 import { Injectable } from '@nestjs/common';
-import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
-import { DataSource, EntityManager, Repository } from 'typeorm';
+import { InjectDataSource } from '@nestjs/typeorm';
+import { DataSource, EntityManager } from 'typeorm';
+import { EntityRows } from '../../database/entity-rows.js';
+import { preparedQuery } from '../../database/pg-pool.js';
 import { ConnectionEntity, type ConnectionKind } from './connection.entity.js';
 import { type ConnectionWithHealth, lastErrorOf } from './connection-health.repository.js';
-import { type ConnectionFilter, connectionsPage, type PagedConnection, type PagePosition } from './connection-paging.js';
+import { type ConnectionFilter, ConnectionPages, LISTED_PROPERTIES, type PagedConnection, type PagePosition } from './connection-paging.js';
 
 /** The new token pair of a renewal, sealed, with the timing that follows from its expiresIn. */
 export interface RenewedFields {
@@ -29,13 +31,34 @@ export interface ConnectedFields extends RenewedFields {
  * pages (connection-paging.ts), the renewal history (connection-health.repository.ts), renewal's lease
  * (renewal-lease.repository.ts) and its save (renewal-save.repository.ts), whose statements return only the
  * few columns renewal reads (RenewalRow).
+ *
+ * The reads on a request's path (the owner's connection on a cold cache, a connection by id, the list's pages)
+ * are named prepared statements mapped by `EntityRows` (docs/benchmarks.md, "Prepared statements"); the rare
+ * writes of the connect flow stay with TypeORM.
  */
 @Injectable()
 export class ConnectionsRepository {
-  constructor(
-    @InjectRepository(ConnectionEntity) private readonly repo: Repository<ConnectionEntity>,
-    @InjectDataSource() private readonly db: DataSource,
-  ) {}
+  /** The list's page statements (the bench sends them too, `bench/scale-statements.ts`). */
+  readonly pages: ConnectionPages;
+  /** The entity's columns and the mapping of its rows. */
+  private readonly rows: EntityRows<ConnectionEntity>;
+  private readonly byId: string;
+  private readonly byTenantAndId: string;
+  private readonly userOf: string;
+  private readonly adminOf: string;
+  private readonly withHealth: string;
+
+  constructor(@InjectDataSource() private readonly db: DataSource) {
+    this.rows = new EntityRows(db, ConnectionEntity, 'c');
+    this.pages = new ConnectionPages(new EntityRows(db, ConnectionEntity, 'c', LISTED_PROPERTIES));
+    const from = `SELECT ${this.rows.select} FROM connections c`;
+    this.byId = `${from} WHERE c.id = $1`;
+    this.byTenantAndId = `${from} WHERE c.tenant_id = $1 AND c.id = $2`;
+    this.userOf = `${from} WHERE c.tenant_id = $1 AND c.kind = 'user' AND c.user_id = $2`;
+    this.adminOf = `${from} WHERE c.tenant_id = $1 AND c.kind = 'admin'`;
+    this.withHealth = `SELECT ${this.rows.select}, h.last_error_code AS health_code, h.last_error_at AS health_at
+       FROM connections c LEFT JOIN connection_health h ON h.connection_id = c.id WHERE c.tenant_id = $1 AND c.id = $2`;
+  }
 
   transaction<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
     return this.db.transaction(work);
@@ -43,41 +66,35 @@ export class ConnectionsRepository {
 
   /** The tenant's connection `id`; null when the tenant has none of that id. */
   findInTenant(tenantId: string, id: string): Promise<ConnectionEntity | null> {
-    return this.repo.findOneBy({ tenantId, id });
+    return this.one('cws_connections_by_tenant_id', this.byTenantAndId, [tenantId, id]);
   }
 
   /** Any tenant's connection by id (renewal knows connections by id only). */
   findInAnyTenant(id: string): Promise<ConnectionEntity | null> {
-    return this.repo.findOneBy({ id });
+    return this.one('cws_connections_by_id', this.byId, [id]);
   }
 
   /** One page of a tenant's connections in creation order (connection-paging.ts). */
-  listPage(tenantId: string, filter: ConnectionFilter, after: PagePosition | null, limit: number): Promise<PagedConnection[]> {
-    return connectionsPage(this.repo, tenantId, filter, after, limit);
+  async listPage(tenantId: string, filter: ConnectionFilter, after: PagePosition | null, limit: number): Promise<PagedConnection[]> {
+    return this.pages.map(await preparedQuery(this.db, this.pages.query(tenantId, filter, after, limit)));
   }
 
   async findInTenantWithHealth(tenantId: string, id: string): Promise<ConnectionWithHealth | null> {
-    const connection = await this.findInTenant(tenantId, id);
-    if (!connection) return null;
-    const rows = (await this.db.query(`SELECT last_error_code, last_error_at FROM connection_health WHERE connection_id = $1`, [
-      id,
-    ])) as Array<{
-      last_error_code: string | null;
-      last_error_at: Date | null;
-    }>;
-    return { connection, lastError: lastErrorOf(rows[0]?.last_error_code ?? null, rows[0]?.last_error_at ?? null) };
+    const [r] = await preparedQuery(this.db, { name: 'cws_connections_with_health', text: this.withHealth, values: [tenantId, id] });
+    return r ? { connection: this.rows.map(r), lastError: lastErrorOf(r.health_code as string | null, r.health_at as Date | null) } : null;
   }
 
   findUser(tenantId: string, userId: string): Promise<ConnectionEntity | null> {
-    return this.repo.findOneBy({ tenantId, kind: 'user', userId });
+    return this.one('cws_connections_user', this.userOf, [tenantId, userId]);
   }
 
   findAdmin(tenantId: string): Promise<ConnectionEntity | null> {
-    return this.repo.findOneBy({ tenantId, kind: 'admin' });
+    return this.one('cws_connections_admin', this.adminOf, [tenantId]);
   }
 
   findOwner(tenantId: string, kind: ConnectionKind, userId: string | null, manager?: EntityManager): Promise<ConnectionEntity | null> {
-    const repo = manager ? manager.getRepository(ConnectionEntity) : this.repo;
+    if (!manager) return kind === 'admin' ? this.findAdmin(tenantId) : this.findUser(tenantId, userId ?? '');
+    const repo = manager.getRepository(ConnectionEntity);
     return kind === 'admin' ? repo.findOneBy({ tenantId, kind }) : repo.findOneBy({ tenantId, kind, userId: userId ?? '' });
   }
 
@@ -175,6 +192,11 @@ export class ConnectionsRepository {
       userId,
     ])) as [unknown, number];
     return n;
+  }
+
+  private async one(name: string, text: string, values: unknown[]): Promise<ConnectionEntity | null> {
+    const [r] = await preparedQuery(this.db, { name, text, values });
+    return r ? this.rows.map(r) : null;
   }
 
   /** Removes up to `limit` of a deleted tenant's connections (tokens and history with them); answers how many. */

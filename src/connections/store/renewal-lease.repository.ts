@@ -83,7 +83,8 @@ export class RenewalLeaseRepository {
 
   /** Takes the renewal lease of one active connection, unless another live lease holds it. */
   async tryLease(id: string, owner: string, leaseMs: number): Promise<LeasedConnection | null> {
-    const rows = await this.query(
+    const rows = await this.prepared(
+      'cws_refresh_try_lease',
       `UPDATE connections c SET lease_owner = $2, lease_until = now() + make_interval(secs => $3::double precision / 1000)
         WHERE c.id = $1 AND c.status = 'active' AND (c.lease_until IS NULL OR c.lease_until < now())
         RETURNING ${RENEWAL_COLUMNS}`,
@@ -94,7 +95,8 @@ export class RenewalLeaseRepository {
 
   /** Renews a lease this instance still holds on the same version (a claimed row that waited its turn). */
   async extendLease(id: string, owner: string, version: number, leaseMs: number): Promise<boolean> {
-    const rows = await this.query(
+    const rows = await this.prepared(
+      'cws_refresh_extend_lease',
       `UPDATE connections SET lease_until = now() + make_interval(secs => $4::double precision / 1000)
         WHERE id = $1 AND lease_owner = $2 AND version = $3 AND status = 'active' RETURNING id`,
       [id, owner, version, leaseMs],
@@ -118,7 +120,8 @@ export class RenewalLeaseRepository {
 
   /** A failed attempt that leaves the tokens as they are: count it, schedule the next try, release the lease. */
   async recordFailure(id: string, owner: string, version: number, nextDueAt: Date): Promise<boolean> {
-    const rows = await this.query(
+    const rows = await this.prepared(
+      'cws_refresh_record_failure',
       `UPDATE connections SET refresh_failures = refresh_failures + 1, refresh_due_at = $4, lease_owner = NULL, lease_until = NULL
         WHERE id = $1 AND version = $3 AND lease_owner = $2 RETURNING id`,
       [id, owner, version, nextDueAt],
@@ -128,7 +131,11 @@ export class RenewalLeaseRepository {
 
   /** Gives the lease back without touching anything else (nothing to do, or shutting down). */
   async releaseLease(id: string, owner: string): Promise<void> {
-    await this.query(`UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2`, [id, owner]);
+    await this.prepared(
+      'cws_refresh_release_lease',
+      `UPDATE connections SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2`,
+      [id, owner],
+    );
   }
 
   /** Every lease `owner` still holds on a due connection, given back (a drain's last renewal step): RELEASE_LEASES_OF_SQL. */
@@ -181,6 +188,11 @@ export class RenewalLeaseRepository {
 
   private query(sql: string, params: unknown[]): Promise<Row[]> {
     return queryRows(this.db, sql, params);
+  }
+
+  /** A statement of every renewal (on-demand ones included): named, so that each pooled connection plans it once. */
+  private prepared(name: string, text: string, values: unknown[]): Promise<Row[]> {
+    return preparedQuery<Row>(this.db, { name, text, values });
   }
 }
 
