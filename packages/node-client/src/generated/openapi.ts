@@ -5,6 +5,23 @@
  */
 
 export interface paths {
+    "/.well-known/oauth-protected-resource/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The protected resource metadata of the MCP endpoint (RFC 9728) */
+        get: operations["mcpResourceMetadata"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/console/api/figures": {
         parameters: {
             query?: never;
@@ -107,6 +124,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The Model Context Protocol endpoint for AI agents (Streamable HTTP, stateless)
+         * @description An agent session's token (`cwsag_…`, from createAgentSession) in `Authorization: Bearer`. Protocol versions 2025-06-18 and 2025-11-25 (and older ones the SDK negotiates). `Accept: application/json, text/event-stream`. Answers JSON, or an event stream for a tool call that asks for progress. GET and DELETE answer 405 (no server-side session). A request with an `Origin` of another host is 403 `forbidden`. The tools are listed by `tools/list`: one per facade and webhook operation of this document, plus `launchWorkflowAndWait`.
+         */
+        post: operations["mcp"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/audit": {
         parameters: {
             query?: never;
@@ -171,6 +208,50 @@ export interface paths {
          * @description Its environment cannot be changed.
          */
         patch: operations["updateTenant"];
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/agent-sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A page of the tenant's agent sessions (never their tokens)
+         * @description Live ones, and dead ones (expired or revoked) for an hour after. Pass `next` back as `after` until it is null.
+         */
+        get: operations["listAgentSessions"];
+        put?: never;
+        /**
+         * Let an AI agent act as one of your users (MCP)
+         * @description The agent connects to `mcpUrl` with `Authorization: Bearer <token>`; the token is in this answer only, bound to this tenant, this user, these tools and this expiry.
+         */
+        post: operations["createAgentSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/agent-sessions/{sessionId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an agent session
+         * @description Refused on every instance from this answer on.
+         */
+        delete: operations["revokeAgentSession"];
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/tenants/{tenantId}/api-keys": {
@@ -777,6 +858,33 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        AgentSessionDto: {
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            expiresAt: string;
+            /** Format: uuid */
+            id: string;
+            label: string | null;
+            /**
+             * Format: date-time
+             * @description Last use, to the minute.
+             */
+            lastUsedAt: string | null;
+            /** Format: date-time */
+            revokedAt: string | null;
+            /** @enum {string} */
+            status: "active" | "expired" | "revoked";
+            /** @description The tools granted, by name. */
+            tools: string[];
+            userId: string;
+        };
+        AgentSessionPageDto: {
+            /** @description In creation order. */
+            items: components["schemas"]["AgentSessionDto"][];
+            /** @description Pass as `after` for the next page (opaque); null on the last page. */
+            next: string | null;
+        };
         ApiKeyResponseDto: {
             createdAt: string;
             id: string;
@@ -807,14 +915,14 @@ export interface components {
             /** @description The key's id, the console session's id, `operator` for the operator key, the connect session's id; never a secret. */
             id: string | null;
             /**
-             * @description `connect_session`: the browser that completed a connect session (a reconnect replaces the tokens through it).
+             * @description `connect_session`: the browser that completed a connect session (a reconnect replaces the tokens through it); `agent_session`: an AI agent acting through an agent session (its tool calls).
              * @enum {string}
              */
-            kind: "operator" | "tenant_key" | "console" | "connect_session";
+            kind: "operator" | "tenant_key" | "console" | "connect_session" | "agent_session";
         };
         AuditEntryDto: {
             /** @enum {string} */
-            action: "tenant.created" | "tenant.updated" | "tenant.deleted" | "api_key.created" | "api_key.revoked" | "events_secret.rotated" | "webhook.provisioned" | "connection.created" | "connection.reconnected" | "connection.deleted" | "user.erased" | "console.login" | "console.logout";
+            action: "tenant.created" | "tenant.updated" | "tenant.deleted" | "api_key.created" | "api_key.revoked" | "events_secret.rotated" | "webhook.provisioned" | "connection.created" | "connection.reconnected" | "connection.deleted" | "user.erased" | "console.login" | "console.logout" | "agent_session.created" | "agent_session.revoked" | "agent.tool_call";
             actor: components["schemas"]["AuditActorDto"];
             /** Format: date-time */
             at: string;
@@ -825,9 +933,13 @@ export interface components {
             /** @enum {string} */
             outcome: "success" | "failure";
             requestId: string | null;
+            /** @description An agent's tool call (`agent.tool_call`): the status of its answer, the upstream's or this service's error status. */
+            status: number | null;
             /** @description What was acted on, as `<kind>/<id>`: `api-keys/<id>`, `connections/<id>`, ... */
             target: string | null;
             tenantId: string | null;
+            /** @description The trace the action ran in, when tracing is on (docs/operations.md). */
+            traceId: string | null;
             /** @description The partner's end user the change concerns; null once that user is erased. */
             userId: string | null;
         };
@@ -879,6 +991,19 @@ export interface components {
             /** Format: date-time */
             expiresAt: string;
         };
+        CreateAgentSessionDto: {
+            /**
+             * @description Lifetime of the session.
+             * @default 3600
+             */
+            expiresInSeconds: number;
+            /** @description A name for people (the console shows it), at most 200 characters. */
+            label?: string;
+            /** @description Tool names, or the groups `read` (reading tools), `write` (the other workflow tools), `admin` (webhook tools: they also need the tenant's admin connection). Default: `["read", "write"]`. */
+            tools?: string[];
+            /** @description The partner's id of the user the agent acts for (their own connection serves its calls). */
+            userId: string;
+        };
         CreateApiKeyDto: {
             /** @example production backend */
             name?: string;
@@ -892,6 +1017,31 @@ export interface components {
             scopes?: string[];
             /** @description The partner's own user id; required for kind user, refused for kind admin. */
             userId?: string;
+        };
+        CreatedAgentSessionDto: {
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: date-time */
+            expiresAt: string;
+            /** Format: uuid */
+            id: string;
+            label: string | null;
+            /**
+             * Format: date-time
+             * @description Last use, to the minute.
+             */
+            lastUsedAt: string | null;
+            /** @description Where the agent connects: the MCP endpoint (`<PUBLIC_URL>/mcp`). */
+            mcpUrl: string;
+            /** Format: date-time */
+            revokedAt: string | null;
+            /** @enum {string} */
+            status: "active" | "expired" | "revoked";
+            /** @description The session token (`cwsag_…`): `Authorization: Bearer <token>` on /mcp. Shown only here. */
+            token: string;
+            /** @description The tools granted, by name. */
+            tools: string[];
+            userId: string;
         };
         CreatedApiKeyResponseDto: {
             createdAt: string;
@@ -1376,6 +1526,33 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    mcpResourceMetadata: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Names the resource (`<PUBLIC_URL>/mcp`) and how its token is sent. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        bearer_methods_supported: string[];
+                        /** Format: uri */
+                        resource: string;
+                        /** Format: uri */
+                        resource_documentation?: string;
+                        resource_name?: string;
+                    };
+                };
+            };
+        };
+    };
     consoleFigures: {
         parameters: {
             query?: never;
@@ -1745,6 +1922,139 @@ export interface operations {
             /** @description `service_unavailable` */
             503: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    mcp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    id?: string | number;
+                    /** @constant */
+                    jsonrpc: "2.0";
+                    method?: string;
+                    params?: Record<string, never>;
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description The JSON-RPC answer (a tool error is a result with `isError: true`). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id?: string | number;
+                        /** @constant */
+                        jsonrpc: "2.0";
+                        method?: string;
+                        params?: Record<string, never>;
+                    } & {
+                        [key: string]: unknown;
+                    };
+                    "text/event-stream": string;
+                };
+            };
+            /** @description A notification or a response, accepted. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `validation_failed`: the body is not JSON; or a JSON-RPC error answer of the transport. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized`: no agent session token, or one that is unknown, expired or revoked. */
+            401: {
+                headers: {
+                    /** @description `Bearer resource_metadata="<PUBLIC_URL>/.well-known/oauth-protected-resource/mcp"` (RFC 9728), with `error="invalid_token"` when a token was sent. */
+                    "www-authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden`: an Origin that is not this service's host (DNS rebinding protection). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description The Accept header names neither JSON nor an event stream (JSON-RPC error body). */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `request_timeout`: the request body stopped arriving. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `payload_too_large`: a message over 1 MiB. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unsupported_media_type`: a body that is not UTF-8 JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2227,6 +2537,263 @@ export interface operations {
             };
             /** @description `target_not_allowed` */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    listAgentSessions: {
+        parameters: {
+            query?: {
+                /** @description The `next` of the previous page (opaque). */
+                after?: string;
+                /** @description Page size, 1 to 500. */
+                limit?: number;
+                /** @description One user's sessions only. */
+                userId?: string;
+            };
+            header?: never;
+            path: {
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentSessionPageDto"];
+                };
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    createAgentSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateAgentSessionDto"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedAgentSessionDto"];
+                };
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `request_timeout`: the request body stopped arriving. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `agent_session_limit` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    revokeAgentSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                sessionId: string;
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session is revoked. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found`, `agent_session_not_found` */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
