@@ -233,3 +233,23 @@ describe('agents over MCP (API.md section 10): sessions, the door, the tools mad
     expect((await t.request('DELETE', `/v1/tenants/acme/agent-sessions/${id}`)).status).toBe(204);
   });
 });
+
+describe('failed agent session tokens count under the credential-failure limiter (docs/security.md)', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ sandbox: false, env: { API_KEY_MAX_FAILURES_PER_CLIENT: '3' } });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it('answers 429 with Retry-After to a client past its bound of wrong tokens', async () => {
+    const url = `${t.url}/mcp`;
+    const body = { jsonrpc: '2.0', id: 1, method: 'ping' };
+    for (let i = 0; i < 3; i++) expect((await rawMcp(url, `cwsag_wrong${i}`, body)).status).toBe(401);
+    const refused = await rawMcp(url, 'cwsag_wrong', body);
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('too_many_requests');
+  });
+});

@@ -68,6 +68,19 @@ describe('the node client against the service', () => {
     expect(gone).toMatchObject({ status: 404, code: 'connection_not_found', upstreamStatus: null, requestId: expect.any(String) });
   });
 
+  it('mints, lists and revokes an agent session', async () => {
+    const session = await client.createAgentSession({ userId: 'u-agent', tools: ['read'], label: 'typed' });
+    expect(session.token).toMatch(/^cwsag_/);
+    expect(session.mcpUrl).toBe(`${t.config.publicUrl}/mcp`);
+    const page = await client.agentSessionsPage({ userId: 'u-agent' });
+    expect(page.items.map((s) => [s.id, s.status])).toEqual([[session.id, 'active']]);
+    await client.revokeAgentSession(session.id);
+    expect((await client.agentSessionsPage({ userId: 'u-agent' })).items[0].status).toBe('revoked');
+    await expect(client.revokeAgentSession('00000000-0000-4000-8000-000000000000')).rejects.toMatchObject({
+      code: 'agent_session_not_found',
+    });
+  });
+
   it("refuses bad input with the service's own error code", async () => {
     const e = await client
       .createConnectSession({ kind: 'user', userId: 'x', returnUrl: 'https://elsewhere.example/' })

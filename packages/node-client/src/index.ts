@@ -18,6 +18,9 @@ export type StoredEvent = EventPage['events'][number];
 export type ConnectionPage = Json<paths['/v1/tenants/{tenantId}/connections']['get']['responses'][200]>;
 
 /** Filters and page size of a connections listing (`limit` 1 to 500), as the service's document gives them. */
+export type AgentSession = Json<paths['/v1/tenants/{tenantId}/agent-sessions']['post']['responses'][201]>;
+export type CreateAgentSession = Json<NonNullable<paths['/v1/tenants/{tenantId}/agent-sessions']['post']['requestBody']>>;
+export type AgentSessionPage = Json<paths['/v1/tenants/{tenantId}/agent-sessions']['get']['responses'][200]>;
 export type ConnectionFilter = Omit<NonNullable<paths['/v1/tenants/{tenantId}/connections']['get']['parameters']['query']>, 'after'>;
 
 /** An answer of cws-connect that is not a success: its own error (`code`), or the upstream's passed through (`upstreamStatus`). */
@@ -120,6 +123,28 @@ export class CwsConnectClient {
       params: { path: { tenantId: this.tenantId }, query: filter },
     });
     return ok(data, error, response);
+  }
+
+  /** An agent session for one of your users (docs/agents.md): give the agent `mcpUrl` and `token` (shown only here). */
+  async createAgentSession(body: CreateAgentSession): Promise<AgentSession> {
+    const { data, error, response } = await this.api.POST('/v1/tenants/{tenantId}/agent-sessions', { params: this.tenant, body });
+    return ok(data, error, response);
+  }
+
+  /** One page of agent sessions (never their tokens), optionally one user's. */
+  async agentSessionsPage(query: { userId?: string; limit?: number; after?: string } = {}): Promise<AgentSessionPage> {
+    const { data, error, response } = await this.api.GET('/v1/tenants/{tenantId}/agent-sessions', {
+      params: { path: { tenantId: this.tenantId }, query },
+    });
+    return ok(data, error, response);
+  }
+
+  /** The agent is refused from now on, by every instance. */
+  async revokeAgentSession(sessionId: string): Promise<void> {
+    const { error, response } = await this.api.DELETE('/v1/tenants/{tenantId}/agent-sessions/{sessionId}', {
+      params: { path: { tenantId: this.tenantId, sessionId } },
+    });
+    if (!response.ok) throw toApiError(response, error);
   }
 
   /** Every connection matching the filter, page after page (`for await (const c of client.listConnections())`). */

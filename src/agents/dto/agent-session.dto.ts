@@ -24,7 +24,11 @@ export class CreateAgentSessionDto {
   @Length(1, 100, { each: true })
   tools?: string[];
 
-  @ApiPropertyOptional({ minimum: 60, maximum: 86400, default: DEFAULT_LIFETIME_SECONDS, description: 'Lifetime of the session.' })
+  @ApiPropertyOptional({
+    minimum: 60,
+    maximum: 86400,
+    description: `Lifetime of the session, in seconds (default ${DEFAULT_LIFETIME_SECONDS}).`,
+  })
   @IsOptional()
   @IsInt({ message: LIFETIME_MESSAGE })
   @Min(60, { message: LIFETIME_MESSAGE })

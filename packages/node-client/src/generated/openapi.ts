@@ -994,11 +994,8 @@ export interface components {
             expiresAt: string;
         };
         CreateAgentSessionDto: {
-            /**
-             * @description Lifetime of the session.
-             * @default 3600
-             */
-            expiresInSeconds: number;
+            /** @description Lifetime of the session, in seconds (default 3600). */
+            expiresInSeconds?: number;
             /** @description A name for people (the console shows it), at most 200 characters. */
             label?: string;
             /** @description Tool names, or the groups `read` (reading tools), `write` (the other workflow tools), `admin` (webhook tools: they also need the tenant's admin connection). Default: `["read", "write"]`. */
