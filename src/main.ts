@@ -2,13 +2,14 @@ import 'reflect-metadata';
 import { constants as osConstants } from 'node:os';
 import { describeStartupFailure } from './startup-failure.js';
 import { type AppConfig, loadConfig } from './config/app-config.js';
-import { ApiKeysService } from './auth/api-keys.service.js';
+import { openDatabase } from './database/open-database.js';
 import { buildInfo } from './telemetry/build-info.js';
 import { startupLogger } from './telemetry/logger.js';
-import { type RunningService, startService } from './service.js';
+import type { RunningService } from './service.js';
 
 /** NestJS injection needs decorator metadata; esbuild-based runners (tsx) do not emit it. */
-function assertDecoratorMetadata(): void {
+async function assertDecoratorMetadata(): Promise<void> {
+  const { ApiKeysService } = await import('./auth/api-keys.service.js');
   if (!Reflect.getMetadata('design:paramtypes', ApiKeysService)) {
     console.error(
       'cws-connect must run compiled: `npm start`, or `npm run build && node dist/src/main.js`. This TypeScript runner emits no ' +
@@ -31,12 +32,19 @@ async function main(): Promise<void> {
   } catch (e) {
     cannotStart(e, null);
   }
-  assertDecoratorMetadata();
   const log = startupLogger(config);
+  const info = (m: string) => log.info(m);
+  // The database first (the embedded PostgreSQL starts in processes of its own, initdb included on a first start),
+  // then the app's modules load while it starts: they are most of a start's CPU, and need no database.
+  const database = openDatabase(config, info);
+  database.catch(() => undefined); // awaited by startService, which reports its failure
   let service: RunningService;
   try {
-    service = await startService(config, { log: (m) => log.info(m) });
+    const { startService } = await import('./service.js');
+    await assertDecoratorMetadata();
+    service = await startService(config, { log: info, database });
   } catch (e) {
+    await database.then(({ embedded }) => embedded?.stop()).catch(() => undefined);
     cannotStart(e, config);
   }
   process.stdout.write(banner(config, service) + '\n');

@@ -1,6 +1,5 @@
 import type { AppConfig } from '../config/app-config.js';
 import type { EmbeddedDatabase } from './embedded-postgres.js';
-import { runMigrations } from './migrate.js';
 
 export interface OpenedDatabase {
   /** The configuration with DATABASE_URL resolved (the embedded database's when it was unset). */
@@ -24,6 +23,8 @@ export async function openDatabase(base: AppConfig, log: (msg: string) => void):
       databaseUrl = embedded.url;
     }
     const config: AppConfig = Object.freeze({ ...base, databaseUrl });
+    // Imported here, after the embedded server is under way: TypeORM is a large share of the modules a start loads.
+    const { runMigrations } = await import('./migrate.js');
     const applied = await runMigrations(databaseUrl);
     return { config, applied, embedded };
   } catch (e) {
