@@ -34,10 +34,17 @@ async function main(): Promise<void> {
   }
   const log = startupLogger(config);
   const info = (m: string) => log.info(m);
-  // The database first (the embedded PostgreSQL starts in processes of its own, initdb included on a first start),
-  // then the app's modules load while it starts: they are most of a start's CPU, and need no database.
-  const database = openDatabase(config, info);
-  database.catch(() => undefined); // awaited by startService, which reports its failure
+  // The database first, up to its first long step in a process of its own (the embedded PostgreSQL's initdb on a
+  // first start, its server's start on the next), then the app's modules load while it runs: they are most of a
+  // start's CPU, and need no database.
+  let launched!: () => void;
+  const underway = new Promise<void>((resolve) => (launched = resolve));
+  const database = openDatabase(config, info, () => launched());
+  const settled = database.then(
+    () => undefined,
+    () => undefined, // startService awaits it again and reports the failure
+  );
+  await Promise.race([underway, settled]);
   let service: RunningService;
   try {
     const { startService } = await import('./service.js');
