@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { AppError } from '../common/app-error.js';
 import { errorBody, logFailure } from '../common/app-exception.filter.js';
@@ -77,8 +78,27 @@ export class FacadeDoor {
 
   /** The guard's rule (ApiKeysService.authorize), under the same limiter of failed keys per client. */
   private authorize(req: IncomingMessage, tenantId: string): Promise<unknown> {
-    return throttled(this.throttle.apiKeys, clientOf(req), () => this.keys.authorize(req.headers.authorization, tenantId));
+    return throttled(this.throttle.apiKeys, clientOfSocket(req), () => this.keys.authorize(req.headers.authorization, tenantId));
   }
+}
+
+/** The client (clientOf) a keep-alive connection's last request had, with the X-Forwarded-For it was read from. */
+const CLIENT = Symbol('cws-connect.client');
+type KnownSocket = Socket & { [CLIENT]?: { forwarded: string | string[] | undefined; client: string } };
+
+/**
+ * clientOf, read once per connection rather than per call (parsing addresses was a measurable share of a
+ * proxied call): the socket's address cannot change, and X-Forwarded-For (read behind a local proxy) is
+ * compared with the one it was read from.
+ */
+function clientOfSocket(req: IncomingMessage): string {
+  const socket = req.socket as KnownSocket;
+  const forwarded = req.headers['x-forwarded-for'];
+  const known = socket[CLIENT];
+  if (known !== undefined && known.forwarded === forwarded) return known.client;
+  const client = clientOf(req);
+  socket[CLIENT] = { forwarded, client };
+  return client;
 }
 
 /** The upstream path (and raw query) of a matched route, checked; throws `invalid_path` or `validation_failed`. */
