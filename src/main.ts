@@ -6,6 +6,7 @@ import { openDatabase } from './database/open-database.js';
 import { buildInfo } from './telemetry/build-info.js';
 import { startupLogger } from './telemetry/logger.js';
 import type { RunningService } from './service.js';
+import { boundUploadGarbage } from './upload-garbage.js';
 
 /** NestJS injection needs decorator metadata; esbuild-based runners (tsx) do not emit it. */
 async function assertDecoratorMetadata(): Promise<void> {
@@ -26,6 +27,7 @@ function cannotStart(e: unknown, config: AppConfig | null): never {
 }
 
 async function main(): Promise<void> {
+  boundUploadGarbage();
   let config: AppConfig;
   try {
     config = loadConfig(process.env);
