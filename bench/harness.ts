@@ -24,15 +24,24 @@ console.log(`runtime: Node ${process.version} (${process.platform}-${process.arc
  */
 export const CALLGRIND_DIR = process.env.BENCH_CALLGRIND ?? null;
 
-export function start(name: string, args: string[], env: Record<string, string>, callgrind = false): ChildProcess {
+/** `node`: the runtime to run it on (this process's by default). */
+export function start(name: string, args: string[], env: Record<string, string>, callgrind = false, node = process.execPath): ChildProcess {
   const [command, argv] =
     callgrind && CALLGRIND_DIR !== null
-      ? ['valgrind', ['--tool=callgrind', `--callgrind-out-file=${CALLGRIND_DIR}/${name}.%p`, process.execPath, ...args]]
-      : [process.execPath, args];
-  const child = spawn(command, argv, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
-  child.stderr?.on('data', (d: Buffer) => {
-    if (process.env.BENCH_VERBOSE) process.stderr.write(`[${name}] ${d.toString()}`);
+      ? ['valgrind', ['--tool=callgrind', `--callgrind-out-file=${CALLGRIND_DIR}/${name}.%p`, node, ...args]]
+      : [node, args];
+  // BENCH_VERBOSE: the children's output, stdout too (e.g. V8's --trace-gc lines), each line named.
+  const verbose = Boolean(process.env.BENCH_VERBOSE);
+  const child = spawn(command, argv, {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', verbose ? 'pipe' : 'ignore', 'pipe'],
   });
+  const relay = (d: Buffer) => {
+    if (verbose) process.stderr.write(`[${name}] ${d.toString()}`);
+  };
+  child.stdout?.on('data', relay);
+  child.stderr?.on('data', relay);
   children.push(child);
   return child;
 }
@@ -176,6 +185,12 @@ export interface Stack {
   tenant(id: string): Promise<string>;
   /** An access token of a sandbox user, straight from the sandbox (for baselines). */
   tokenOf(user: string): Promise<string>;
+  /**
+   * One more instance of the app on the same database and sandbox, ready, on `node` (this process's runtime by
+   * default) with `nodeArgs` (V8 flags, as NODE_OPTIONS would give them); its URL and process. The stack stops
+   * it with the rest.
+   */
+  startApp(nodeArgs?: string[], node?: string): Promise<{ url: string; proc: ChildProcess }>;
 }
 
 /** Builds the app (unless BENCH_SKIP_BUILD), runs `body` against a fresh stack, and tears everything down. */
@@ -207,7 +222,7 @@ export function finish(run: Promise<void>): void {
   );
 }
 
-async function startStack(databaseUrl: string, appEnv: Record<string, string>): Promise<Stack> {
+async function startStack(databaseUrl: string, extraEnv: Record<string, string>): Promise<Stack> {
   const [sandboxPort, appPort] = [await freePort(), await freePort()];
   const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
   const appUrl = `http://127.0.0.1:${appPort}`;
@@ -225,26 +240,23 @@ async function startStack(databaseUrl: string, appEnv: Record<string, string>): 
   const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
   // BENCH_NODE_ARGS: extra node flags for the app, e.g. --perf-basic-prof for `perf record -p <pid>`.
   const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const appProc = start(
-    'app',
-    [...profile, ...nodeArgs, 'dist/src/main.js'],
-    {
-      NODE_ENV: 'production',
-      PORT: String(appPort),
-      PUBLIC_URL: appUrl,
-      DATABASE_URL: databaseUrl,
-      SANDBOX: 'off',
-      VAULT_KEYS: `bench:${randomBytes(32).toString('base64')}`,
-      OPERATOR_API_KEY: operatorKey,
-      CWS_SANDBOX_AUTH_URL: sandboxUrl,
-      CWS_SANDBOX_CLIENT_ID: 'bench',
-      CWS_SANDBOX_CLIENT_SECRET: clientSecret,
-      CWS_SANDBOX_SCOPES: 'workflows.read workflows.write webhooks.manage userinfo.read',
-      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
-      ...appEnv,
-    },
-    true,
-  );
+  const vaultKeys = `bench:${randomBytes(32).toString('base64')}`;
+  const appEnv = (port: number): Record<string, string> => ({
+    NODE_ENV: 'production',
+    PORT: String(port),
+    PUBLIC_URL: `http://127.0.0.1:${port}`,
+    DATABASE_URL: databaseUrl,
+    SANDBOX: 'off',
+    VAULT_KEYS: vaultKeys,
+    OPERATOR_API_KEY: operatorKey,
+    CWS_SANDBOX_AUTH_URL: sandboxUrl,
+    CWS_SANDBOX_CLIENT_ID: 'bench',
+    CWS_SANDBOX_CLIENT_SECRET: clientSecret,
+    CWS_SANDBOX_SCOPES: 'workflows.read workflows.write webhooks.manage userinfo.read',
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+    ...extraEnv,
+  });
+  const appProc = start('app', [...profile, ...nodeArgs, 'dist/src/main.js'], appEnv(appPort), true);
   await ready(`${appUrl}/health/ready`, CALLGRIND_DIR === null ? 30_000 : 600_000);
 
   const op = { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' };
@@ -287,6 +299,13 @@ async function startStack(databaseUrl: string, appEnv: Record<string, string>): 
         }),
       );
       return token;
+    },
+    async startApp(nodeArgs: string[] = [], node = process.execPath) {
+      const port = await freePort();
+      const proc = start(`app-${port}`, [...nodeArgs, 'dist/src/main.js'], appEnv(port), false, node);
+      const url = `http://127.0.0.1:${port}`;
+      await ready(`${url}/health/ready`, 120_000);
+      return { url, proc };
     },
   };
 }

@@ -85,7 +85,13 @@ async function run(stack: Stack): Promise<void> {
       headers: { authorization: `Bearer ${token}`, accept: 'application/json' },
       pid: sandboxProc.pid,
     },
-    { mode: 'bare proxy', url: `http://127.0.0.1:${barePort}/workflows`, headers: { accept: 'application/json' }, pid: bareProc.pid },
+    // The same request as the facade's, key and user included (the floor replaces the one and passes the other on).
+    {
+      mode: 'bare proxy',
+      url: `http://127.0.0.1:${barePort}/workflows`,
+      headers: { authorization: `Bearer ${key}`, 'x-user-id': 'u-alice', accept: 'application/json' },
+      pid: bareProc.pid,
+    },
     {
       mode: 'facade',
       url: `${appUrl}/v1/tenants/bench/workflows`,

@@ -2,13 +2,15 @@ import 'reflect-metadata';
 import { constants as osConstants } from 'node:os';
 import { describeStartupFailure } from './startup-failure.js';
 import { type AppConfig, loadConfig } from './config/app-config.js';
-import { ApiKeysService } from './auth/api-keys.service.js';
+import { openDatabase } from './database/open-database.js';
 import { buildInfo } from './telemetry/build-info.js';
 import { startupLogger } from './telemetry/logger.js';
-import { type RunningService, startService } from './service.js';
+import type { RunningService } from './service.js';
+import { boundUploadGarbage } from './upload-garbage.js';
 
 /** NestJS injection needs decorator metadata; esbuild-based runners (tsx) do not emit it. */
-function assertDecoratorMetadata(): void {
+async function assertDecoratorMetadata(): Promise<void> {
+  const { ApiKeysService } = await import('./auth/api-keys.service.js');
   if (!Reflect.getMetadata('design:paramtypes', ApiKeysService)) {
     console.error(
       'cws-connect must run compiled: `npm start`, or `npm run build && node dist/src/main.js`. This TypeScript runner emits no ' +
@@ -25,18 +27,33 @@ function cannotStart(e: unknown, config: AppConfig | null): never {
 }
 
 async function main(): Promise<void> {
+  boundUploadGarbage();
   let config: AppConfig;
   try {
     config = loadConfig(process.env);
   } catch (e) {
     cannotStart(e, null);
   }
-  assertDecoratorMetadata();
   const log = startupLogger(config);
+  const info = (m: string) => log.info(m);
+  // The database first, up to its first long step in a process of its own (the embedded PostgreSQL's initdb on a
+  // first start, its server's start on the next), then the app's modules load while it runs: they are most of a
+  // start's CPU, and need no database.
+  let launched!: () => void;
+  const underway = new Promise<void>((resolve) => (launched = resolve));
+  const database = openDatabase(config, info, () => launched());
+  const settled = database.then(
+    () => undefined,
+    () => undefined, // startService awaits it again and reports the failure
+  );
+  await Promise.race([underway, settled]);
   let service: RunningService;
   try {
-    service = await startService(config, { log: (m) => log.info(m) });
+    const { startService } = await import('./service.js');
+    await assertDecoratorMetadata();
+    service = await startService(config, { log: info, database });
   } catch (e) {
+    await database.then(({ embedded }) => embedded?.stop()).catch(() => undefined);
     cannotStart(e, config);
   }
   process.stdout.write(banner(config, service) + '\n');

@@ -14,7 +14,7 @@ import type { Clock } from './common/clock.js';
 import { refuseBadUrl, requestBodyParser } from './common/json-body.js';
 import type { AppConfig } from './config/app-config.js';
 import type { EmbeddedDatabase } from './database/embedded-postgres.js';
-import { openDatabase } from './database/open-database.js';
+import { openDatabase, type OpenedDatabase } from './database/open-database.js';
 import { ConnectionWatch, drain } from './drain.js';
 import { withFacadePaths } from './facade/facade-openapi.js';
 import { isFacadePath } from './facade/facade-routes.js';
@@ -52,6 +52,8 @@ export interface ServiceOptions {
   clock?: Clock;
   /** The address to listen on (default every interface). */
   host?: string;
+  /** The database's opening when already under way (main.ts starts it before it loads the app); else started here. */
+  database?: Promise<OpenedDatabase>;
 }
 
 /**
@@ -69,7 +71,7 @@ export async function startService(base: AppConfig, options: ServiceOptions = {}
     await embedded?.stop().catch(() => undefined);
   };
   try {
-    const opened = await openDatabase(base, log);
+    const opened = await (options.database ?? openDatabase(base, log));
     embedded = opened.embedded;
     const { applied } = opened;
     let config = opened.config;

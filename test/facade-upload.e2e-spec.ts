@@ -1,78 +1,17 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
-import { request as httpRequest } from 'node:http';
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { SandboxServer } from 'cws-sandbox';
 import { authorizeAtSandbox, openCallback } from './support/connect.js';
+import { memoryOf, uploadMultipart } from './support/multipart-upload.js';
 import { freePort } from '../src/common/free-port.js';
 import { spawnApp, type SpawnedApp } from './support/spawn-app.js';
 import { sandboxEnv, testVaultKey } from './support/test-app.js';
 import { createTestDatabase } from './support/test-database.js';
+import { canBoundUploadGarbage } from '../src/upload-garbage.js';
 
 const GIB = 1024 ** 3;
-const CHUNK = 1024 * 1024;
 const MIB = 1024 * 1024;
-
-/** VmRSS / VmHWM of a process, in bytes. */
-function memoryOf(pid: number): { rss: number; hwm: number } {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN) * 1024;
-  return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
-}
-
-/**
- * Streams a multipart body of `size` file bytes, generated on the fly (a random 1 MiB block repeated with a
- * changing counter, so no two chunks are alike), hashing what it sends. Never holds the body in memory.
- */
-function uploadMultipart(
-  url: string,
-  headers: Record<string, string>,
-  size: number,
-): Promise<{ status: number; text: string; sha256: string }> {
-  const boundary = `----cws${randomBytes(8).toString('hex')}`;
-  const head = Buffer.from(
-    `--${boundary}\r\nContent-Disposition: form-data; name="name"\r\n\r\nBig contract\r\n` +
-      `--${boundary}\r\nContent-Disposition: form-data; name="contract"; filename="big.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`,
-  );
-  const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
-  const block = randomBytes(CHUNK);
-  const hash = createHash('sha256');
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(url, {
-      method: 'POST',
-      headers: {
-        ...headers,
-        'content-type': `multipart/form-data; boundary=${boundary}`,
-        'content-length': String(head.length + size + tail.length),
-      },
-    });
-    let sent = 0;
-    const pump = () => {
-      while (sent < size) {
-        const n = Math.min(CHUNK, size - sent);
-        const chunk = Buffer.from(block.subarray(0, n));
-        chunk.writeUInt32BE(sent / CHUNK, 0);
-        hash.update(chunk);
-        sent += n;
-        if (!req.write(chunk)) {
-          req.once('drain', pump);
-          return;
-        }
-      }
-      req.end(tail);
-    };
-    req.on('response', (res) => {
-      const parts: Buffer[] = [];
-      res.on('data', (c: Buffer) => parts.push(c));
-      res.on('end', () =>
-        resolve({ status: res.statusCode ?? 0, text: Buffer.concat(parts).toString('utf8'), sha256: hash.digest('hex') }),
-      );
-    });
-    req.on('error', reject);
-    req.write(head);
-    pump();
-  });
-}
 
 describe('a 1 GiB multipart upload through the facade (app in its own process)', () => {
   let sandbox: SandboxServer;
@@ -116,7 +55,7 @@ describe('a 1 GiB multipart upload through the facade (app in its own process)',
     await sandbox?.close();
   });
 
-  it('arrives byte-identical while the service grows by less than a tenth of it (the body is never held whole)', async () => {
+  it('arrives byte-identical while the service grows by less than 64 MiB on its runtime (the body is never held whole)', async () => {
     const url = `${app.url}/v1/tenants/big/workflows`;
     const headers = { authorization: `Bearer ${operatorKey}`, 'x-user-id': 'u-alice' };
     // Warm up the path (JIT, pools, caches) with a small upload, then measure from a settled state.
@@ -145,8 +84,10 @@ describe('a 1 GiB multipart upload through the facade (app in its own process)',
     const workflow = JSON.parse(result.text) as { creator: { id: string }; documents: Array<{ size: number; sha256: string }> };
     expect(workflow.creator.id).toBe('alice');
     expect(workflow.documents[0]).toMatchObject({ size: GIB, sha256: result.sha256 });
-    // Held whole, the body would add 1 GiB; streamed, what grows is the garbage collector's working room, which on
-    // Node 24 (V8's larger young generation) is 61-71 MiB (docs/facade.md).
-    expect(grew).toBeLessThan(GIB / 10);
+    // Held whole, the body would add 1 GiB; streamed, what grows is the garbage the chunks leave until V8 collects
+    // them, which the service bounds on its runtime (src/upload-garbage.ts: 61-71 MiB on Node 24 without it, about
+    // 36 on Node 20). Node 26's V8 offers no such bound: there the margin stays the tenth of the body it was (71 MiB
+    // measured), which CI's second runtime still holds.
+    expect(grew).toBeLessThan(canBoundUploadGarbage() ? 64 * MIB : GIB / 10);
   }, 120_000);
 });

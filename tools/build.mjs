@@ -1,12 +1,13 @@
 // Compiles the CWS sandbox package (packages/cws-sandbox, to its own dist/) with SWC, src/ and migrations/
-// to dist/ with the Nest CLI's SWC builder, and the operator console
-// (packages/console) to its static files with Vite (no type-checking: that is `npm run typecheck`); each
-// part does nothing when none of its inputs changed since its last build. Inputs are
+// to dist/ with SWC (tools/swc-service.json: decorators with their metadata, as NestJS needs), and the operator
+// console (packages/console) to its static files with Vite (no type-checking: that is `npm run typecheck`); each
+// part does nothing when none of its inputs changed since its last build, and the parts that must build run at
+// once, each in its own process (a fresh clone builds all three). Inputs are
 // fingerprinted by path, size and modification time, so an edit, a new or deleted file, a branch switch
 // or a dependency update all rebuild. `node tools/build.mjs --force` always builds.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -27,11 +28,26 @@ const sandbox = {
   ],
   cwd: join(root, 'packages', 'cws-sandbox'),
 };
+// SWC's own command line, not the Nest CLI's builder, which loads the TypeScript compiler only to read tsconfig.json
+// (about 1 s of CPU per build, more than the compilation): the same options, the same output file for file.
 const service = {
-  inputs: ['src', 'migrations', 'package.json', 'package-lock.json', 'nest-cli.json', 'tsconfig.json', 'tsconfig.build.json'],
+  inputs: ['src', 'migrations', 'package.json', 'package-lock.json', 'tools/swc-service.json'],
   output: join(root, 'dist', 'src', 'main.js'),
   stamp: join(root, 'dist', '.build-fingerprint'),
-  command: [join(root, 'node_modules', '@nestjs', 'cli', 'bin', 'nest.js'), 'build'],
+  clean: join(root, 'dist'),
+  command: [
+    join(root, 'node_modules', '@swc', 'cli', 'bin', 'swc.js'),
+    'src',
+    'migrations',
+    '-d',
+    'dist',
+    '--config-file',
+    'tools/swc-service.json',
+    '--no-swcrc',
+    '--ignore',
+    '**/*.spec.ts,**/*.e2e-spec.ts',
+    '--quiet',
+  ],
 };
 const consolePage = {
   inputs: [
@@ -63,9 +79,14 @@ function fingerprint(inputs) {
   return hash.digest('hex');
 }
 
-/** Builds each part whose inputs changed (or all, with force); exits the process with the compiler's output if a build fails. */
-export function build({ force = false } = {}) {
-  for (const part of [sandbox, service, consolePage]) buildPart(part, force);
+/** Builds each part whose inputs changed (or all, with force), at once; exits the process with the compiler's output if a build fails. */
+export async function build({ force = false } = {}) {
+  const failed = (await Promise.all([sandbox, service, consolePage].map((part) => buildPart(part, force)))).filter(Boolean);
+  if (failed.length) {
+    for (const output of failed) process.stderr.write(output);
+    console.error('cws-connect: the build failed (see above)');
+    process.exit(1);
+  }
   writeBuildInfo();
 }
 
@@ -90,17 +111,26 @@ function writeBuildInfo() {
   if (!existsSync(file) || readFileSync(file, 'utf8') !== text) writeFileSync(file, text);
 }
 
-function buildPart({ inputs, output, stamp, command, cwd = root }, force) {
+/** Resolves with null when the part is built (or needed no build), else with what its compiler printed. */
+async function buildPart({ inputs, output, stamp, clean, command, cwd = root }, force) {
   const before = fingerprint(inputs);
-  if (!force && existsSync(output) && existsSync(stamp) && readFileSync(stamp, 'utf8') === before) return;
+  if (!force && existsSync(output) && existsSync(stamp) && readFileSync(stamp, 'utf8') === before) return null;
+  if (clean) rmSync(clean, { recursive: true, force: true }); // no output of a deleted source survives
   // Quiet when it works: `npm start` shows the service's banner, not the compiler's progress.
-  const built = spawnSync(process.execPath, command, { cwd, encoding: 'utf8' });
-  if (built.status !== 0 || !existsSync(output)) {
-    process.stderr.write(`${built.stdout ?? ''}${built.stderr ?? ''}${built.error ? `${built.error.message}\n` : ''}`);
-    console.error('cws-connect: the build failed (see above)');
-    process.exit(built.status || 1);
-  }
+  const child = spawn(process.execPath, command, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  let printed = '';
+  child.stdout.on('data', (d) => (printed += d));
+  child.stderr.on('data', (d) => (printed += d));
+  const status = await new Promise((resolve) => {
+    child.once('error', (e) => {
+      printed += `${e.message}\n`;
+      resolve(1);
+    });
+    child.once('close', (code) => resolve(code));
+  });
+  if (status !== 0 || !existsSync(output)) return printed || `${command[0]} exited with ${status}\n`;
   writeFileSync(stamp, before);
+  return null;
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1]).href) build({ force: process.argv.includes('--force') });
+if (import.meta.url === pathToFileURL(process.argv[1]).href) await build({ force: process.argv.includes('--force') });

@@ -42,7 +42,7 @@ async function documentAt(base) {
 
 /** The compiled service on its defaults: the document must not depend on whoever runs this. */
 async function documentOfFreshService() {
-  build();
+  await build();
   const dataDir = mkdtempSync(join(tmpdir(), 'cws-openapi-'));
   const port = await freePort();
   const env = {};

@@ -4,6 +4,10 @@ import ipaddr from 'ipaddr.js';
 import proxyaddr from 'proxy-addr';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
+import type { Socket } from 'node:net';
+
+const CLIENT = Symbol('cws-connect.client');
+type KnownSocket = Socket & { [CLIENT]?: { forwarded: string | string[] | undefined; client: string } };
 
 /** Longest client text kept: an address is far shorter; a trusted proxy's garbage is cut, not stored whole. */
 const MAX_CLIENT_CHARS = 64;
@@ -39,6 +43,18 @@ export class ClientAddress {
    * its /64, since one host usually holds a whole /64 and could rotate single addresses freely.
    */
   of(req: IncomingMessage): string {
+    // Read once per connection (parsing addresses was a measurable share of a proxied call): the socket's address
+    // cannot change, and X-Forwarded-For is compared with the one the client was read from.
+    const socket = req.socket as KnownSocket;
+    const forwarded = req.headers['x-forwarded-for'];
+    const known = socket[CLIENT];
+    if (known !== undefined && known.forwarded === forwarded) return known.client;
+    const client = this.canonical(req);
+    socket[CLIENT] = { forwarded, client };
+    return client;
+  }
+
+  private canonical(req: IncomingMessage): string {
     const address = this.addressOf(req);
     if (!ipaddr.isValid(address)) return address;
     const ip = ipaddr.process(address);

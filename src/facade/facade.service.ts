@@ -1,9 +1,9 @@
 import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import type { Readable } from 'node:stream';
 import { Injectable } from '@nestjs/common';
 import { RoutingService, type RouteKind, type RoutedRequest } from '../routing/routing.service.js';
 import { hasBody } from '../common/request-body.js';
+import type { UpstreamBody } from '../upstream/streamed-request.js';
 
 /**
  * An upstream call the front door has resolved: whose token (`userinfo`: the user's, to the environment's
@@ -52,7 +52,7 @@ export class FacadeService {
     // An EventEmitter as undici's abort signal: an AbortController costs an EventTarget per call, and
     // stream.pipeline another (plus a DOMException when it settles): both measurable on the hot path.
     const abort = new EventEmitter();
-    let body: Readable | null = null;
+    let body: UpstreamBody | null = null;
     let gone = false;
     res.once('close', () => {
       if (res.writableFinished) return;
@@ -76,17 +76,18 @@ export class FacadeService {
       if (gone) return; // nobody to answer
       throw e;
     }
-    body = upstream.body;
+    const answer = upstream.body;
+    body = answer;
     if (gone) {
       // Destroyed unread, undici's body says so with an 'error' event: without a listener it would end the process.
-      body.once('error', () => undefined);
-      body.destroy();
+      answer.once('error', () => undefined);
+      answer.destroy();
       return;
     }
     res.writeHead(upstream.status, responseHeaders(upstream.headers, upstream.status));
     // The upstream broke off mid-body: the status line is out, so cutting the connection is the only honest signal left.
-    body.once('error', () => res.destroy());
-    body.pipe(res);
+    answer.once('error', () => res.destroy());
+    answer.pipe(res);
   }
 }
 

@@ -1,10 +1,7 @@
 import { context, propagation, trace, type Tracer } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter as OtlpJsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as OtlpProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchSpanProcessor, NodeTracerProvider, ParentBasedSampler, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace-node';
+import type { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
+import type { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import pg from 'pg';
 import { Inject, Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import type { AppConfig, TracingConfig } from '../config/app-config.js';
@@ -14,8 +11,9 @@ import { redactUrl } from './log-redaction.js';
 /**
  * OpenTelemetry traces (docs/operations.md, "Traces"): the SDK's start and stop here, the hooks beside it
  * (request-tracing.ts: incoming requests; client-spans.ts: outgoing calls; operation-spans.ts: renewals and
- * the trace context stored with an event). Off unless OTEL_EXPORTER_OTLP_ENDPOINT is set: then no SDK is
- * loaded into the request path, and every hook costs one null check (`activeTracer() === null`).
+ * the trace context stored with an event). Off unless OTEL_EXPORTER_OTLP_ENDPOINT is set: then the SDK, its
+ * exporters and the PostgreSQL instrumentation are not even loaded (a few hundred modules a start would pay
+ * for), and every hook costs one null check (`activeTracer() === null`).
  *
  * What a span may carry is decided here and in those hooks: ids (tenant, connection, event, request), the environment, the
  * token kind, methods, statuses and paths run through the log redaction with their query strings dropped.
@@ -57,8 +55,23 @@ export function activeTracer(): Tracer | null {
  * instrumentation, patched onto the `pg` module the app loads) traced within a request, renewal or delivery.
  * One per process; `stopTracing` flushes and undoes it.
  */
-export function startTracing(config: TracingConfig): void {
+export async function startTracing(config: TracingConfig): Promise<void> {
   if (running) return;
+  const [
+    { OTLPTraceExporter: OtlpJsonExporter },
+    { OTLPTraceExporter: OtlpProtobufExporter },
+    { PgInstrumentation },
+    { resourceFromAttributes },
+    sdk,
+  ] = await Promise.all([
+    import('@opentelemetry/exporter-trace-otlp-http'),
+    import('@opentelemetry/exporter-trace-otlp-proto'),
+    import('@opentelemetry/instrumentation-pg'),
+    import('@opentelemetry/resources'),
+    import('@opentelemetry/sdk-trace-node'),
+  ]);
+  if (running) return;
+  const { BatchSpanProcessor, NodeTracerProvider, ParentBasedSampler, TraceIdRatioBasedSampler } = sdk;
   const exporter =
     config.protocol === 'http/json'
       ? new OtlpJsonExporter({ url: config.endpoint, headers: config.headers })
@@ -84,9 +97,9 @@ export class TracingLifecycle implements OnModuleInit, OnApplicationShutdown {
 
   constructor(@Inject(APP_CONFIG) private readonly config: AppConfig) {}
 
-  onModuleInit(): void {
+  async onModuleInit(): Promise<void> {
     if (!this.config.tracing || tracingOn()) return;
-    startTracing(this.config.tracing);
+    await startTracing(this.config.tracing);
     this.started = true;
   }
 

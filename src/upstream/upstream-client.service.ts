@@ -6,6 +6,7 @@ import { APP_CONFIG } from '../config/config.module.js';
 import { endClientSpan, injectTraceContext, startClientSpan } from '../telemetry/client-spans.js';
 import { tracingOn } from '../telemetry/tracing.js';
 import { type SmallResponse, postSmall } from './small-request.js';
+import { requestStreamed } from './streamed-request.js';
 import { oauthErrorOf, parseTokenSet, parseUser, retryAfterOf } from './upstream-answers.js';
 import { UpstreamMetrics } from './upstream-metrics.js';
 import { TokenEndpointError, UpstreamStatusError, UpstreamTimeoutError, UpstreamUnavailableError } from './upstream.errors.js';
@@ -107,14 +108,17 @@ export class UpstreamClient implements OnModuleDestroy {
     }
     for (let attempt = 0; ; attempt++) {
       try {
-        const res = await this.agent.request({
-          origin: base.origin,
-          path: base.prefix + req.path,
-          method: req.method as Dispatcher.HttpMethod,
-          headers,
-          body: req.body ?? null,
-          signal: req.signal,
-        });
+        const res = await requestStreamed(
+          this.agent,
+          {
+            origin: base.origin,
+            path: base.prefix + req.path,
+            method: req.method as Dispatcher.HttpMethod,
+            headers,
+            body: req.body ?? null,
+          },
+          req.signal,
+        );
         if (attempt < retries && RETRYABLE_STATUS.has(res.statusCode)) {
           await res.body.dump();
           await backoff(attempt);

@@ -2,7 +2,7 @@ import type { EventEmitter } from 'node:events';
 import type { Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Attributes } from '@opentelemetry/api';
-import type { Dispatcher } from 'undici';
+import type { UpstreamBody } from './streamed-request.js';
 
 /** A token response (spec 2.2). `scope` is null when the answer carries none (refresh answers, spec 4.1). */
 export interface TokenSet {
@@ -39,6 +39,6 @@ export interface ResourceRequest {
 export interface ResourceResponse {
   status: number;
   headers: IncomingHttpHeaders;
-  /** undici's body: a Readable with text(), json() and dump(). */
-  body: Dispatcher.ResponseData['body'];
+  /** The answer's body as it arrives: pipe(), text(), dump() or an async iteration, once (streamed-request.ts). */
+  body: UpstreamBody;
 }
