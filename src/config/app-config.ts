@@ -5,7 +5,7 @@ import type { QuotaBudgets } from './quota-budgets.js';
 import { LocalSecrets, PROCESS_HOST, randomClientSecret, resolveDataDir, type Host } from './local-data.js';
 import { securityConfig, type SecurityConfig } from './security-config.js';
 import { TRACING_VARIABLES } from './tracing-variables.js';
-import type { VaultKey } from './value-formats.js';
+import { deepFreeze, stripSlash, type VaultKey } from './value-formats.js';
 import { readVariable, readVariables, type Env, type Values } from './variable.js';
 import { SERVICE_VARIABLES } from './variables.js';
 
@@ -293,16 +293,4 @@ export function parseVaultKeys(raw: string): VaultKey[] {
   const keys = readVariable('VAULT_KEYS', SERVICE_VARIABLES.VAULT_KEYS, raw);
   if (!keys) throw new ConfigError('VAULT_KEYS', 'holds no key');
   return keys;
-}
-
-function stripSlash(s: string): string {
-  return s.replace(/\/+$/, '');
-}
-
-function deepFreeze<T>(o: T): T {
-  if (o && typeof o === 'object' && !Buffer.isBuffer(o)) {
-    Object.freeze(o);
-    for (const v of Object.values(o)) deepFreeze(v);
-  }
-  return o;
 }

@@ -100,3 +100,17 @@ export function trustProxy(raw: string): TrustProxy {
   }
   return { ranges };
 }
+
+/** A URL without its trailing slashes. */
+export function stripSlash(s: string): string {
+  return s.replace(/\/+$/, '');
+}
+
+/** The loaded configuration, frozen all the way down (Buffers excepted). */
+export function deepFreeze<T>(o: T): T {
+  if (o && typeof o === 'object' && !Buffer.isBuffer(o)) {
+    Object.freeze(o);
+    for (const v of Object.values(o)) deepFreeze(v);
+  }
+  return o;
+}

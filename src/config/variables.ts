@@ -1,4 +1,5 @@
 import { parseAllowEntry } from '../common/target-policy.js';
+import { AGENT_VARIABLES } from './agent-variables.js';
 import { TRACING_SWITCH } from './tracing-variables.js';
 import { estimatedBits, postgresUrl, trustProxy, vaultKeyRing } from './value-formats.js';
 import { optional, variable } from './variable.js';
@@ -275,30 +276,6 @@ export const SERVICE_VARIABLES = {
     'days an audit row is kept (1 to 3650); older rows are swept every 10 minutes in batches (see `docs/operations.md`, Audit trail)',
   ),
 
-  AGENT_SESSIONS_PER_USER: variable(
-    'agents (MCP)',
-    int(1, 1000),
-    20,
-    'live agent sessions one end user may hold; past it, minting answers `409 agent_session_limit` (see `docs/agents.md`)',
-  ),
-  AGENT_SESSIONS_PER_TENANT: variable(
-    'agents (MCP)',
-    int(1, 1_000_000),
-    5000,
-    'live agent sessions one tenant may hold, all its users together (`409 agent_session_limit` past it)',
-  ),
-  AGENT_WORKFLOW_ID_FIELD: variable(
-    'agents (MCP)',
-    text(),
-    'id',
-    "the workflow's id in the upstream's answers (the spec does not show it), read by the tool `launchWorkflowAndWait`",
-  ),
-  AGENT_WORKFLOW_STEP_FIELD: variable(
-    'agents (MCP)',
-    text(),
-    'step',
-    "the workflow's step (`Create`, `Review`, `Sign`, `Archive`) in the upstream's answers (not shown by the spec), read by `launchWorkflowAndWait`",
-  ),
-
+  ...AGENT_VARIABLES,
   ...TRACING_SWITCH,
 } as const;
