@@ -24,10 +24,6 @@ const common = {
 export default {
   // Per-project testTimeout is ignored by jest 30: it is a global option.
   testTimeout: 60000,
-  // Two test files at once even on two cores (jest's default there is one): an e2e file spends much of its time
-  // waiting on timers, sockets and PostgreSQL, so a second one fills that time (8 e2e files: 204 s with one
-  // worker, 150 s with two, on a loaded 2-core machine). Each file has its own database and free ports.
-  maxWorkers: 2,
   projects: [
     '<rootDir>/packages/cws-sandbox',
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/src/**/*.spec.ts'] },
