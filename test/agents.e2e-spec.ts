@@ -223,6 +223,94 @@ describe('agents over MCP (API.md section 10): sessions, the door, the tools mad
     expect(get.status).toBe(405);
   });
 
+  it("answers calls at once from many sessions under the same JSON-RPC ids, each with its own answer and the caller's id", async () => {
+    const bob = await mintSession(t, 'acme', { userId: 'u-bob', tools: ['read'] });
+    const me = (session: MintedSession, id: number | string) =>
+      rawMcp(
+        session.mcpUrl,
+        session.token,
+        { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'facadeMe', arguments: {} } },
+        {
+          'mcp-protocol-version': '2025-11-25',
+        },
+      );
+    const calls = Array.from({ length: 24 }, (_, i) => ({ who: i % 2 === 0 ? 'alice' : 'bob', id: i % 3 === 0 ? 'same' : 1 }));
+    const answers = await Promise.all(calls.map((c) => me(c.who === 'alice' ? alice : bob, c.id)));
+    for (const [i, res] of answers.entries()) {
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+      const body = (await res.json()) as { id: unknown; result: { isError?: boolean; structuredContent: Record<string, unknown> } };
+      expect(body.id).toBe(calls[i].id);
+      expect(body.result.isError).toBeFalsy();
+      const other = calls[i].who === 'alice' ? 'bob' : 'alice';
+      expect(JSON.stringify(body.result.structuredContent)).toContain(calls[i].who);
+      expect(JSON.stringify(body.result.structuredContent)).not.toContain(other);
+    }
+    // What the one shared server does not take is answered by the SDK's own transport, as before.
+    const batch = await rawMcp(alice.mcpUrl, alice.token, [
+      { jsonrpc: '2.0', id: 1, method: 'ping' },
+      { jsonrpc: '2.0', id: 2, method: 'ping' },
+    ]);
+    expect(batch.status).toBe(200);
+    expect(((await batch.json()) as Array<{ id: number }>).map((m) => m.id).sort()).toEqual([1, 2]);
+    const notification = await rawMcp(alice.mcpUrl, alice.token, { jsonrpc: '2.0', method: 'notifications/initialized' });
+    expect(notification.status).toBe(202);
+    const version = await rawMcp(
+      alice.mcpUrl,
+      alice.token,
+      { jsonrpc: '2.0', id: 1, method: 'ping' },
+      { 'mcp-protocol-version': '1999-01-01' },
+    );
+    expect(version.status).toBe(400);
+    const accept = await rawMcp(alice.mcpUrl, alice.token, { jsonrpc: '2.0', id: 1, method: 'ping' }, { accept: 'application/json' });
+    expect(accept.status).toBe(406);
+    const invalid = await rawMcp(alice.mcpUrl, alice.token, { jsonrpc: '2.0', id: null, method: 'tools/list' });
+    expect(invalid.status).toBe(400);
+    const ping = await rawMcp(alice.mcpUrl, alice.token, { jsonrpc: '2.0', id: 'p', method: 'ping' });
+    expect(await ping.json()).toEqual({ jsonrpc: '2.0', id: 'p', result: {} });
+    expect((await t.request('DELETE', `/v1/tenants/acme/agent-sessions/${bob.id}`)).status).toBe(204);
+  });
+
+  it('stops a waiting tool call when its caller leaves (a plain JSON call, no progress asked)', async () => {
+    t.sandbox!.clearRecords();
+    const leaving = new AbortController();
+    const call = fetch(alice.mcpUrl, {
+      method: 'POST',
+      signal: leaving.signal,
+      headers: {
+        authorization: `Bearer ${alice.token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2025-11-25',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 9,
+        method: 'tools/call',
+        params: {
+          name: 'launchWorkflowAndWait',
+          arguments: { body: { name: 'left behind', approvers: ['bob'] }, untilStep: 'Archive', timeoutSeconds: 60 },
+        },
+      }),
+    }).catch((e: unknown) => e);
+    const polls = () => t.sandbox!.records().filter((r) => r.method === 'GET' && /^\/workflows\/[^/]+$/.test(r.path)).length;
+    for (let i = 0; i < 200 && polls() === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(polls()).toBeGreaterThan(0);
+    leaving.abort();
+    expect(await call).toMatchObject({ name: 'AbortError' });
+    // The wait ends at once: its audit row says so (408), and the sandbox sees no poll after it.
+    let row: AuditItem | undefined;
+    for (let i = 0; i < 100 && row === undefined; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      const audit = await t.request<{ items: AuditItem[] }>('GET', '/v1/tenants/acme/audit?limit=20');
+      row = audit.body.items.find((r) => r.action === 'agent.tool_call' && r.target === 'tools/launchWorkflowAndWait' && r.status === 408);
+    }
+    expect(row).toMatchObject({ outcome: 'failure', userId: 'u-alice' });
+    const after = polls();
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(polls()).toBe(after);
+  });
+
   it('the example agent (examples/agent) mints a read-only session and reads through it', async () => {
     const lines: string[] = [];
     const id = await runAgent({ serviceUrl: t.url, key: t.operatorKey, tenantId: 'acme', userId: 'u-alice', log: (l) => lines.push(l) });

@@ -3,7 +3,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js';
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type RequestId } from '@modelcontextprotocol/sdk/types.js';
 import { AuthThrottle } from '../auth/auth-throttle.js';
 import { bearerOf } from '../auth/api-keys.service.js';
 import { AppError } from '../common/app-error.js';
@@ -17,6 +17,7 @@ import type { AgentSession } from './agent-sessions.repository.js';
 import { AgentSessionsService, MCP_PATH } from './agent-sessions.service.js';
 import { AgentToolCatalogue } from './agent-tool-catalogue.js';
 import { AgentToolRunner } from './agent-tool-runner.js';
+import { type CallContext, isPlainCall, JsonCallTransport } from './mcp-json-transport.js';
 import { allowedOrigin, isStreamingCall, noteOfClient, progressOf, protectedResource } from './mcp-messages.js';
 
 const logger = new Logger('McpDoor');
@@ -40,8 +41,10 @@ export function matchMcp(url: string): 'mcp' | 'metadata' | null {
 /**
  * The MCP endpoint (API.md section 10), served by the front door without Express: the Origin check (DNS
  * rebinding), the session token (by hash, cached, under the credential-failure throttle; anything else is 401
- * with the resource metadata's address), then the official SDK's Streamable HTTP transport, stateless (a server
- * and a transport per request: any instance answers any call), JSON answers unless a tool call asks for progress.
+ * with the resource metadata's address), then the official SDK's server, stateless (any instance answers any call):
+ * a plain call (tools/call, tools/list, ping; one JSON answer) on the instance's one server, anything else
+ * (initialize, notifications, batches, a tool call that asks for progress, every malformed request) on a server and
+ * a Streamable HTTP transport of its own, as the SDK's stateless example does.
  */
 @Injectable()
 export class McpDoor {
@@ -56,9 +59,13 @@ export class McpDoor {
     private readonly throttle: AuthThrottle,
   ) {}
 
+  /** The plain calls' one server's transport (connected in open). */
+  private readonly plain = new JsonCallTransport();
+
   /** The tools are made from the service's OpenAPI document, once, before the server listens (service.ts). */
   open(document: Record<string, unknown>): void {
     this.catalogue.load(document);
+    void this.newServer((id) => this.plain.contextOf(id)).connect(this.plain);
   }
 
   async serve(req: IncomingMessage, res: ServerResponse, what: 'mcp' | 'metadata', requestId: string): Promise<void> {
@@ -117,18 +124,17 @@ export class McpDoor {
     message: unknown,
     requestId: string,
   ): Promise<void> {
-    const server = new Server(
-      { name: 'cws-connect', version: this.version },
-      { capabilities: { tools: { listChanged: false }, logging: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator: this.validator },
-    );
-    server.setRequestHandler(ListToolsRequestSchema, () => this.catalogue.listFor(session.tools));
-    server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
-      this.runner.run(session, request.params.name, request.params.arguments, {
-        requestId,
-        signal: extra.signal,
-        progress: progressOf(request.params._meta?.progressToken, extra.sendNotification),
-      }),
-    );
+    if (isPlainCall(req.headers, message)) {
+      // The common case, on the instance's one server (mcp-json-transport.ts).
+      const left = new AbortController();
+      res.once('close', () => {
+        if (!res.writableFinished) left.abort();
+      });
+      this.plain.deliver(message, res, { session, requestId, signal: left.signal });
+      return;
+    }
+    // Everything else on a server and a Streamable HTTP transport of its own, stateless: the SDK answers it whole.
+    const server = this.newServer(() => ({ session, requestId }));
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !isStreamingCall(message) });
     res.once('close', () => {
       // The caller left before its answer: stop the tool call (its signal). A finished request leaves nothing to close.
@@ -136,6 +142,29 @@ export class McpDoor {
     });
     await server.connect(transport);
     await transport.handleRequest(req, res, message);
+  }
+
+  /** A server with the tools' handlers; `contextOf` finds the call's session and request (null: no such call). */
+  private newServer(contextOf: (requestId: RequestId) => CallContext | undefined): Server {
+    const server = new Server(
+      { name: 'cws-connect', version: this.version },
+      { capabilities: { tools: { listChanged: false }, logging: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator: this.validator },
+    );
+    const call = (requestId: RequestId): CallContext => {
+      const context = contextOf(requestId);
+      if (context === undefined) throw new McpError(ErrorCode.InternalError, 'The call is no longer waiting for its answer.');
+      return context;
+    };
+    server.setRequestHandler(ListToolsRequestSchema, (_request, extra) => this.catalogue.listFor(call(extra.requestId).session.tools));
+    server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
+      const context = call(extra.requestId);
+      return this.runner.run(context.session, request.params.name, request.params.arguments, {
+        requestId: context.requestId,
+        signal: context.signal ?? extra.signal,
+        progress: progressOf(request.params._meta?.progressToken, extra.sendNotification),
+      });
+    });
+    return server;
   }
 
   private metadata(req: IncomingMessage, res: ServerResponse): void {

@@ -37,6 +37,11 @@ const PAGE_SQL = (tenant: string) =>
     ORDER BY at DESC, id DESC
     LIMIT $3`;
 
+/** A group of rows (columns as arrays), never coalesced. */
+const INSERT_GROUP_SQL = `INSERT INTO audit_log (id, at, actor_kind, actor_id, action, tenant_id, target, user_id, request_id, outcome, status, trace_id)
+  SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+                       $9::text[], $10::text[], $11::int[], $12::text[])`;
+
 /** Every read and write of the audit_log table. */
 @Injectable()
 export class AuditLogRepository {
@@ -78,11 +83,11 @@ export class AuditLogRepository {
    */
   async insertMany(rows: Array<{ id: string; at: Date; record: AuditRecord }>): Promise<Set<string>> {
     const col = <T>(f: (r: AuditRecord) => T) => rows.map((r) => f(r.record));
-    await this.db.query(
-      `INSERT INTO audit_log (id, at, actor_kind, actor_id, action, tenant_id, target, user_id, request_id, outcome, status, trace_id)
-       SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
-                            $9::text[], $10::text[], $11::int[], $12::text[])`,
-      [
+    // Named: each pooled connection plans the group's statement once (its plan does not depend on the arrays).
+    await preparedQuery(this.db, {
+      name: 'cws_audit_insert_group',
+      text: INSERT_GROUP_SQL,
+      values: [
         rows.map((r) => r.id),
         rows.map((r) => r.at),
         col((r) => r.actor.kind),
@@ -96,7 +101,7 @@ export class AuditLogRepository {
         col((r) => r.status ?? null),
         col((r) => r.traceId ?? null),
       ],
-    );
+    });
     return new Set(rows.map((r) => r.id));
   }
 
