@@ -1,7 +1,9 @@
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ChangeFeed, type ChangedTable } from '../src/changes/change-feed.service.js';
+import { FacadeDoor } from '../src/facade/facade-door.js';
 import { connectViaHttp, newTenant } from './support/connect.js';
+import { openSocket } from './security/support.js';
 import { startSecondInstance, startTestApp, type TestApp } from './support/test-app.js';
 
 interface ErrorBody {
@@ -431,5 +433,130 @@ describe('two instances on one database', () => {
     } finally {
       await c.close();
     }
+  });
+});
+
+/** The headers of an answer read off a raw socket, by lower-case name. */
+function rawHeaders(answer: string): Map<string, string> {
+  const headers = new Map<string, string>();
+  for (const line of answer.split('\r\n\r\n')[0].split('\r\n').slice(1)) {
+    const colon = line.indexOf(':');
+    headers.set(line.slice(0, colon).trim().toLowerCase(), line.slice(colon + 1).trim());
+  }
+  return headers;
+}
+
+/**
+ * What every answer of the facade carries, success or error, whoever writes it (the facade, the stalled-body
+ * watch, the HTTP parser's refusal): the request id (the caller's when it is a plain token), the same as the error
+ * body's, and the security headers (docs/security.md, "Security headers").
+ */
+describe("the facade's answers all carry the request id and the security headers", () => {
+  let t: TestApp;
+  const alice = { 'x-user-id': 'u-alice' };
+
+  beforeAll(async () => {
+    t = await startTestApp({
+      env: {
+        HTTP_BODY_TIMEOUT_MS: '600',
+        HTTP_HEADERS_TIMEOUT_MS: '800',
+        FACADE_TENANT_MAX_IN_FLIGHT: '1',
+        FACADE_TENANT_MAX_UPLOADS: '1',
+        UPSTREAM_RETRIES: '0',
+        LOG_LEVEL: 'warn',
+      },
+    });
+    await newTenant(t, 'acme');
+    await connectViaHttp(t, 'acme', { userId: 'u-alice', as: 'alice' });
+    await waitLive(t);
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  /** [label, status, request id, the body's request id (errors), the security headers]: one line to compare. */
+  const carried = (label: string, status: number, get: (name: string) => string | null | undefined, body: string) => {
+    const requestId = get('x-request-id') ?? null;
+    const error = status >= 400 ? ((JSON.parse(body) as ErrorBody).error?.requestId ?? null) : requestId;
+    return [
+      label,
+      status,
+      typeof requestId === 'string' && requestId.length > 0,
+      error === requestId,
+      get('x-content-type-options'),
+      get('referrer-policy'),
+      get('x-frame-options'),
+      /^max-age=\d+/.test(get('strict-transport-security') ?? ''),
+    ];
+  };
+  const expected = (label: string, status: number) => [label, status, true, true, 'nosniff', 'no-referrer', 'SAMEORIGIN', true];
+
+  it("on a pass-through answer, with the caller's request id", async () => {
+    const res = await t.request('GET', '/v1/tenants/acme/workflows', { headers: { ...alice, 'x-request-id': 'corr-42' } });
+    expect(carried('200', res.status, (n) => res.headers.get(n), res.text)).toEqual(expected('200', 200));
+    expect(res.headers.get('x-request-id')).toBe('corr-42');
+    expect(res.headers.get('x-upstream-status')).toBe('200');
+  });
+
+  it('on every error answer of the facade', async () => {
+    const cases: Array<[string, number, string, string, { key?: string | null; headers?: Record<string, string> }]> = [
+      ['no credential', 401, 'GET', '/v1/tenants/acme/workflows', { key: null, headers: alice }],
+      ['a wrong key', 401, 'GET', '/v1/tenants/acme/workflows', { key: `cwsk_${'x'.repeat(43)}`, headers: alice }],
+      ['an unknown tenant', 404, 'GET', '/v1/tenants/nobody/workflows', { headers: alice }],
+      ['a tenant id that is no slug', 404, 'GET', '/v1/tenants/a%2Fb/workflows', { headers: alice }],
+      ['no user named', 400, 'GET', '/v1/tenants/acme/workflows', {}],
+      ['a user not connected', 409, 'GET', '/v1/tenants/acme/workflows', { headers: { 'x-user-id': 'u-nobody' } }],
+      ['an encoded separator', 400, 'GET', '/v1/tenants/acme/proxy/workflows%2F..%2Foauth', { headers: alice }],
+    ];
+    for (const [label, status, method, path, init] of cases) {
+      const res = await t.request(method, path, init);
+      expect(carried(label, res.status, (n) => res.headers.get(n), res.text)).toEqual(expected(label, status));
+    }
+    const given = await t.request('GET', '/v1/tenants/acme/workflows', { headers: { 'x-request-id': 'corr-43' } });
+    expect([given.status, given.headers.get('x-request-id')]).toEqual([400, 'corr-43']);
+
+    t.sandbox!.setFault({ mode: 'down', paths: ['/workflows'] });
+    try {
+      const res = await t.request('GET', '/v1/tenants/acme/workflows', { headers: alice });
+      expect(carried('upstream down', res.status, (n) => res.headers.get(n), res.text)).toEqual(expected('upstream down', 502));
+    } finally {
+      t.sandbox!.setFault(null);
+    }
+
+    // The tenant's bound (FACADE_TENANT_MAX_IN_FLIGHT 1 here): a call held by a slow upstream, and one more.
+    t.sandbox!.setFault({ mode: 'slow', delayMs: 1500, paths: ['/workflows'], count: 1 });
+    try {
+      const held = t.request('GET', '/v1/tenants/acme/workflows', { headers: alice });
+      const limits = t.app.get(FacadeDoor).limits;
+      for (let i = 0; i < 200 && limits.holding('acme').calls === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      const res = await t.request('GET', '/v1/tenants/acme/workflows', { headers: alice });
+      expect(carried('past the bound', res.status, (n) => res.headers.get(n), res.text)).toEqual(expected('past the bound', 429));
+      expect(res.headers.get('retry-after')).toBe('1');
+      expect((await held).status).toBe(200);
+    } finally {
+      t.sandbox!.setFault(null);
+    }
+  });
+
+  it.each([
+    [
+      'a facade upload whose body stalls (HTTP_BODY_TIMEOUT_MS)',
+      (key: string) =>
+        `POST /v1/tenants/acme/workflows HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\nx-user-id: u-alice\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"name":`,
+    ],
+    [
+      'headers that stop arriving on a facade route (HTTP_HEADERS_TIMEOUT_MS)',
+      (key: string) => `GET /v1/tenants/acme/workflows HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\n`,
+    ],
+  ])('on the 408 of %s', async (label, request) => {
+    const conn = await openSocket(t);
+    conn.socket.write(request(t.operatorKey));
+    await conn.closed;
+    const answer = conn.received();
+    const status = Number(/^HTTP\/1\.1 (\d{3}) /.exec(answer)?.[1]);
+    const headers = rawHeaders(answer);
+    const body = answer.slice(answer.indexOf('\r\n\r\n') + 4);
+    expect(carried(label, status, (n) => headers.get(n), body)).toEqual(expected(label, 408));
+    expect(body).toContain('"code":"request_timeout"');
   });
 });

@@ -16,6 +16,10 @@ export const TENANT_KEY_PREFIX = 'cwsk_';
 /** Characters of the key kept in clear (prefix included) to find the candidate rows. */
 const LOOKUP_CHARS = TENANT_KEY_PREFIX.length + 8;
 
+/** A connection's last Authorization header, with its tenant key's hash (hex): see `cachedTenantKey`. */
+const PRESENTED = Symbol('cws-connect.presented');
+type Connection = object & { [PRESENTED]?: { header: string; hex: string } };
+
 export interface CreatedApiKey {
   id: string;
   key: string;
@@ -54,6 +58,29 @@ export class ApiKeysService {
    */
   async authorize(authorization: string | undefined, tenantId: string | undefined, shareLookup = false): Promise<Principal> {
     return this.admit(await this.authenticate(bearerOf(authorization), shareLookup), tenantId);
+  }
+
+  /**
+   * `authorize`'s fast lane, without a promise: the principal of a tenant key whose lookup is cached (ApiKeyCache),
+   * on its own tenant's path; null for every other case, which `authorize` decides (a key not cached, the operator,
+   * a wrong key, another tenant's path). The key's hash is kept on `connection` (the socket) with the header it came
+   * in: a keep-alive connection presents the same header on every call, and hashing it cost a proxied call a
+   * measurable share. The cache itself is asked on every call, so a revoked key stops passing as soon as before.
+   */
+  cachedTenantKey(authorization: string | undefined, tenantId: string, connection: object): Principal | null {
+    if (authorization === undefined) return null;
+    const known = connection as Connection;
+    let presented = known[PRESENTED];
+    if (presented === undefined || presented.header !== authorization) {
+      const key = bearerOf(authorization);
+      if (key === null || !key.startsWith(TENANT_KEY_PREFIX) || key.length <= LOOKUP_CHARS) return null;
+      const hash = sha256(key);
+      if (timingSafeEqual(hash, this.operatorHash)) return null;
+      presented = { header: authorization, hex: hash.toString('hex') };
+      known[PRESENTED] = presented;
+    }
+    const principal = this.cache.get(presented.hex);
+    return principal !== undefined && principal.tenantId === tenantId ? principal : null;
   }
 
   /** The tenant rule alone, for a principal already authenticated (by a key, or by a console session). */

@@ -9,13 +9,18 @@ export function mintRequestId(): string {
 }
 
 /**
- * Reuses a caller's x-request-id when it is a plain token (so a partner can correlate), otherwise mints
- * one; sets it on the response before anything else can answer. Called once per request, by the front door
- * (edge/front-door.ts), which also sets it as `req.id` for the logger and the exception filters.
+ * A request's id: the caller's x-request-id when it is a plain token (so a partner can correlate), otherwise a new
+ * one. Called once per request, by the front door (edge/front-door.ts), which sets it as `req.id` for the logger and
+ * the exception filters, and on the response before anything else can answer (the facade, with its answer).
  */
-export function assignRequestId(req: IncomingMessage, res: ServerResponse): string {
+export function requestIdFor(req: IncomingMessage): string {
   const given = req.headers['x-request-id'];
-  const id = typeof given === 'string' && SAFE_ID.test(given) ? given : mintRequestId();
+  return typeof given === 'string' && SAFE_ID.test(given) ? given : mintRequestId();
+}
+
+/** requestIdFor, set on the response. */
+export function assignRequestId(req: IncomingMessage, res: ServerResponse): string {
+  const id = requestIdFor(req);
   res.setHeader('x-request-id', id);
   return id;
 }

@@ -35,3 +35,18 @@ const HEADERS: ReadonlyArray<readonly [string, string]> = (() => {
 export function setSecurityHeaders(res: ServerResponse): void {
   for (let i = 0; i < HEADERS.length; i++) res.setHeader(HEADERS[i][0], HEADERS[i][1]);
 }
+
+/** What every answer carries, set on a response that has none of it yet: the request id and the security headers. */
+export function setAnswerHeaders(res: ServerResponse, requestId: string): void {
+  res.setHeader('x-request-id', requestId);
+  setSecurityHeaders(res);
+}
+
+/** The names of setAnswerHeaders's headers, in lower case. */
+export const ANSWER_HEADER_NAMES: ReadonlySet<string> = new Set(['x-request-id', ...HEADERS.map(([name]) => name.toLowerCase())]);
+
+/** The same headers as a raw header list (`writeHead`'s flat array of names and values), the request id's value left empty. */
+export const ANSWER_HEADER_LIST: readonly string[] = ['x-request-id', '', ...HEADERS.flat()];
+
+/** The security headers as header lines, for an answer the server writes on the socket itself (edge/http-server.ts). */
+export const SECURITY_HEADER_LINES = HEADERS.map(([name, value]) => `${name}: ${value}\r\n`).join('');

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { mintRequestId } from './request-id.js';
+import { requestIdOf } from './request-id.js';
+import { setAnswerHeaders } from './security-headers.js';
 import { hasBody } from './request-body.js';
 
 interface Watched {
@@ -75,7 +76,9 @@ function cut(req: IncomingMessage, res: ServerResponse): void {
     stop();
     return;
   }
-  const requestId = String(res.getHeader('x-request-id') ?? mintRequestId());
+  const requestId = requestIdOf(req, res);
+  // A facade call sets them with its answer (edge/front-door.ts): none was written yet.
+  if (!res.hasHeader('x-request-id')) setAnswerHeaders(res, requestId);
   const json = JSON.stringify({ error: { code: 'request_timeout', message: 'The request body stopped arriving.', requestId } });
   res.writeHead(408, {
     'content-type': 'application/json; charset=utf-8',

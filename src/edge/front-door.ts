@@ -1,8 +1,8 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { AppError } from '../common/app-error.js';
 import { answerError } from '../common/error-answer.js';
-import { assignRequestId } from '../common/request-id.js';
-import { setSecurityHeaders } from '../common/security-headers.js';
+import { requestIdFor } from '../common/request-id.js';
+import { setAnswerHeaders } from '../common/security-headers.js';
 import { bindRequestContext, setRequestRoute, traceRequest } from '../telemetry/request-tracing.js';
 import { tracingOn } from '../telemetry/tracing.js';
 import type { FacadeDoor } from '../facade/facade-door.js';
@@ -11,9 +11,9 @@ import { matchInbound, type InboundDoor } from '../webhooks/inbound-door.js';
 import { matchMcp, type McpDoor } from '../agents/mcp-door.js';
 
 /**
- * The HTTP server's one request listener: it mints the request id of every request, serves the facade's
- * routes through FacadeDoor, the inbound receiver through InboundDoor, the MCP endpoint through McpDoor, and
- * hands everything else to Express (the Nest app).
+ * The HTTP server's one request listener: it mints the request id of every request (set on every answer, with
+ * the security headers), serves the facade's routes through FacadeDoor, the inbound receiver through InboundDoor,
+ * the MCP endpoint through McpDoor, and hands everything else to Express (the Nest app).
  */
 export class FrontDoor {
   private facade: FacadeDoor | null = null;
@@ -35,25 +35,29 @@ export class FrontDoor {
   }
 
   readonly listener = (req: IncomingMessage, res: ServerResponse): void => {
-    const requestId = assignRequestId(req, res);
+    const requestId = requestIdFor(req);
     (req as IncomingMessage & { id?: string }).id = requestId;
-    setSecurityHeaders(res);
     if (tracingOn()) traceRequest(req, res, requestId, () => this.route(req, res, requestId));
     else this.route(req, res, requestId);
   };
 
   private route(req: IncomingMessage, res: ServerResponse, requestId: string): void {
     const url = req.url ?? '';
-    if (url.charCodeAt(0) !== 0x2f /* '/' */) {
-      // Absolute-form (`GET http://host/...`), authority- and asterisk-form targets are for proxies, not for this server.
-      answerError(req, res, new AppError('invalid_path', 'The request target must be a path (origin form).'), requestId);
-      return;
-    }
     const method = req.method ?? 'GET';
-    const { match } = matchRoute(method, url);
+    const origin = url.charCodeAt(0) === 0x2f; /* '/' */
+    const match = origin && this.facade !== null ? matchRoute(method, url).match : null;
     if (match !== null && this.facade !== null) {
       if (tracingOn()) setRequestRoute(req, `/v1/tenants/{tenantId}${match.route.path}`, match.tenantId);
+      // The facade writes the request id and the security headers with each of its answers (FacadeDoor): set here,
+      // one by one, they cost a proxied call more than its own headers.
       this.facade.serve(req, res, match, requestId).catch(() => res.destroy()); // serve answers its own errors; this is a last resort
+      return;
+    }
+    // Set before anything else can answer: Express's routes, the receiver's and the MCP endpoint's answers carry them.
+    setAnswerHeaders(res, requestId);
+    if (!origin) {
+      // Absolute-form (`GET http://host/...`), authority- and asterisk-form targets are for proxies, not for this server.
+      answerError(req, res, new AppError('invalid_path', 'The request target must be a path (origin form).'), requestId);
       return;
     }
     const delivery = this.inbound !== null ? matchInbound(method, url) : null;

@@ -1,6 +1,7 @@
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import { mintRequestId } from '../common/request-id.js';
+import { SECURITY_HEADER_LINES } from '../common/security-headers.js';
 import { StalledBodies } from '../common/stalled-body.js';
 import type { AppConfig } from '../config/app-config.js';
 
@@ -8,7 +9,8 @@ import type { AppConfig } from '../config/app-config.js';
  * The HTTP server, with explicit timeouts (docs/security.md, "Timeouts and per-tenant limits"): headers must
  * arrive within HTTP_HEADERS_TIMEOUT_MS and a whole request within HTTP_REQUEST_TIMEOUT_MS; a connection with
  * no traffic either way for HTTP_IDLE_TIMEOUT_MS is closed, and an idle keep-alive one after
- * HTTP_KEEP_ALIVE_TIMEOUT_MS. A request the parser refuses gets the contract's JSON error, not Node's bare 400.
+ * HTTP_KEEP_ALIVE_TIMEOUT_MS. A request the parser refuses gets the contract's JSON error, not Node's bare 400,
+ * with the request id and the security headers of every answer.
  */
 export function createHttpServer(config: AppConfig, listener: RequestListener): Server {
   const { headersTimeoutMs, requestTimeoutMs, idleTimeoutMs, keepAliveTimeoutMs } = config.http;
@@ -39,7 +41,7 @@ export function createHttpServer(config: AppConfig, listener: RequestListener): 
     const json = JSON.stringify({ error: { code, message, requestId } });
     const reason = status === 408 ? 'Request Timeout' : status === 431 ? 'Request Header Fields Too Large' : 'Bad Request';
     socket.end(
-      `HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\nx-request-id: ${requestId}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(json)}\r\n\r\n${json}`,
+      `HTTP/1.1 ${status} ${reason}\r\nconnection: close\r\nx-request-id: ${requestId}\r\n${SECURITY_HEADER_LINES}content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(json)}\r\n\r\n${json}`,
     );
   });
   return server;

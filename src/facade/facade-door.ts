@@ -4,6 +4,7 @@ import { AppError } from '../common/app-error.js';
 import { errorBody, logFailure } from '../common/app-exception.filter.js';
 import { answerError } from '../common/error-answer.js';
 import { hasBody } from '../common/request-body.js';
+import { setAnswerHeaders } from '../common/security-headers.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { accessLogLevel } from '../telemetry/logger.js';
@@ -48,7 +49,8 @@ export class FacadeDoor {
         await this.authorize(req, match.tenantId);
         throw new AppError('tenant_not_found', 'No such tenant.');
       }
-      await this.authorize(req, tenant.value);
+      // A cached tenant key on its own tenant's path passes without the throttle's promises: nothing to count.
+      if (this.keys.cachedTenantKey(req.headers.authorization, tenant.value, req.socket) === null) await this.authorize(req, tenant.value);
       const call = upstreamCall(match);
       const release = this.limits.acquire(tenant.value, match.route.streamed.length > 0 && hasBody(req));
       if (release === null) {
@@ -58,14 +60,14 @@ export class FacadeDoor {
           'This tenant has too many calls or uploads in flight; retry after the time in Retry-After.',
         );
       }
-      res.once('close', release);
-      await this.facade.forward(req, res, tenant.value, call);
+      await this.facade.forward(req, res, tenant.value, call, requestId, release);
     } catch (e) {
       if (errorBody(e, requestId).status >= 500) logFailure(e, requestId);
       if (res.headersSent) {
         res.destroy(); // as AppExceptionFilter: a streamed answer already started
         return;
       }
+      setAnswerHeaders(res, requestId); // the front door left them to the facade's answer
       answerError(req, res, e, requestId);
     }
     if (res.statusCode >= 400 && match.route.log === 'errors') {

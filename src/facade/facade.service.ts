@@ -1,9 +1,9 @@
-import { EventEmitter } from 'node:events';
-import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { Injectable } from '@nestjs/common';
 import { RoutingService, type RouteKind, type RoutedRequest } from '../routing/routing.service.js';
 import { hasBody } from '../common/request-body.js';
-import type { UpstreamBody } from '../upstream/streamed-request.js';
+import { UpstreamAbort, type UpstreamBody } from '../upstream/streamed-request.js';
+import { ANSWER_HEADER_LIST, ANSWER_HEADER_NAMES } from '../common/security-headers.js';
 
 /**
  * An upstream call the front door has resolved: whose token (`userinfo`: the user's, to the environment's
@@ -42,24 +42,36 @@ const NOT_FORWARDED = new Set([
 export class FacadeService {
   constructor(private readonly routing: RoutingService) {}
 
-  async forward(req: IncomingMessage, res: ServerResponse, tenantId: string, call: FacadeCall): Promise<void> {
+  /**
+   * `requestId`: set on the answer with the security headers (the front door leaves them to the facade). `release`:
+   * called once the response is closed, however the call ends (the tenant's bound, TenantLimits).
+   */
+  async forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    tenantId: string,
+    call: FacadeCall,
+    requestId: string,
+    release: () => void,
+  ): Promise<void> {
+    // An UpstreamAbort as undici's abort signal: an AbortController costs an EventTarget per call, and
+    // stream.pipeline another (plus a DOMException when it settles): both measurable on the hot path.
+    const abort = new UpstreamAbort();
+    let body: UpstreamBody | null = null;
+    let gone = false;
+    res.on('close', () => {
+      release();
+      if (res.writableFinished) return;
+      gone = true; // the caller left: stop the upstream call, or its answer mid-body
+      if (body) body.destroy();
+      else abort.abort();
+    });
     const userId = userIdOf(req);
     const route: RouteKind = call.route === 'userinfo' ? 'user' : call.route;
     let method = req.method ?? 'GET';
     if (call.route === 'userinfo') method = (await this.routing.resolve(tenantId, route, userId)).env.userinfoMethod;
 
     const withBody = hasBody(req);
-    // An EventEmitter as undici's abort signal: an AbortController costs an EventTarget per call, and
-    // stream.pipeline another (plus a DOMException when it settles): both measurable on the hot path.
-    const abort = new EventEmitter();
-    let body: UpstreamBody | null = null;
-    let gone = false;
-    res.once('close', () => {
-      if (res.writableFinished) return;
-      gone = true; // the caller left: stop the upstream call, or its answer mid-body
-      if (body) body.destroy();
-      else abort.emit('abort');
-    });
     const request: RoutedRequest = {
       method,
       path: call.path,
@@ -84,9 +96,9 @@ export class FacadeService {
       answer.destroy();
       return;
     }
-    res.writeHead(upstream.status, responseHeaders(upstream.headers, upstream.status));
+    res.writeHead(upstream.status, answerHeaderList(upstream.headers, upstream.status, requestId));
     // The upstream broke off mid-body: the status line is out, so cutting the connection is the only honest signal left.
-    answer.once('error', () => res.destroy());
+    answer.on('error', () => res.destroy());
     answer.pipe(res);
   }
 }
@@ -121,14 +133,26 @@ export function forwardedRequestHeaders(headers: IncomingHttpHeaders): Record<st
   return out;
 }
 
-export function responseHeaders(headers: IncomingHttpHeaders, status: number): OutgoingHttpHeaders {
+/**
+ * A pass-through answer's headers as a raw header list (writeHead's flat array, no setHeader per header): the
+ * request id and the security headers, then the upstream's end-to-end headers and x-upstream-status. An upstream
+ * header of one of our names replaces ours, as it did when ours were set first and the upstream's over them.
+ */
+export function answerHeaderList(headers: IncomingHttpHeaders, status: number, requestId: string): Array<string | string[]> {
   const named = connectionNamed(headers.connection);
-  const out: OutgoingHttpHeaders = {};
+  const out: Array<string | string[]> = ANSWER_HEADER_LIST.slice();
+  out[1] = requestId;
+  const ours = out.length;
+  let replaced = false;
   for (const name in headers) {
     const value = headers[name];
     if (value === undefined || NOT_FORWARDED.has(name) || (named !== null && named.has(name))) continue;
-    out[name] = value;
+    out.push(name, value);
+    if (ANSWER_HEADER_NAMES.has(name)) replaced = true;
   }
-  out['x-upstream-status'] = String(status);
-  return out;
+  out.push('x-upstream-status', String(status));
+  if (!replaced) return out;
+  const upstream = new Set<string>();
+  for (let i = ours; i < out.length; i += 2) upstream.add(out[i] as string);
+  return out.filter((_, i) => i >= ours || !upstream.has((out[i - (i % 2)] as string).toLowerCase()));
 }

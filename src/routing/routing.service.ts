@@ -74,11 +74,37 @@ export class RoutingService {
    * call sent upstream is one of the company's budget (docs/quotas.md): `429 quota_exhausted` when its lane
    * (`req.lane`, interactive when absent) finds no room in time; an upstream 429 is answered as it came and never retried.
    */
-  async call(tenantId: string, route: RouteKind, userId: string | undefined, req: RoutedRequest): Promise<RoutedResponse> {
-    const { connection, env, tenant } = await this.pick(tenantId, route, userId);
+  call(tenantId: string, route: RouteKind, userId: string | undefined, req: RoutedRequest): Promise<RoutedResponse> {
+    try {
+      // Tenant, connection and a fresh token all cached (the common case): no promise before the upstream call's.
+      const tenant = this.cache.tenant(tenantId);
+      if (tenant !== undefined) {
+        const env = this.environments.get(tenant.environment);
+        const kind = kindOf(tenant, route, userId);
+        const found = this.cache.owner(tenantId, ownerKey(kind, kind === 'user' ? (userId as string) : null));
+        if (found !== undefined) {
+          const connection = usable(found, kind, route);
+          const token = this.cache.token(connection.id);
+          if (token !== undefined && this.fresh(token)) {
+            return this.callWith({ connection, env, tenant }, token, tenantId, req);
+          }
+        }
+      }
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.callLoading(tenantId, route, userId, req);
+  }
+
+  private async callLoading(tenantId: string, route: RouteKind, userId: string | undefined, req: RoutedRequest): Promise<RoutedResponse> {
+    const picked = await this.pick(tenantId, route, userId);
+    return this.callWith(picked, await this.tokenFor(picked.connection), tenantId, req);
+  }
+
+  private async callWith(picked: Picked, token: CachedToken, tenantId: string, req: RoutedRequest): Promise<RoutedResponse> {
+    const { connection, env, tenant } = picked;
     const trace = connectionAttributes(tenantId, connection.id, env.name, connection.kind === 'admin');
     if (trace !== null) annotate(trace);
-    const token = await this.tokenFor(connection);
     const first = await this.send(env, req, token.accessToken, trace, tenantId, tenant);
     if (first.status !== 401 || !replayable(req.body)) return withConnection(first, connection.id);
 
@@ -95,43 +121,8 @@ export class RoutingService {
   private async pick(tenantId: string, route: RouteKind, userId: string | undefined): Promise<Picked> {
     const tenant = await this.tenantOf(tenantId);
     const env = this.environments.get(tenant.environment);
-
-    let kind: 'admin' | 'user';
-    if (route === 'admin') {
-      // X-User-Id is ignored on admin routes: a user token never serves one.
-      if (tenant.design === 'users')
-        throw new AppError(
-          'admin_not_connected',
-          'This tenant uses per-user connections only (design "users"): admin-only endpoints are not available.',
-        );
-      kind = 'admin';
-    } else if (userId !== undefined) {
-      kind = 'user';
-    } else if (tenant.design === 'admin') {
-      kind = 'admin';
-    } else {
-      throw new AppError('user_id_required', 'This call acts for a user: name them in the X-User-Id header.');
-    }
-
-    const connection = await this.connectionOf(tenantId, kind, kind === 'user' ? (userId as string) : null);
-    if (!connection) {
-      throw kind === 'admin'
-        ? new AppError('admin_not_connected', 'No admin connection for this tenant: connect one with a connect session of kind "admin".')
-        : new AppError('user_not_connected', 'This user has no connection: connect them with a connect session of kind "user".');
-    }
-    if (route === 'admin' && !connection.isAdmin) {
-      // Admin-only endpoints (webhooks) are refused to non-admin tokens upstream (spec section 1, rule 5):
-      // a connection whose admin check failed never carries its token there.
-      throw new AppError(
-        'admin_not_connected',
-        'The admin connection belongs to a user without company administrator permission: connect an administrator (a connect session of kind "admin").',
-      );
-    }
-    if (connection.status === 'reauth_required' || connection.accessTokenEnc === null) {
-      throw new AppError('reauth_required', 'This connection needs the user to authorize again (a new connect session).', {
-        connectionId: connection.id,
-      });
-    }
+    const kind = kindOf(tenant, route, userId);
+    const connection = usable(await this.connectionOf(tenantId, kind, kind === 'user' ? (userId as string) : null), kind, route);
     return { connection, env, tenant };
   }
 
@@ -156,9 +147,13 @@ export class RoutingService {
     return found;
   }
 
+  private fresh(token: CachedToken): boolean {
+    return token.expiresAt - this.marginMs > this.clock.now().getTime();
+  }
+
   private async tokenFor(connection: ConnectionEntity): Promise<CachedToken> {
     const cached = this.cache.token(connection.id);
-    if (cached && cached.expiresAt - this.marginMs > this.clock.now().getTime()) return cached;
+    if (cached && this.fresh(cached)) return cached;
     const epoch = this.cache.mark();
     const fresh = await this.renewal.accessTokenFor(connection);
     const token: CachedToken = { accessToken: fresh.accessToken, version: fresh.version, expiresAt: fresh.expiresAt.getTime() };
@@ -188,6 +183,45 @@ export class RoutingService {
     if (res.status === 429) this.quota.upstreamRefused(tenantId, cls, lane, retryAfterOf(res.headers['retry-after']));
     return res;
   }
+}
+
+/** The kind of connection a call needs (API.md 7 rules), or the contract's error. */
+function kindOf(tenant: CachedTenant, route: RouteKind, userId: string | undefined): 'admin' | 'user' {
+  if (route === 'admin') {
+    // X-User-Id is ignored on admin routes: a user token never serves one.
+    if (tenant.design === 'users')
+      throw new AppError(
+        'admin_not_connected',
+        'This tenant uses per-user connections only (design "users"): admin-only endpoints are not available.',
+      );
+    return 'admin';
+  }
+  if (userId !== undefined) return 'user';
+  if (tenant.design === 'admin') return 'admin';
+  throw new AppError('user_id_required', 'This call acts for a user: name them in the X-User-Id header.');
+}
+
+/** The owner's connection, if it may serve the call; else the contract's error. */
+function usable(connection: ConnectionEntity | null, kind: 'admin' | 'user', route: RouteKind): ConnectionEntity {
+  if (!connection) {
+    throw kind === 'admin'
+      ? new AppError('admin_not_connected', 'No admin connection for this tenant: connect one with a connect session of kind "admin".')
+      : new AppError('user_not_connected', 'This user has no connection: connect them with a connect session of kind "user".');
+  }
+  if (route === 'admin' && !connection.isAdmin) {
+    // Admin-only endpoints (webhooks) are refused to non-admin tokens upstream (spec section 1, rule 5):
+    // a connection whose admin check failed never carries its token there.
+    throw new AppError(
+      'admin_not_connected',
+      'The admin connection belongs to a user without company administrator permission: connect an administrator (a connect session of kind "admin").',
+    );
+  }
+  if (connection.status === 'reauth_required' || connection.accessTokenEnc === null) {
+    throw new AppError('reauth_required', 'This connection needs the user to authorize again (a new connect session).', {
+      connectionId: connection.id,
+    });
+  }
+  return connection;
 }
 
 /** A body can be sent again when there is none, it is in memory, or it is a stream nobody has read from yet. */

@@ -1,10 +1,9 @@
-import { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Agent } from 'undici';
-import { requestStreamed } from './streamed-request.js';
+import { requestStreamed, UpstreamAbort } from './streamed-request.js';
 
 /** Each test decides the answer of a real HTTP server; `closed` settles when the server's side of the answer closes. */
 let handler: (req: IncomingMessage, res: ServerResponse) => void = (_req, res) => res.end();
@@ -24,7 +23,7 @@ afterAll(async () => {
   await new Promise((resolve) => server.close(resolve));
 });
 
-const get = (path = '/', signal?: EventEmitter) => requestStreamed(agent, { origin, path, method: 'GET', headers: {} }, signal);
+const get = (path = '/', signal?: UpstreamAbort) => requestStreamed(agent, { origin, path, method: 'GET', headers: {} }, signal);
 
 /** A destination that takes one chunk at a time, slowly (its buffer holds 1 KiB): the body must wait for it. */
 function slowSink(): { sink: Writable; received: () => Buffer; finished: Promise<void> } {
@@ -155,9 +154,9 @@ describe('requestStreamed', () => {
     expect(await failed).toBeInstanceOf(Error);
 
     handler = () => undefined; // never answers
-    const signal = new EventEmitter();
+    const signal = new UpstreamAbort();
     const pending = get('/', signal);
-    setTimeout(() => signal.emit('abort'), 20);
+    setTimeout(() => signal.abort(), 20);
     await expect(pending).rejects.toMatchObject({ name: 'AbortError' });
   });
 });

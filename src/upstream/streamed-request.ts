@@ -148,37 +148,60 @@ export interface StreamedResponse {
 }
 
 /**
+ * A request's abort signal, cheaper per call than an AbortController (an EventTarget per call) or an
+ * EventEmitter: `abort()` stops the request it was given to, at once if it has started, else as it starts.
+ */
+export class UpstreamAbort {
+  private controller: Dispatcher.DispatchController | null = null;
+  private aborted = false;
+
+  abort(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.controller?.abort(new errors.RequestAbortedError());
+  }
+
+  /** requestStreamed's side: the request has started, or (null) has ended. */
+  bind(controller: Dispatcher.DispatchController | null): void {
+    this.controller = controller;
+    if (controller !== null && this.aborted) controller.abort(new errors.RequestAbortedError());
+  }
+}
+
+/**
  * One request through undici's handler API (`dispatch`), resolved with the status and headers as soon as they
  * arrive, the body following in an UpstreamBody. Errors before the headers reject with undici's own error
- * classes, as `request` would; `signal` ('abort', from an AbortSignal or an EventEmitter) aborts the exchange
- * with undici's RequestAbortedError (an AbortError).
+ * classes, as `request` would; `signal` (an AbortSignal or an UpstreamAbort) aborts the exchange with undici's
+ * RequestAbortedError (an AbortError).
  */
 export function requestStreamed(
   agent: Dispatcher,
   options: Dispatcher.DispatchOptions,
-  signal?: AbortSignal | EventEmitter,
+  signal?: AbortSignal | UpstreamAbort,
 ): Promise<StreamedResponse> {
   return new Promise((resolve, reject) => {
     const body = new UpstreamBody();
     let answered = false;
     let onAbort: (() => void) | null = null;
     const unhook = () => {
-      if (onAbort === null || signal === undefined) return;
-      if (signal instanceof EventEmitter) signal.removeListener('abort', onAbort);
-      else signal.removeEventListener('abort', onAbort);
+      if (signal instanceof UpstreamAbort) signal.bind(null);
+      else if (onAbort !== null && signal !== undefined) signal.removeEventListener('abort', onAbort);
       onAbort = null;
     };
     agent.dispatch(options, {
       onRequestStart(controller) {
         body.controller = controller;
         if (signal === undefined) return;
-        if (!(signal instanceof EventEmitter) && signal.aborted) {
+        if (signal instanceof UpstreamAbort) {
+          signal.bind(controller);
+          return;
+        }
+        if (signal.aborted) {
           controller.abort(new errors.RequestAbortedError());
           return;
         }
         onAbort = () => controller.abort(new errors.RequestAbortedError());
-        if (signal instanceof EventEmitter) signal.once('abort', onAbort);
-        else signal.addEventListener('abort', onAbort, { once: true });
+        signal.addEventListener('abort', onAbort, { once: true });
       },
       onResponseStart(_controller, statusCode, headers) {
         answered = true;

@@ -85,59 +85,54 @@ export class UpstreamClient implements OnModuleDestroy {
     const started = performance.now();
     let status: number | null = null;
     try {
-      const res = await this.resourceCall(env, req);
-      status = res.status;
-      return res;
+      // The request path and query go out exactly as given (a URL object would re-encode them); only the base is parsed.
+      const base = apiBaseOf(env.apiUrl);
+      const retries = req.retry ? this.config.upstream.retries : 0;
+      const headers: Record<string, string | string[]> = { ...req.headers, authorization: `Bearer ${req.accessToken}` };
+      // Ends when the answer's body does: the span covers the whole exchange, streamed or not.
+      const span = tracingOn()
+        ? startClientSpan(`${req.method} upstream`, req.method, base.origin + base.prefix + req.path, req.trace ?? null)
+        : null;
+      if (span !== null) {
+        span.setAttribute('cws.environment', env.name);
+        injectTraceContext(span, headers);
+      }
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const res = await requestStreamed(
+            this.agent,
+            {
+              origin: base.origin,
+              path: base.prefix + req.path,
+              method: req.method as Dispatcher.HttpMethod,
+              headers,
+              body: req.body ?? null,
+            },
+            req.signal,
+          );
+          if (attempt < retries && RETRYABLE_STATUS.has(res.statusCode)) {
+            await res.body.dump();
+            await backoff(attempt);
+            continue;
+          }
+          if (span !== null) {
+            if (attempt > 0) span.setAttribute('http.request.resend_count', attempt);
+            res.body.once('close', () => endClientSpan(span, res.statusCode));
+          }
+          status = res.statusCode;
+          return { status, headers: res.headers, body: res.body };
+        } catch (e) {
+          const mapped = mapError(e);
+          if (attempt < retries && mapped instanceof UpstreamUnavailableError) {
+            await backoff(attempt);
+            continue;
+          }
+          endClientSpan(span, null, mapped);
+          throw mapped;
+        }
+      }
     } finally {
       this.metrics?.record(status, (performance.now() - started) / 1000);
-    }
-  }
-
-  private async resourceCall(env: CwsEnvironment, req: ResourceRequest): Promise<ResourceResponse> {
-    // The request path and query go out exactly as given (a URL object would re-encode them); only the base is parsed.
-    const base = apiBaseOf(env.apiUrl);
-    const retries = req.retry ? this.config.upstream.retries : 0;
-    const headers: Record<string, string | string[]> = { ...req.headers, authorization: `Bearer ${req.accessToken}` };
-    // Ends when the answer's body does: the span covers the whole exchange, streamed or not.
-    const span = tracingOn()
-      ? startClientSpan(`${req.method} upstream`, req.method, base.origin + base.prefix + req.path, req.trace ?? null)
-      : null;
-    if (span !== null) {
-      span.setAttribute('cws.environment', env.name);
-      injectTraceContext(span, headers);
-    }
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const res = await requestStreamed(
-          this.agent,
-          {
-            origin: base.origin,
-            path: base.prefix + req.path,
-            method: req.method as Dispatcher.HttpMethod,
-            headers,
-            body: req.body ?? null,
-          },
-          req.signal,
-        );
-        if (attempt < retries && RETRYABLE_STATUS.has(res.statusCode)) {
-          await res.body.dump();
-          await backoff(attempt);
-          continue;
-        }
-        if (span !== null) {
-          if (attempt > 0) span.setAttribute('http.request.resend_count', attempt);
-          res.body.once('close', () => endClientSpan(span, res.statusCode));
-        }
-        return { status: res.statusCode, headers: res.headers, body: res.body };
-      } catch (e) {
-        const mapped = mapError(e);
-        if (attempt < retries && mapped instanceof UpstreamUnavailableError) {
-          await backoff(attempt);
-          continue;
-        }
-        endClientSpan(span, null, mapped);
-        throw mapped;
-      }
     }
   }
 

@@ -1,8 +1,7 @@
-import type { EventEmitter } from 'node:events';
 import type { Readable } from 'node:stream';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Attributes } from '@opentelemetry/api';
-import type { UpstreamBody } from './streamed-request.js';
+import type { UpstreamAbort, UpstreamBody } from './streamed-request.js';
 
 /** A token response (spec 2.2). `scope` is null when the answer carries none (refresh answers, spec 4.1). */
 export interface TokenSet {
@@ -30,8 +29,8 @@ export interface ResourceRequest {
   accessToken: string;
   /** Idempotent calls may be retried on connection errors and 502/503/504. */
   retry?: boolean;
-  /** undici also takes an EventEmitter that emits 'abort' (cheaper per call than an AbortController). */
-  signal?: AbortSignal | EventEmitter;
+  /** Or an UpstreamAbort (cheaper per call than an AbortController). */
+  signal?: AbortSignal | UpstreamAbort;
   /** Attributes of the call's span (telemetry/client-spans.ts: ids, environment, token kind; never a secret). */
   trace?: Attributes | null;
 }
