@@ -28,10 +28,7 @@ export interface AuditPage {
 export class AuditService {
   private readonly logger = new Logger('AuditService');
   /** Rows of frequent actions (an agent's tool calls) go together: one statement and one commit carry many under load. */
-  private readonly grouped = new CommitBatcher<{ id: string; at: Date; record: AuditRecord }>(
-    (rows) => this.repo.insertMany(rows),
-    250,
-  );
+  private readonly grouped = new CommitBatcher<{ id: string; at: Date; record: AuditRecord }>((rows) => this.repo.insertMany(rows), 250);
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
