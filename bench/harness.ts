@@ -325,7 +325,9 @@ async function startStack(databaseUrl: string, extraEnv: Record<string, string>)
  */
 export async function callgrindInstructions(pid: number, requests: number, send: (n: number) => Promise<void>): Promise<number> {
   if (CALLGRIND_DIR === null) throw new Error('BENCH_CALLGRIND is not set');
-  await send(Math.max(500, requests / 5)); // warm-up: the JIT's tiers are reached by call counts, not by time
+  // Warm-up (BENCH_WARMUP): the JIT's tiers are reached by call counts, not by time; too short a one leaves V8's
+  // compiler threads and unoptimized code in the count, which then moves by tens of thousands between runs.
+  await send(Number(process.env.BENCH_WARMUP ?? Math.max(500, requests / 5)));
   execFileSync('callgrind_control', ['--zero', String(pid)], { stdio: 'ignore' });
   await send(requests);
   execFileSync('callgrind_control', ['--dump', String(pid)], { stdio: 'ignore' });
