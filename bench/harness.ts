@@ -28,7 +28,16 @@ export const CALLGRIND_DIR = process.env.BENCH_CALLGRIND ?? null;
 export function start(name: string, args: string[], env: Record<string, string>, callgrind = false, node = process.execPath): ChildProcess {
   const [command, argv] =
     callgrind && CALLGRIND_DIR !== null
-      ? ['valgrind', ['--tool=callgrind', `--callgrind-out-file=${CALLGRIND_DIR}/${name}.%p`, node, ...args]]
+      ? [
+          'valgrind',
+          [
+            '--tool=callgrind',
+            `--callgrind-out-file=${CALLGRIND_DIR}/${name}.%p`,
+            ...(process.env.BENCH_CALLGRIND_THREADS ? ['--separate-threads=yes'] : []),
+            node,
+            ...args,
+          ],
+        ]
       : [node, args];
   // BENCH_VERBOSE: the children's output, stdout too (e.g. V8's --trace-gc lines), each line named.
   const verbose = Boolean(process.env.BENCH_VERBOSE);
@@ -316,7 +325,9 @@ async function startStack(databaseUrl: string, extraEnv: Record<string, string>)
  */
 export async function callgrindInstructions(pid: number, requests: number, send: (n: number) => Promise<void>): Promise<number> {
   if (CALLGRIND_DIR === null) throw new Error('BENCH_CALLGRIND is not set');
-  await send(Math.max(500, requests / 5)); // warm-up: the JIT's tiers are reached by call counts, not by time
+  // Warm-up (BENCH_WARMUP): the JIT's tiers are reached by call counts, not by time; too short a one leaves V8's
+  // compiler threads and unoptimized code in the count, which then moves by tens of thousands between runs.
+  await send(Number(process.env.BENCH_WARMUP ?? Math.max(500, requests / 5)));
   execFileSync('callgrind_control', ['--zero', String(pid)], { stdio: 'ignore' });
   await send(requests);
   execFileSync('callgrind_control', ['--dump', String(pid)], { stdio: 'ignore' });
@@ -324,9 +335,17 @@ export async function callgrindInstructions(pid: number, requests: number, send:
     .filter((f) => f.includes(`.${pid}.`))
     .map((f) => join(CALLGRIND_DIR, f))
     .sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs);
-  const totals = /^totals:\s+(\d+)/m.exec(readFileSync(dumps[0], 'utf8'));
-  if (!totals) throw new Error(`no totals in ${dumps[0]}`);
-  return Number(totals[1]) / requests;
+  // BENCH_CALLGRIND_THREADS: one file per thread of the same dump (`<name>.<pid>.<dump>-<thread>`), summed; the main thread's printed.
+  const dump = dumps[0].replace(/-\d+$/, '');
+  let total = 0;
+  for (const file of dumps.filter((f) => f === dump || f.startsWith(`${dump}-`))) {
+    const totals = /^(?:totals|summary):\s+(\d+)/m.exec(readFileSync(file, 'utf8'));
+    if (!totals) throw new Error(`no totals in ${file}`);
+    total += Number(totals[1]);
+    if (file.endsWith('-01'))
+      console.log(`  main thread ${Math.round(Number(totals[1]) / requests).toLocaleString('en')} instructions per request (${file})`);
+  }
+  return total / requests;
 }
 
 /**

@@ -2,7 +2,7 @@
 //   npx tsx bench/proxy.ts            (DATABASE_URL defaults to postgres://postgres@127.0.0.1:5432/postgres)
 // Env: BENCH_ROUNDS (5), BENCH_SECONDS (5), BENCH_CONNECTIONS (50), BENCH_LOG_LEVEL (info), BENCH_SKIP_BUILD=1,
 // BENCH_PROFILE=<dir> (a CPU profile of the app), BENCH_VERBOSE=1 (children's stderr),
-// BENCH_CALLGRIND=<dir> (instructions per request of both proxies under valgrind's callgrind, instead of the rounds; BENCH_REQUESTS),
+// BENCH_CALLGRIND=<dir> (instructions per request of both proxies under valgrind's callgrind, instead of the rounds; BENCH_REQUESTS, BENCH_WARMUP, BENCH_CALLGRIND_THREADS=1),
 // BENCH_TRACING=1 (the app exports traces over OTLP/HTTP protobuf to a sink in this process, which reads and drops them).
 // Each server runs in its own process: the sandbox, the bare proxy, the app (compiled: NestJS needs
 // decorator metadata, which tsx does not emit). autocannon runs here. Not part of `npm test`.

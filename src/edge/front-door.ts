@@ -50,7 +50,7 @@ export class FrontDoor {
       if (tracingOn()) setRequestRoute(req, `/v1/tenants/{tenantId}${match.route.path}`, match.tenantId);
       // The facade writes the request id and the security headers with each of its answers (FacadeDoor): set here,
       // one by one, they cost a proxied call more than its own headers.
-      this.facade.serve(req, res, match, requestId).catch(() => res.destroy()); // serve answers its own errors; this is a last resort
+      this.facade.serve(req, res, match, requestId); // answers its own errors
       return;
     }
     // Set before anything else can answer: Express's routes, the receiver's and the MCP endpoint's answers carry them.

@@ -39,20 +39,49 @@ export class FacadeDoor {
     this.limits = new TenantLimits(config.http.tenantMaxInFlight, config.http.tenantMaxUploads);
   }
 
-  async serve(req: IncomingMessage, res: ServerResponse, match: RouteMatch, requestId: string): Promise<void> {
+  /** Answers the call, errors included (never throws); no promise when the key, the route and the token are cached. */
+  serve(req: IncomingMessage, res: ServerResponse, match: RouteMatch, requestId: string): void {
     const started = performance.now();
+    const done = (error: unknown) => this.done(req, res, match, requestId, started, error);
     try {
       const tenant = checkParam(match.tenantId);
       if (!tenant.ok) {
         if (tenant.reason === 'nul') throw paramError(tenant.reason, 'tenantId');
         // Tenant ids are slugs, so no tenant has this id: after the credential check, the answer of an unknown tenant.
-        await this.authorize(req, match.tenantId);
-        throw new AppError('tenant_not_found', 'No such tenant.');
+        this.authorize(req, match.tenantId).then(
+          () => done(new AppError('tenant_not_found', 'No such tenant.')),
+          (e: unknown) => done(e),
+        );
+        return;
       }
       // A cached tenant key on its own tenant's path passes without the throttle's promises: nothing to count.
-      if (this.keys.cachedTenantKey(req.headers.authorization, tenant.value, req.socket) === null) await this.authorize(req, tenant.value);
-      const call = upstreamCall(match);
-      const release = this.limits.acquire(tenant.value, match.route.streamed.length > 0 && hasBody(req));
+      if (this.keys.cachedTenantKey(req.headers.authorization, tenant.value, req.socket) !== null) {
+        this.pass(req, res, match, tenant.value, requestId, done);
+        return;
+      }
+      this.authorize(req, tenant.value).then(
+        () => this.pass(req, res, match, tenant.value, requestId, done),
+        (e: unknown) => done(e),
+      );
+    } catch (e) {
+      done(e);
+    }
+  }
+
+  /** The credential has passed: the path's checks, the tenant's bounds, the call. */
+  private pass(
+    req: IncomingMessage,
+    res: ServerResponse,
+    match: RouteMatch,
+    tenantId: string,
+    requestId: string,
+    done: (error: unknown) => void,
+  ): void {
+    let release: (() => void) | null;
+    let call: FacadeCall;
+    try {
+      call = upstreamCall(match);
+      release = this.limits.acquire(tenantId, match.route.streamed.length > 0 && hasBody(req));
       if (release === null) {
         res.setHeader('retry-after', String(RETRY_AFTER_SECONDS));
         throw new AppError(
@@ -60,15 +89,28 @@ export class FacadeDoor {
           'This tenant has too many calls or uploads in flight; retry after the time in Retry-After.',
         );
       }
-      await this.facade.forward(req, res, tenant.value, call, requestId, release);
     } catch (e) {
-      if (errorBody(e, requestId).status >= 500) logFailure(e, requestId);
-      if (res.headersSent) {
-        res.destroy(); // as AppExceptionFilter: a streamed answer already started
+      done(e);
+      return;
+    }
+    this.facade.forward(req, res, tenantId, call, requestId, release, done);
+  }
+
+  /** The call's end on this side: its error answered (null: the answer is under way), the access log's line. */
+  private done(req: IncomingMessage, res: ServerResponse, match: RouteMatch, requestId: string, started: number, error: unknown): void {
+    if (error !== null) {
+      try {
+        if (errorBody(error, requestId).status >= 500) logFailure(error, requestId);
+        if (res.headersSent) {
+          res.destroy(); // as AppExceptionFilter: a streamed answer already started
+          return;
+        }
+        setAnswerHeaders(res, requestId); // the front door left them to the facade's answer
+        answerError(req, res, error, requestId);
+      } catch {
+        res.destroy(); // the last resort
         return;
       }
-      setAnswerHeaders(res, requestId); // the front door left them to the facade's answer
-      answerError(req, res, e, requestId);
     }
     if (res.statusCode >= 400 && match.route.log === 'errors') {
       const level = accessLogLevel(res.statusCode);

@@ -1,8 +1,8 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { Injectable } from '@nestjs/common';
-import { RoutingService, type RouteKind, type RoutedRequest } from '../routing/routing.service.js';
+import { RoutingService, type RouteKind, type RoutedRequest, type RoutedResponse } from '../routing/routing.service.js';
 import { hasBody } from '../common/request-body.js';
-import { UpstreamAbort, type UpstreamBody } from '../upstream/streamed-request.js';
+import { UpstreamAbort, type Outcome, type UpstreamBody } from '../upstream/streamed-request.js';
 import { ANSWER_HEADER_LIST, ANSWER_HEADER_NAMES } from '../common/security-headers.js';
 
 /**
@@ -44,16 +44,19 @@ export class FacadeService {
 
   /**
    * `requestId`: set on the answer with the security headers (the front door leaves them to the facade). `release`:
-   * called once the response is closed, however the call ends (the tenant's bound, TenantLimits).
+   * called once the response is closed, however the call ends (the tenant's bound, TenantLimits). `done`: called
+   * once, when the answer's headers are written (null) or with the error to answer; no promise on the way when
+   * all is cached (undici's handler writes the answer's headers and pipes its body).
    */
-  async forward(
+  forward(
     req: IncomingMessage,
     res: ServerResponse,
     tenantId: string,
     call: FacadeCall,
     requestId: string,
     release: () => void,
-  ): Promise<void> {
+    done: (error: unknown) => void,
+  ): void {
     // An UpstreamAbort as undici's abort signal: an AbortController costs an EventTarget per call, and
     // stream.pipeline another (plus a DOMException when it settles): both measurable on the hot path.
     const abort = new UpstreamAbort();
@@ -68,11 +71,42 @@ export class FacadeService {
     });
     const userId = userIdOf(req);
     const route: RouteKind = call.route === 'userinfo' ? 'user' : call.route;
-    let method = req.method ?? 'GET';
-    if (call.route === 'userinfo') method = (await this.routing.resolve(tenantId, route, userId)).env.userinfoMethod;
+    const outcome: Outcome<RoutedResponse> = {
+      answer: (upstream) => {
+        const answer = upstream.body;
+        body = answer;
+        if (gone) {
+          answer.destroy(); // nobody to answer
+          done(null);
+          return;
+        }
+        try {
+          res.writeHead(upstream.status, answerHeaderList(upstream.headers, upstream.status, requestId));
+        } catch (e) {
+          answer.destroy(); // a header Node refuses to write: answered as an error instead
+          done(e);
+          return;
+        }
+        // The upstream broke off mid-body: the status line is out, so cutting the connection is the only honest signal left.
+        answer.on('error', () => res.destroy());
+        answer.pipe(res);
+        done(null);
+      },
+      fail: (e) => done(gone ? null : e), // gone: nobody to answer
+    };
+    if (call.route !== 'userinfo') {
+      this.routing.callTo(tenantId, route, userId, this.request(req, req.method ?? 'GET', call, abort), outcome);
+      return;
+    }
+    this.routing.resolve(tenantId, route, userId).then(
+      ({ env }) => this.routing.callTo(tenantId, route, userId, this.request(req, env.userinfoMethod, call, abort), outcome),
+      (e: unknown) => outcome.fail(e),
+    );
+  }
 
+  private request(req: IncomingMessage, method: string, call: FacadeCall, abort: UpstreamAbort): RoutedRequest {
     const withBody = hasBody(req);
-    const request: RoutedRequest = {
+    return {
       method,
       path: call.path,
       headers: forwardedRequestHeaders(req.headers),
@@ -80,26 +114,6 @@ export class FacadeService {
       retry: !withBody && (method === 'GET' || method === 'HEAD'),
       signal: abort,
     };
-
-    let upstream;
-    try {
-      upstream = await this.routing.call(tenantId, route, userId, request);
-    } catch (e) {
-      if (gone) return; // nobody to answer
-      throw e;
-    }
-    const answer = upstream.body;
-    body = answer;
-    if (gone) {
-      // Destroyed unread, undici's body says so with an 'error' event: without a listener it would end the process.
-      answer.once('error', () => undefined);
-      answer.destroy();
-      return;
-    }
-    res.writeHead(upstream.status, answerHeaderList(upstream.headers, upstream.status, requestId));
-    // The upstream broke off mid-body: the status line is out, so cutting the connection is the only honest signal left.
-    answer.on('error', () => res.destroy());
-    answer.pipe(res);
   }
 }
 

@@ -11,7 +11,8 @@ import type { RenewalService } from '../refresh/renewal.service.js';
 import type { Design } from '../tenants/tenant.entity.js';
 import type { TenantsService } from '../tenants/tenants.service.js';
 import type { UpstreamClient } from '../upstream/upstream-client.service.js';
-import type { ResourceRequest } from '../upstream/upstream.types.js';
+import type { Outcome } from '../upstream/streamed-request.js';
+import type { ResourceRequest, ResourceResponse } from '../upstream/upstream.types.js';
 import { RouteCache } from './route-cache.js';
 import { Environments } from '../config/environments.js';
 import { RoutingService } from './routing.service.js';
@@ -63,13 +64,13 @@ function setup(design: Design, rows: ConnectionEntity[], upstreamStatuses: numbe
       },
     } as unknown as RenewalService,
     {
-      resource: async (_e: unknown, req: ResourceRequest) => {
+      resourceTo: (_e: unknown, req: ResourceRequest, outcome: Outcome<ResourceResponse>) => {
         sent.push({ token: req.accessToken, path: req.path });
-        return {
+        outcome.answer({
           status: upstreamStatuses.shift() ?? 200,
           headers: {},
-          body: Object.assign(Readable.from([]), { dump: async () => undefined }),
-        };
+          body: Object.assign(Readable.from([]), { dump: async () => undefined }) as unknown as ResourceResponse['body'],
+        });
       },
     } as unknown as UpstreamClient,
     new RouteCache(feed),

@@ -16,6 +16,7 @@ import { TenantsService } from '../tenants/tenants.service.js';
 import { retryAfterOf } from '../upstream/upstream-answers.js';
 import { UpstreamClient } from '../upstream/upstream-client.service.js';
 import { upstreamFailure } from '../upstream/upstream.errors.js';
+import type { Outcome } from '../upstream/streamed-request.js';
 import type { ResourceRequest, ResourceResponse } from '../upstream/upstream.types.js';
 import { ownerKey, RouteCache, type CachedTenant, type CachedToken } from './route-cache.js';
 
@@ -75,8 +76,15 @@ export class RoutingService {
    * (`req.lane`, interactive when absent) finds no room in time; an upstream 429 is answered as it came and never retried.
    */
   call(tenantId: string, route: RouteKind, userId: string | undefined, req: RoutedRequest): Promise<RoutedResponse> {
+    return new Promise((resolve, reject) => this.callTo(tenantId, route, userId, req, { answer: resolve, fail: reject }));
+  }
+
+  /** `call`, its answer or failure handed to `outcome` (which must not throw): no promise on the way when all is cached. */
+  callTo(tenantId: string, route: RouteKind, userId: string | undefined, req: RoutedRequest, outcome: Outcome<RoutedResponse>): void {
+    let picked: Picked | null = null;
+    let token: CachedToken | undefined;
     try {
-      // Tenant, connection and a fresh token all cached (the common case): no promise before the upstream call's.
+      // Tenant, connection and a fresh token all cached (the common case): no promise before the upstream call.
       const tenant = this.cache.tenant(tenantId);
       if (tenant !== undefined) {
         const env = this.environments.get(tenant.environment);
@@ -84,30 +92,55 @@ export class RoutingService {
         const found = this.cache.owner(tenantId, ownerKey(kind, kind === 'user' ? (userId as string) : null));
         if (found !== undefined) {
           const connection = usable(found, kind, route);
-          const token = this.cache.token(connection.id);
-          if (token !== undefined && this.fresh(token)) {
-            return this.callWith({ connection, env, tenant }, token, tenantId, req);
-          }
+          token = this.cache.token(connection.id);
+          if (token !== undefined && this.fresh(token)) picked = { connection, env, tenant };
         }
       }
     } catch (e) {
-      return Promise.reject(e);
+      outcome.fail(e);
+      return;
     }
-    return this.callLoading(tenantId, route, userId, req);
+    if (picked !== null && token !== undefined) {
+      this.callWith(picked, token, tenantId, req, outcome);
+      return;
+    }
+    this.pick(tenantId, route, userId).then(
+      (loaded) =>
+        this.tokenFor(loaded.connection).then(
+          (fresh) => this.callWith(loaded, fresh, tenantId, req, outcome),
+          (e: unknown) => outcome.fail(e),
+        ),
+      (e: unknown) => outcome.fail(e),
+    );
   }
 
-  private async callLoading(tenantId: string, route: RouteKind, userId: string | undefined, req: RoutedRequest): Promise<RoutedResponse> {
-    const picked = await this.pick(tenantId, route, userId);
-    return this.callWith(picked, await this.tokenFor(picked.connection), tenantId, req);
-  }
-
-  private async callWith(picked: Picked, token: CachedToken, tenantId: string, req: RoutedRequest): Promise<RoutedResponse> {
+  private callWith(picked: Picked, token: CachedToken, tenantId: string, req: RoutedRequest, outcome: Outcome<RoutedResponse>): void {
     const { connection, env, tenant } = picked;
     const trace = connectionAttributes(tenantId, connection.id, env.name, connection.kind === 'admin');
     if (trace !== null) annotate(trace);
-    const first = await this.send(env, req, token.accessToken, trace, tenantId, tenant);
-    if (first.status !== 401 || !replayable(req.body)) return withConnection(first, connection.id);
+    this.send(env, req, token.accessToken, trace, tenantId, tenant, {
+      answer: (first) => {
+        if (first.status !== 401 || !replayable(req.body)) outcome.answer(withConnection(first, connection.id));
+        else
+          this.renewAndSend(picked, token, tenantId, req, trace, first).then(
+            (res) => outcome.answer(res),
+            (e: unknown) => outcome.fail(e),
+          );
+      },
+      fail: (e) => outcome.fail(e),
+    });
+  }
 
+  /** After an upstream 401: one renewal of the connection's token, and the call once more with it. */
+  private async renewAndSend(
+    picked: Picked,
+    token: CachedToken,
+    tenantId: string,
+    req: RoutedRequest,
+    trace: ResourceRequest['trace'],
+    first: ResourceResponse,
+  ): Promise<RoutedResponse> {
+    const { connection, env, tenant } = picked;
     await first.body.dump().catch(() => undefined);
     const renewed = await this.renewal.renewAfterRejection(connection, token.version);
     this.cache.renewedHere(connection.id, {
@@ -115,7 +148,10 @@ export class RoutingService {
       version: renewed.version,
       expiresAt: renewed.expiresAt.getTime(),
     });
-    return withConnection(await this.send(env, req, renewed.accessToken, trace, tenantId, tenant), connection.id);
+    const second = await new Promise<ResourceResponse>((resolve, reject) =>
+      this.send(env, req, renewed.accessToken, trace, tenantId, tenant, { answer: resolve, fail: reject }),
+    );
+    return withConnection(second, connection.id);
   }
 
   private async pick(tenantId: string, route: RouteKind, userId: string | undefined): Promise<Picked> {
@@ -162,26 +198,37 @@ export class RoutingService {
   }
 
   /** One call sent upstream, once the company's budget has room for it (the check is in memory; quota/). */
-  private async send(
+  private send(
     env: CwsEnvironment,
     req: RoutedRequest,
     accessToken: string,
     trace: ResourceRequest['trace'],
     tenantId: string,
     tenant: CachedTenant,
-  ): Promise<ResourceResponse> {
+    outcome: Outcome<ResourceResponse>,
+  ): void {
     const cls = quotaClassOf(req.method);
     const lane = req.lane ?? 'interactive';
-    const wait = this.quota.take(tenantId, cls, tenant.quotas[cls], lane);
-    if (wait !== null) await wait;
-    let res: ResourceResponse;
+    const upstream: Outcome<ResourceResponse> = {
+      answer: (res) => {
+        if (res.status === 429) this.quota.upstreamRefused(tenantId, cls, lane, retryAfterOf(res.headers['retry-after']));
+        outcome.answer(res);
+      },
+      fail: (e) => outcome.fail(upstreamFailure(e) ?? e),
+    };
+    let wait: Promise<unknown> | null;
     try {
-      res = await this.upstream.resource(env, { ...req, accessToken, trace });
+      wait = this.quota.take(tenantId, cls, tenant.quotas[cls], lane);
     } catch (e) {
-      throw upstreamFailure(e) ?? e;
+      outcome.fail(e);
+      return;
     }
-    if (res.status === 429) this.quota.upstreamRefused(tenantId, cls, lane, retryAfterOf(res.headers['retry-after']));
-    return res;
+    if (wait === null) this.upstream.resourceTo(env, { ...req, accessToken, trace }, upstream);
+    else
+      wait.then(
+        () => this.upstream.resourceTo(env, { ...req, accessToken, trace }, upstream),
+        (e: unknown) => outcome.fail(e),
+      );
   }
 }
 

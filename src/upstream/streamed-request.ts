@@ -168,57 +168,72 @@ export class UpstreamAbort {
   }
 }
 
+/** Who learns how an exchange went, without a promise: its answer's status and headers (the body follows), or its failure before them. */
+export interface Outcome<T> {
+  answer(value: T): void;
+  fail(error: unknown): void;
+}
+
 /**
- * One request through undici's handler API (`dispatch`), resolved with the status and headers as soon as they
- * arrive, the body following in an UpstreamBody. Errors before the headers reject with undici's own error
- * classes, as `request` would; `signal` (an AbortSignal or an UpstreamAbort) aborts the exchange with undici's
- * RequestAbortedError (an AbortError).
+ * One request through undici's handler API (`dispatch`), its status and headers handed to `outcome` as soon as
+ * they arrive, the body following in an UpstreamBody: no promise on the way (the facade's proxied calls). Errors
+ * before the headers are undici's own error classes, as `request` would give; `signal` (an AbortSignal or an
+ * UpstreamAbort) aborts the exchange with undici's RequestAbortedError (an AbortError). `outcome.answer` must not
+ * throw (it runs in undici's parser).
  */
+export function dispatchStreamed(
+  agent: Dispatcher,
+  options: Dispatcher.DispatchOptions,
+  signal: AbortSignal | UpstreamAbort | undefined,
+  outcome: Outcome<StreamedResponse>,
+): void {
+  const body = new UpstreamBody();
+  let answered = false;
+  let onAbort: (() => void) | null = null;
+  const unhook = () => {
+    if (signal instanceof UpstreamAbort) signal.bind(null);
+    else if (onAbort !== null && signal !== undefined) signal.removeEventListener('abort', onAbort);
+    onAbort = null;
+  };
+  agent.dispatch(options, {
+    onRequestStart(controller) {
+      body.controller = controller;
+      if (signal === undefined) return;
+      if (signal instanceof UpstreamAbort) {
+        signal.bind(controller);
+        return;
+      }
+      if (signal.aborted) {
+        controller.abort(new errors.RequestAbortedError());
+        return;
+      }
+      onAbort = () => controller.abort(new errors.RequestAbortedError());
+      signal.addEventListener('abort', onAbort, { once: true });
+    },
+    onResponseStart(_controller, statusCode, headers) {
+      answered = true;
+      outcome.answer({ statusCode, headers: headers as IncomingHttpHeaders, body });
+    },
+    onResponseData(_controller, chunk) {
+      body.push(chunk);
+    },
+    onResponseEnd() {
+      unhook();
+      body.finish();
+    },
+    onResponseError(_controller, error) {
+      unhook();
+      if (answered) body.fail(error);
+      else outcome.fail(error);
+    },
+  });
+}
+
+/** dispatchStreamed as a promise, resolved with the status and headers. */
 export function requestStreamed(
   agent: Dispatcher,
   options: Dispatcher.DispatchOptions,
   signal?: AbortSignal | UpstreamAbort,
 ): Promise<StreamedResponse> {
-  return new Promise((resolve, reject) => {
-    const body = new UpstreamBody();
-    let answered = false;
-    let onAbort: (() => void) | null = null;
-    const unhook = () => {
-      if (signal instanceof UpstreamAbort) signal.bind(null);
-      else if (onAbort !== null && signal !== undefined) signal.removeEventListener('abort', onAbort);
-      onAbort = null;
-    };
-    agent.dispatch(options, {
-      onRequestStart(controller) {
-        body.controller = controller;
-        if (signal === undefined) return;
-        if (signal instanceof UpstreamAbort) {
-          signal.bind(controller);
-          return;
-        }
-        if (signal.aborted) {
-          controller.abort(new errors.RequestAbortedError());
-          return;
-        }
-        onAbort = () => controller.abort(new errors.RequestAbortedError());
-        signal.addEventListener('abort', onAbort, { once: true });
-      },
-      onResponseStart(_controller, statusCode, headers) {
-        answered = true;
-        resolve({ statusCode, headers: headers as IncomingHttpHeaders, body });
-      },
-      onResponseData(_controller, chunk) {
-        body.push(chunk);
-      },
-      onResponseEnd() {
-        unhook();
-        body.finish();
-      },
-      onResponseError(_controller, error) {
-        unhook();
-        if (answered) body.fail(error);
-        else reject(error);
-      },
-    });
-  });
+  return new Promise((resolve, reject) => dispatchStreamed(agent, options, signal, { answer: resolve, fail: reject }));
 }

@@ -6,7 +6,7 @@ import { APP_CONFIG } from '../config/config.module.js';
 import { endClientSpan, injectTraceContext, startClientSpan } from '../telemetry/client-spans.js';
 import { tracingOn } from '../telemetry/tracing.js';
 import { type SmallResponse, postSmall } from './small-request.js';
-import { requestStreamed } from './streamed-request.js';
+import { dispatchStreamed, type Outcome, type StreamedResponse } from './streamed-request.js';
 import { oauthErrorOf, parseTokenSet, parseUser, retryAfterOf } from './upstream-answers.js';
 import { UpstreamMetrics } from './upstream-metrics.js';
 import { TokenEndpointError, UpstreamStatusError, UpstreamTimeoutError, UpstreamUnavailableError } from './upstream.errors.js';
@@ -81,59 +81,76 @@ export class UpstreamClient implements OnModuleDestroy {
   }
 
   /** A resource call, streamed both ways. GETs (or calls marked retry) are retried on connection errors and 502/503/504. */
-  async resource(env: CwsEnvironment, req: ResourceRequest): Promise<ResourceResponse> {
+  resource(env: CwsEnvironment, req: ResourceRequest): Promise<ResourceResponse> {
+    return new Promise((resolve, reject) => this.resourceTo(env, req, { answer: resolve, fail: reject }));
+  }
+
+  /**
+   * `resource`, its answer (status and headers; the body follows) or its failure handed to `outcome`: no promise
+   * on the way when nothing is retried (the facade's proxied calls). `outcome.answer` must not throw.
+   */
+  resourceTo(env: CwsEnvironment, req: ResourceRequest, outcome: Outcome<ResourceResponse>): void {
     const started = performance.now();
-    let status: number | null = null;
+    const record = (status: number | null) => this.metrics?.record(status, (performance.now() - started) / 1000);
+    let options: Dispatcher.DispatchOptions;
+    let retries: number;
+    let span: ReturnType<typeof startClientSpan>;
     try {
       // The request path and query go out exactly as given (a URL object would re-encode them); only the base is parsed.
       const base = apiBaseOf(env.apiUrl);
-      const retries = req.retry ? this.config.upstream.retries : 0;
+      retries = req.retry ? this.config.upstream.retries : 0;
       const headers: Record<string, string | string[]> = { ...req.headers, authorization: `Bearer ${req.accessToken}` };
       // Ends when the answer's body does: the span covers the whole exchange, streamed or not.
-      const span = tracingOn()
+      span = tracingOn()
         ? startClientSpan(`${req.method} upstream`, req.method, base.origin + base.prefix + req.path, req.trace ?? null)
         : null;
       if (span !== null) {
         span.setAttribute('cws.environment', env.name);
         injectTraceContext(span, headers);
       }
-      for (let attempt = 0; ; attempt++) {
-        try {
-          const res = await requestStreamed(
-            this.agent,
-            {
-              origin: base.origin,
-              path: base.prefix + req.path,
-              method: req.method as Dispatcher.HttpMethod,
-              headers,
-              body: req.body ?? null,
-            },
-            req.signal,
-          );
-          if (attempt < retries && RETRYABLE_STATUS.has(res.statusCode)) {
-            await res.body.dump();
-            await backoff(attempt);
-            continue;
-          }
-          if (span !== null) {
-            if (attempt > 0) span.setAttribute('http.request.resend_count', attempt);
-            res.body.once('close', () => endClientSpan(span, res.statusCode));
-          }
-          status = res.statusCode;
-          return { status, headers: res.headers, body: res.body };
-        } catch (e) {
-          const mapped = mapError(e);
-          if (attempt < retries && mapped instanceof UpstreamUnavailableError) {
-            await backoff(attempt);
-            continue;
-          }
-          endClientSpan(span, null, mapped);
-          throw mapped;
-        }
-      }
-    } finally {
-      this.metrics?.record(status, (performance.now() - started) / 1000);
+      options = {
+        origin: base.origin,
+        path: base.prefix + req.path,
+        method: req.method as Dispatcher.HttpMethod,
+        headers,
+        body: req.body ?? null,
+      };
+    } catch (e) {
+      record(null);
+      outcome.fail(e);
+      return;
     }
+    let attempt = 0;
+    const again = () => {
+      attempt++;
+      dispatchStreamed(this.agent, options, req.signal, handler);
+    };
+    const handler: Outcome<StreamedResponse> = {
+      answer: (res) => {
+        if (attempt < retries && RETRYABLE_STATUS.has(res.statusCode)) {
+          const wait = backoffMs(attempt, BACKOFF);
+          void res.body.dump().then(() => setTimeout(again, wait));
+          return;
+        }
+        if (span !== null) {
+          if (attempt > 0) span.setAttribute('http.request.resend_count', attempt);
+          res.body.once('close', () => endClientSpan(span, res.statusCode));
+        }
+        record(res.statusCode);
+        outcome.answer({ status: res.statusCode, headers: res.headers, body: res.body });
+      },
+      fail: (e) => {
+        const mapped = mapError(e);
+        if (attempt < retries && mapped instanceof UpstreamUnavailableError) {
+          setTimeout(again, backoffMs(attempt, BACKOFF));
+          return;
+        }
+        endClientSpan(span, null, mapped);
+        record(null);
+        outcome.fail(mapped);
+      },
+    };
+    dispatchStreamed(this.agent, options, req.signal, handler);
   }
 
   /** `body`: the grant's parameters, with the client credentials in it unless the environment sends them in a Basic header. */
@@ -210,6 +227,5 @@ function apiBaseOf(apiUrl: string): { origin: string; prefix: string } {
   return base;
 }
 
-function backoff(attempt: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, backoffMs(attempt, { baseMs: 100, capMs: 2000 })));
-}
+/** Between two attempts of a resource call. */
+const BACKOFF = { baseMs: 100, capMs: 2000 };
