@@ -18,13 +18,6 @@ export function requestIdFor(req: IncomingMessage): string {
   return typeof given === 'string' && SAFE_ID.test(given) ? given : mintRequestId();
 }
 
-/** requestIdFor, set on the response. */
-export function assignRequestId(req: IncomingMessage, res: ServerResponse): string {
-  const id = requestIdFor(req);
-  res.setHeader('x-request-id', id);
-  return id;
-}
-
 /** The request id the front door gave a request. */
 export function requestIdOf(req: IncomingMessage, res?: ServerResponse): string {
   const fromReq = (req as IncomingMessage & { id?: unknown }).id;
@@ -32,5 +25,8 @@ export function requestIdOf(req: IncomingMessage, res?: ServerResponse): string 
   const fromRes = res?.getHeader('x-request-id');
   if (typeof fromRes === 'string') return fromRes;
   // Only a request that did not come through the front door (none in the app) lands here.
-  return res ? assignRequestId(req, res) : mintRequestId();
+  if (!res) return mintRequestId();
+  const id = requestIdFor(req);
+  res.setHeader('x-request-id', id);
+  return id;
 }

@@ -223,10 +223,11 @@ export class RoutingService {
       outcome.fail(e);
       return;
     }
-    if (wait === null) this.upstream.resourceTo(env, { ...req, accessToken, trace }, upstream);
+    const request: ResourceRequest = { ...req, accessToken, trace };
+    if (wait === null) this.upstream.resourceTo(env, request, upstream);
     else
       wait.then(
-        () => this.upstream.resourceTo(env, { ...req, accessToken, trace }, upstream),
+        () => this.upstream.resourceTo(env, request, upstream),
         (e: unknown) => outcome.fail(e),
       );
   }

@@ -2,8 +2,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Agent } from 'undici';
-import { requestStreamed, UpstreamAbort } from './streamed-request.js';
+import { Agent, type Dispatcher } from 'undici';
+import { dispatchStreamed, UpstreamAbort, type StreamedResponse } from './streamed-request.js';
 
 /** Each test decides the answer of a real HTTP server; `closed` settles when the server's side of the answer closes. */
 let handler: (req: IncomingMessage, res: ServerResponse) => void = (_req, res) => res.end();
@@ -22,6 +22,11 @@ afterAll(async () => {
   server.closeAllConnections();
   await new Promise((resolve) => server.close(resolve));
 });
+
+/** dispatchStreamed as a promise, resolved with the status and headers. */
+function requestStreamed(agent: Dispatcher, options: Dispatcher.DispatchOptions, signal?: UpstreamAbort): Promise<StreamedResponse> {
+  return new Promise((resolve, reject) => dispatchStreamed(agent, options, signal, { answer: resolve, fail: reject }));
+}
 
 const get = (path = '/', signal?: UpstreamAbort) => requestStreamed(agent, { origin, path, method: 'GET', headers: {} }, signal);
 

@@ -161,7 +161,7 @@ export class UpstreamAbort {
     this.controller?.abort(new errors.RequestAbortedError());
   }
 
-  /** requestStreamed's side: the request has started, or (null) has ended. */
+  /** dispatchStreamed's side: the request has started, or (null) has ended. */
   bind(controller: Dispatcher.DispatchController | null): void {
     this.controller = controller;
     if (controller !== null && this.aborted) controller.abort(new errors.RequestAbortedError());
@@ -227,13 +227,4 @@ export function dispatchStreamed(
       else outcome.fail(error);
     },
   });
-}
-
-/** dispatchStreamed as a promise, resolved with the status and headers. */
-export function requestStreamed(
-  agent: Dispatcher,
-  options: Dispatcher.DispatchOptions,
-  signal?: AbortSignal | UpstreamAbort,
-): Promise<StreamedResponse> {
-  return new Promise((resolve, reject) => dispatchStreamed(agent, options, signal, { answer: resolve, fail: reject }));
 }
