@@ -24,14 +24,25 @@ export class StalledBodies {
 
   constructor(private readonly timeoutMs: number) {}
 
-  /** Watches a request that announces a body, until the body has all arrived or the request is gone. */
+  /**
+   * Watches a request that announces a body, until the body has all arrived or the request is gone. Its entry
+   * leaves the set when its answer closes, not at the next tick: a request held up to a second past its answer
+   * outlives the young generation, and at thousands of POSTs a second that filled the old one (bench/agents.ts).
+   */
   watch(req: IncomingMessage, res: ServerResponse): void {
     if (!hasBody(req)) return;
-    this.watched.add({ req, res, bytesRead: req.socket.bytesRead, since: Date.now() });
+    const watched: Watched = { req, res, bytesRead: req.socket.bytesRead, since: Date.now() };
+    this.watched.add(watched);
+    res.on('close', () => this.watched.delete(watched));
     if (this.timer === null) {
       this.timer = setInterval(() => this.tick(), Math.max(10, Math.min(1000, Math.floor(this.timeoutMs / 4))));
       this.timer.unref();
     }
+  }
+
+  /** How many requests are watched now. */
+  get size(): number {
+    return this.watched.size;
   }
 
   stop(): void {

@@ -1,0 +1,64 @@
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { StalledBodies } from './stalled-body.js';
+
+/** A request leaves the watch when its answer closes, not at the next tick (a minute away here). */
+describe('StalledBodies', () => {
+  const stalled = new StalledBodies(240_000);
+  let server: Server;
+  let url: string;
+  const seen: number[] = [];
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      stalled.watch(req, res);
+      seen.push(stalled.size);
+      req.resume();
+      req.on('end', () => res.end('ok'));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    stalled.stop();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const post = (body: string) =>
+    new Promise<string>((resolve, reject) => {
+      const req = request(`${url}/`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (text += d));
+        res.on('end', () => resolve(text));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+
+  it('forgets each answered request at once', async () => {
+    for (let i = 0; i < 20; i++) expect(await post(`{"n":${i}}`)).toBe('ok');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(seen).toHaveLength(20);
+    expect(Math.max(...seen)).toBe(1);
+    expect(stalled.size).toBe(0);
+  });
+
+  it('keeps watching a request whose body has not all arrived', async () => {
+    const req = request(`${url}/`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': '100' } });
+    req.on('error', () => undefined);
+    req.write('{"partial":');
+    await new Promise<void>((resolve) => {
+      const poll = () => (stalled.size === 1 ? resolve() : setTimeout(poll, 5));
+      poll();
+    });
+    expect(stalled.size).toBe(1);
+    req.destroy();
+    await new Promise<void>((resolve) => {
+      const poll = () => (stalled.size === 0 ? resolve() : setTimeout(poll, 5));
+      poll();
+    });
+    expect(stalled.size).toBe(0);
+  });
+});
