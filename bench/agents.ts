@@ -17,6 +17,8 @@ const CPU_GOAL = 1.3;
 
 interface Mode {
   mode: string;
+  /** Answers a tool error on purpose (the floor below). */
+  toolError?: boolean;
   url: string;
   method: 'GET' | 'POST';
   headers: Record<string, string>;
@@ -61,6 +63,15 @@ async function run(stack: Stack): Promise<void> {
       headers: mcp,
       body: rpc('tools/call', { name: 'facadeListWorkflows', arguments: {} }),
     },
+    // A tool call's floor without its upstream call: the protocol, the grant check and the audit row every call writes.
+    {
+      mode: 'tools/call outside the grant',
+      toolError: true,
+      url: `${appUrl}/mcp`,
+      method: 'POST',
+      headers: mcp,
+      body: rpc('tools/call', { name: 'notATool', arguments: {} }),
+    },
     { mode: 'tools/list', url: `${appUrl}/mcp`, method: 'POST', headers: mcp, body: rpc('tools/list', {}) },
     // The protocol's floor: the session token, the SDK's server and transport, and nothing else.
     { mode: 'ping', url: `${appUrl}/mcp`, method: 'POST', headers: mcp, body: rpc('ping', {}) },
@@ -68,7 +79,7 @@ async function run(stack: Stack): Promise<void> {
   for (const m of modes) {
     const res = await fetch(m.url, { method: m.method, headers: m.headers, body: m.body });
     const text = await res.text();
-    if (res.status !== 200 || text.includes('"isError":true')) throw new Error(`${m.mode} answered ${res.status}: ${text.slice(0, 300)}`);
+    if (res.status !== 200 || text.includes('"isError":true') !== (m.toolError ?? false)) throw new Error(`${m.mode} answered ${res.status}: ${text.slice(0, 300)}`);
   }
   const only = process.env.BENCH_ONLY;
   if (only !== undefined) modes.splice(0, modes.length, ...modes.filter((m) => m.mode.startsWith(only)));
@@ -112,10 +123,15 @@ async function run(stack: Stack): Promise<void> {
   // Per round: the tool call's CPU (app + database) over the facade call's just before it (the machine's load moves between rounds).
   const facade = rows.get(modes[0].mode) ?? [];
   const call = rows.get(modes[1].mode) ?? [];
-  const list = rows.get(modes[2].mode) ?? [];
+  const floor = rows.get(modes[2].mode) ?? [];
+  const list = rows.get(modes[3].mode) ?? [];
   const ratios = call.map((c, i) => (c.cpuUs + c.dbUs) / (facade[i].cpuUs + facade[i].dbUs));
   const ratio = median(ratios);
   console.log(`\nper round, tools/call / facade CPU: ${ratios.map((r) => r.toFixed(2)).join(' ')}`);
+  const floorRatio = median(floor.map((f, i) => (f.cpuUs + f.dbUs) / (facade[i].cpuUs + facade[i].dbUs)));
+  console.log(
+    `floor: a tools/call with no upstream call (the protocol and its audit row) costs ${floorRatio.toFixed(2)}x the facade call, before the upstream call it makes`,
+  );
   console.log(
     `tools/list: ${median(list.map((x) => x.cpuUs)).toFixed(0)} µs/op of app CPU, ${median(list.map((x) => x.dbUs)).toFixed(1)} µs/op in the database (answered from memory: no upstream call)`,
   );
