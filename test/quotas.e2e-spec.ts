@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ChangeFeed } from '../src/changes/change-feed.service.js';
 import { QuotaWindowsRepository } from '../src/quota/quota-windows.repository.js';
+import { RouteCache } from '../src/routing/route-cache.js';
 import { connectViaHttp, newTenant } from './support/connect.js';
 import { startSecondInstance, startTestApp, type TestApp } from './support/test-app.js';
 
@@ -22,6 +23,20 @@ async function waitLive(t: TestApp): Promise<void> {
   const feed = t.app.get(ChangeFeed);
   for (let i = 0; i < 100 && !feed.live; i++) await new Promise((r) => setTimeout(r, 50));
   expect(feed.live).toBe(true);
+}
+
+/**
+ * Until the instance's route cache holds no stale view of the tenant's read budget: the change feed carries a
+ * PATCH to every instance's cache, the one that made it included, a few milliseconds later (longer on a loaded
+ * machine). Absent from the cache, the next call reads the row.
+ */
+async function budgetKnown(t: TestApp, tenantId: string, read: boolean): Promise<void> {
+  const cache = t.app.get(RouteCache);
+  const seen = await eventually(
+    async () => cache.tenant(tenantId),
+    (v) => v === undefined || (v.quotas.read !== undefined) === read,
+  );
+  expect(seen === undefined || (seen.quotas.read !== undefined) === read).toBe(true);
 }
 
 async function eventually<T>(read: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 3000): Promise<T> {
@@ -83,7 +98,8 @@ describe('upstream budgets (docs/quotas.md)', () => {
   it('a spent budget is 429 quota_exhausted with Retry-After on every instance, sending nothing upstream; writes have none', async () => {
     const before = sentUpstream();
     const list = (t: TestApp) => t.request<ErrorBody>('GET', '/v1/tenants/acme/workflows', { headers: user });
-    // The budget change reaches the other instance's cache through the change feed.
+    // The budget change reaches each instance's cache through the change feed.
+    for (const t of [a, b]) await budgetKnown(t, 'acme', true);
     const statuses = [(await list(a)).status, (await list(b)).status, (await list(a)).status];
     expect(statuses).toEqual([200, 200, 200]);
     const refused = await list(b);
