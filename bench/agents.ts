@@ -79,7 +79,8 @@ async function run(stack: Stack): Promise<void> {
   for (const m of modes) {
     const res = await fetch(m.url, { method: m.method, headers: m.headers, body: m.body });
     const text = await res.text();
-    if (res.status !== 200 || text.includes('"isError":true') !== (m.toolError ?? false)) throw new Error(`${m.mode} answered ${res.status}: ${text.slice(0, 300)}`);
+    if (res.status !== 200 || text.includes('"isError":true') !== (m.toolError ?? false))
+      throw new Error(`${m.mode} answered ${res.status}: ${text.slice(0, 300)}`);
   }
   const only = process.env.BENCH_ONLY;
   if (only !== undefined) modes.splice(0, modes.length, ...modes.filter((m) => m.mode.startsWith(only)));
