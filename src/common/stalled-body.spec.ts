@@ -62,3 +62,42 @@ describe('StalledBodies', () => {
     expect(stalled.size).toBe(0);
   });
 });
+
+/** A refusal answered before its body arrived: the body is still watched, and cut when it stalls. */
+describe('StalledBodies after an early answer', () => {
+  const stalled = new StalledBodies(200);
+  let server: Server;
+  let port: number;
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      stalled.watch(req, res);
+      res.writeHead(401, { 'content-type': 'application/json' });
+      res.end('{"error":{"code":"unauthorized"}}');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    stalled.stop();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('keeps watching the unfinished body past the answer and closes the connection once it stalls', async () => {
+    const { connect } = await import('node:net');
+    const socket = connect(port, '127.0.0.1');
+    let answer = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (d: string) => (answer += d));
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.write('POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"a":');
+    await new Promise<void>((resolve) => {
+      const poll = () => (answer.includes('unauthorized') ? resolve() : setTimeout(poll, 5));
+      poll();
+    });
+    expect(answer.startsWith('HTTP/1.1 401')).toBe(true);
+    expect(stalled.size).toBe(1);
+    await closed;
+    expect(stalled.size).toBe(0);
+  });
+});

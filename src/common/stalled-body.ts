@@ -25,15 +25,19 @@ export class StalledBodies {
   constructor(private readonly timeoutMs: number) {}
 
   /**
-   * Watches a request that announces a body, until the body has all arrived or the request is gone. Its entry
-   * leaves the set when its answer closes, not at the next tick: a request held up to a second past its answer
-   * outlives the young generation, and at thousands of POSTs a second that filled the old one (bench/agents.ts).
+   * Watches a request that announces a body, until the body has all arrived or the request is gone. A request
+   * whose body has arrived leaves the set when its answer closes, not at the next tick: held up to a second past
+   * its answer, each outlived the young generation, and at thousands of POSTs a second they filled the old one
+   * (bench/agents.ts).
    */
   watch(req: IncomingMessage, res: ServerResponse): void {
     if (!hasBody(req)) return;
     const watched: Watched = { req, res, bytesRead: req.socket.bytesRead, since: Date.now() };
     this.watched.add(watched);
-    res.on('close', () => this.watched.delete(watched));
+    res.on('close', () => {
+      // An answer given before its body arrived (a refusal) leaves the body to the watch: it still must not stall.
+      if (req.complete || req.destroyed || req.socket.destroyed) this.watched.delete(watched);
+    });
     if (this.timer === null) {
       this.timer = setInterval(() => this.tick(), Math.max(10, Math.min(1000, Math.floor(this.timeoutMs / 4))));
       this.timer.unref();
