@@ -15,7 +15,7 @@ export class AgentToolCatalogue {
   /** Each tool's argument validator, compiled at its first call (compiling every one at start cost ~50 ms of it). */
   private validators = new Map<string, ValidateFunction>();
   private ajv: Ajv2020 | null = null;
-  private lists = new Map<string, { tools: Array<AgentTool['definition']> }>();
+  private lists = new Map<string, Readonly<{ tools: Array<AgentTool['definition']> }>>();
   skipped: SkippedOperation[] = [];
 
   load(document: Record<string, unknown>): void {
@@ -54,13 +54,16 @@ export class AgentToolCatalogue {
     return this.all.filter((t) => wanted.has(t.name)).map((t) => t.name);
   }
 
-  /** The tools/list answer of a grant, made once per distinct grant. */
-  listFor(granted: readonly string[]): { tools: Array<AgentTool['definition']> } {
+  /**
+   * The tools/list answer of a grant, made once per distinct grant, frozen: it never changes, so the door's
+   * transport writes it from its JSON kept once (mcp-json-transport.ts).
+   */
+  listFor(granted: readonly string[]): Readonly<{ tools: Array<AgentTool['definition']> }> {
     const key = granted.join(',');
     let list = this.lists.get(key);
     if (list === undefined) {
       const names = new Set(granted);
-      list = { tools: this.all.filter((t) => names.has(t.name)).map((t) => t.definition) };
+      list = Object.freeze({ tools: this.all.filter((t) => names.has(t.name)).map((t) => t.definition) });
       if (this.lists.size >= 1000) this.lists.clear();
       this.lists.set(key, list);
     }

@@ -64,6 +64,9 @@ export class JsonCallTransport implements Transport {
   private next = 0;
   private readonly waiting = new Map<number, Waiting>();
 
+  /** The JSON of results that never change (frozen: a grant's tools/list), written once each. */
+  private readonly frozen = new WeakMap<object, string>();
+
   async start(): Promise<void> {}
 
   async close(): Promise<void> {
@@ -93,8 +96,21 @@ export class JsonCallTransport implements Transport {
     this.waiting.delete(message.id);
     const { res } = waiting;
     if (res.destroyed || res.writableEnded) return;
-    const body = JSON.stringify({ ...message, id: waiting.id });
+    const result = 'result' in message ? message.result : undefined;
+    const body =
+      result !== undefined && Object.isFrozen(result)
+        ? `{"result":${this.jsonOf(result)},"jsonrpc":"2.0","id":${JSON.stringify(waiting.id)}}`
+        : JSON.stringify({ ...message, id: waiting.id });
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
     res.end(body);
+  }
+
+  private jsonOf(result: object): string {
+    let json = this.frozen.get(result);
+    if (json === undefined) {
+      json = JSON.stringify(result);
+      this.frozen.set(result, json);
+    }
+    return json;
   }
 }
