@@ -7,23 +7,16 @@
 // Env: AUDIT_GROUP_SIZES (1,5,20,100), AUDIT_ROWS (20000 per size and round), AUDIT_ROUNDS (3). Not part of `npm test`.
 import 'reflect-metadata';
 import { randomBytes, randomUUID } from 'node:crypto';
-import pg from 'pg';
+import type pg from 'pg';
 import { DataSource } from 'typeorm';
 import { AuditLogRepository } from '../src/audit/audit-log.repository.js';
 import type { AuditRecord } from '../src/audit/audit-entry.js';
 import { runMigrations } from '../src/database/migrate.js';
-import { cpuMs, median } from './harness.js';
+import { cpuMs, finish, median, withScratchDatabase } from './harness.js';
 
-const SERVER_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const SIZES = (process.env.AUDIT_GROUP_SIZES ?? '1,5,20,100').split(',').map(Number);
 const ROWS = Number(process.env.AUDIT_ROWS ?? 20_000);
 const ROUNDS = Number(process.env.AUDIT_ROUNDS ?? 3);
-
-function withDatabase(url: string, db: string): string {
-  const u = new URL(url);
-  u.pathname = `/${db}`;
-  return u.toString();
-}
 
 /** A tool call's row, as AgentToolRunner writes it. */
 function row(): { id: string; at: Date; record: AuditRecord } {
@@ -44,19 +37,17 @@ function row(): { id: string; at: Date; record: AuditRecord } {
   };
 }
 
-async function main(): Promise<void> {
-  const name = `cws_audit_${process.pid}_${randomBytes(3).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: withDatabase(SERVER_URL, 'postgres') });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = withDatabase(SERVER_URL, name);
+async function run(url: string, admin: pg.Client): Promise<void> {
   const ds = new DataSource({ type: 'postgres', url, extra: { max: 1 } });
   try {
     await runMigrations(url);
     await ds.initialize();
     const repo = new AuditLogRepository(ds);
     for (let i = 0; i < 200; i++) await repo.insertMany([row(), row()]); // warm-up: JIT, the statement prepared
-    const pids = (await admin.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE datname = $1`, [name])).rows.map((r) => r.pid);
+    const database = new URL(url).pathname.slice(1);
+    const pids = (await admin.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE datname = $1`, [database])).rows.map(
+      (r) => r.pid,
+    );
     console.log('| rows per group | app µs/row | database µs/row | both |');
     console.log('|---:|---:|---:|---:|');
     for (const size of SIZES) {
@@ -77,15 +68,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await ds.destroy().catch(() => undefined);
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.end();
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    console.error(e);
-    process.exit(1);
-  },
-);
+finish(withScratchDatabase('cws_audit', run));

@@ -205,16 +205,29 @@ export interface Stack {
 /** Builds the app (unless BENCH_SKIP_BUILD), runs `body` against a fresh stack, and tears everything down. */
 export async function withStack(appEnv: Record<string, string>, body: (stack: Stack) => Promise<void>): Promise<void> {
   if (!process.env.BENCH_SKIP_BUILD) buildApp(); // the same build as `npm start` (SWC; nothing to do when nothing changed)
-  const dbName = `cws_bench_${process.pid}_${randomBytes(3).toString('hex')}`;
+  await withScratchDatabase('cws_bench', async (databaseUrl) => {
+    try {
+      await body(await startStack(databaseUrl, appEnv));
+    } finally {
+      for (const c of children) c.kill('SIGTERM');
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  });
+}
+
+/**
+ * Runs `body` on a database of its own on DATABASE_URL's server (named `<prefix>_<pid>_<random>`), dropped after;
+ * `admin` is a client of the server's `postgres` database.
+ */
+export async function withScratchDatabase(prefix: string, body: (url: string, admin: pg.Client) => Promise<void>): Promise<void> {
+  const name = `${prefix}_${process.pid}_${randomBytes(3).toString('hex')}`;
   const admin = new pg.Client({ connectionString: withDatabase(SERVER_URL, 'postgres') });
   await admin.connect();
-  await admin.query(`CREATE DATABASE ${dbName}`);
+  await admin.query(`CREATE DATABASE ${name}`);
   try {
-    await body(await startStack(withDatabase(SERVER_URL, dbName), appEnv));
+    await body(withDatabase(SERVER_URL, name), admin);
   } finally {
-    for (const c of children) c.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 500));
-    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`).catch(() => undefined);
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined);
     await admin.end();
   }
 }
