@@ -144,7 +144,7 @@ export class McpDoor {
     await transport.handleRequest(req, res, message);
   }
 
-  /** A server with the tools' handlers; `contextOf` finds the call's session and request (null: no such call). */
+  /** A server with the tools' handlers; `contextOf` finds the call's session and request (undefined: no such call waits). */
   private newServer(contextOf: (requestId: RequestId) => CallContext | undefined): Server {
     const server = new Server(
       { name: 'cws-connect', version: this.version },

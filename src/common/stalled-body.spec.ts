@@ -1,7 +1,15 @@
 import { createServer, request, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { StalledBodies } from './stalled-body.js';
+
+/** Resolves once `condition` holds, checked every 5 ms. */
+function until(condition: () => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const poll = () => (condition() ? resolve() : setTimeout(poll, 5));
+    poll();
+  });
+}
 
 /** A request leaves the watch when its answer closes, not at the next tick (a minute away here). */
 describe('StalledBodies', () => {
@@ -49,16 +57,10 @@ describe('StalledBodies', () => {
     const req = request(`${url}/`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': '100' } });
     req.on('error', () => undefined);
     req.write('{"partial":');
-    await new Promise<void>((resolve) => {
-      const poll = () => (stalled.size === 1 ? resolve() : setTimeout(poll, 5));
-      poll();
-    });
+    await until(() => stalled.size === 1);
     expect(stalled.size).toBe(1);
     req.destroy();
-    await new Promise<void>((resolve) => {
-      const poll = () => (stalled.size === 0 ? resolve() : setTimeout(poll, 5));
-      poll();
-    });
+    await until(() => stalled.size === 0);
     expect(stalled.size).toBe(0);
   });
 });
@@ -84,17 +86,13 @@ describe('StalledBodies after an early answer', () => {
   });
 
   it('keeps watching the unfinished body past the answer and closes the connection once it stalls', async () => {
-    const { connect } = await import('node:net');
     const socket = connect(port, '127.0.0.1');
     let answer = '';
     socket.setEncoding('utf8');
     socket.on('data', (d: string) => (answer += d));
     const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
     socket.write('POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"a":');
-    await new Promise<void>((resolve) => {
-      const poll = () => (answer.includes('unauthorized') ? resolve() : setTimeout(poll, 5));
-      poll();
-    });
+    await until(() => answer.includes('unauthorized'));
     expect(answer.startsWith('HTTP/1.1 401')).toBe(true);
     expect(stalled.size).toBe(1);
     await closed;
