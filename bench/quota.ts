@@ -45,11 +45,12 @@ const CPU_GOAL = 1.05;
 async function checkAlone(): Promise<number> {
   let leases = 0;
   const repo = {
-    lease: (_t: string, _c: string, _w: unknown, want: number): Promise<LeaseAnswer> => {
+    lease: (_t: string, _c: string, _log: unknown, _lane: unknown, want: number): Promise<LeaseAnswer> => {
       leases++;
-      return Promise.resolve({ units: want, granted: 0, pausedUntil: null });
+      return Promise.resolve({ units: want, bucket: 0, waitMs: 0, pausedUntil: null });
     },
     giveBack: () => Promise.resolve(),
+    report: () => Promise.resolve(),
   } as unknown as QuotaWindowsRepository;
   const config = { quota: { maxWaitMs: 250 } } as AppConfig;
   const feed = { subscribe: () => undefined } as unknown as ChangeFeed;

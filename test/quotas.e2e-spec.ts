@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ChangeFeed } from '../src/changes/change-feed.service.js';
+import { parseBudget, type Budget } from '../src/config/quota-budgets.js';
+import { leaseRuleOf, logOf } from '../src/quota/lane-policy.js';
 import { QuotaWindowsRepository } from '../src/quota/quota-windows.repository.js';
 import { RouteCache } from '../src/routing/route-cache.js';
 import { connectViaHttp, newTenant } from './support/connect.js';
@@ -107,7 +109,9 @@ describe('upstream budgets (docs/quotas.md)', () => {
     expect(refused.body.error).toMatchObject({ code: 'quota_exhausted', requestId: expect.any(String) });
     const retryAfter = Number(refused.headers.get('retry-after'));
     expect(retryAfter).toBeGreaterThanOrEqual(1);
-    expect(retryAfter).toBeLessThanOrEqual(3600);
+    // No later than when the first call leaves the log's span (a window, a unit's life, the jitter; one bucket).
+    const log = logOf(parseBudget('3/1h') as Budget);
+    expect(retryAfter).toBeLessThanOrEqual(Math.ceil((log.spanMs + log.bucketMs) / 1000));
     expect(refused.body.error.details).toMatchObject({ class: 'read', lane: 'interactive', retryAfterSeconds: retryAfter });
     expect(sentUpstream() - before).toBe(3);
     const write = await a.request('POST', '/v1/tenants/acme/workflows', { headers: user, body: { name: 'Not counted as a read' } });
@@ -163,15 +167,14 @@ describe('upstream budgets (docs/quotas.md)', () => {
     expect((await create(a)).status).toBe(201);
   });
 
-  it('instances leasing one window at once are never granted more than its budget (the bound of docs/quotas.md)', async () => {
+  it('instances leasing one log at once are never granted more than its budget (the bound of docs/quotas.md)', async () => {
     const repos = [a, b].map((t) => t.app.get(QuotaWindowsRepository, { strict: false }));
-    const window = { start: Math.floor(Date.now() / 60_000) * 60_000 + 10 * 60_000, windowMs: 60_000, calls: 500 };
-    const none = { spent: 0, waited: 0, refused: 0, upstream429: 0 };
+    const budget = parseBudget('500/60s') as Budget;
     const got = await Promise.all(
       Array.from({ length: 8 }, async (_, i) => {
         let units = 0;
         for (;;) {
-          const lease = await repos[i % 2].lease('acme', 'read', window, 7, 500, none);
+          const lease = await repos[i % 2].lease('globex', 'write', logOf(budget), 'interactive', 7, leaseRuleOf(budget.calls));
           if (lease.units === 0) return units;
           units += lease.units;
         }

@@ -24,6 +24,7 @@ import { LeaseUpdatesSkipChangeCompare1797600000001 } from '../../migrations/179
 import { CreateAuthFailures1797700000000 } from '../../migrations/1797700000000-CreateAuthFailures.js';
 import { CreateAgentSessions1797800000000 } from '../../migrations/1797800000000-CreateAgentSessions.js';
 import { UpstreamQuotas1797900000000 } from '../../migrations/1797900000000-UpstreamQuotas.js';
+import { QuotaSlidingLog1798000000000 } from '../../migrations/1798000000000-QuotaSlidingLog.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
@@ -56,4 +57,5 @@ export const MIGRATIONS = [
   CreateAuthFailures1797700000000,
   CreateAgentSessions1797800000000,
   UpstreamQuotas1797900000000,
+  QuotaSlidingLog1798000000000,
 ];

@@ -1,14 +1,10 @@
 import type { Budget, QuotaClass } from '../config/quota-budgets.js';
-import { ceilingOf, RANK, servedFrom, type QuotaLane } from './lane-policy.js';
+import { LANES, RANK, unitLifeMs, type QuotaLane } from './lane-policy.js';
 import { quotaRefusal } from './quota-refusal.js';
 import type { WindowCounts, WindowHost } from './window-host.js';
 
-/** Calls are not sent in a window's last 100 ms (1 % of a shorter one): one sent then could reach the upstream in the next. */
-const GUARD_MS = 100;
-/** A lease asks for what this instance spends in this long, so the next one is rarely awaited. */
+/** A lease asks for what this instance spends of a lane in this long (less for a short unit life). */
 const LEASE_AHEAD_MS = 500;
-/** An instance whose people called this recently leases for them (the whole window), not only for agents or background. */
-const PEOPLE_RECENT_MS = 2000;
 
 interface Waiter {
   lane: QuotaLane;
@@ -17,27 +13,37 @@ interface Waiter {
   reject(e: unknown): void;
 }
 
+/** Units of one lease: for calls of `lane` or a lane served before it, until `expires` (then given back). */
+interface Lot {
+  lane: QuotaLane;
+  units: number;
+  bucket: number;
+  expires: number;
+  budget: Budget;
+}
+
 /**
- * One company's budget for one class of calls, as this instance sees it: windows of `budget.windowMs` aligned to
- * the epoch; units of the current window leased from its PostgreSQL row ahead of need (never past the budget in
- * all instances together); a call takes a unit in memory, or waits up to QUOTA_MAX_WAIT_MS in a queue served by
- * lane, or is refused with the time to wait. docs/quotas.md has the rules and the bound.
+ * One company's budget for one class of calls, as this instance sees it (docs/quotas.md). Units are leased per lane
+ * from the class's sliding log in PostgreSQL, which never grants more than the budget within one span, and only
+ * what the lane rule leaves a lane; a unit not spent within its life goes back. A call takes a unit in memory, or
+ * waits up to QUOTA_MAX_WAIT_MS in a queue served by lane, or is refused with the time to wait: a lane the log
+ * last refused is refused here, without asking again, until the time the log named.
  */
 export class BudgetWindow {
-  private start = Number.NEGATIVE_INFINITY;
-  private held = 0;
-  /** The window's granted units, all instances, as last heard: what may be spent already (ours held excepted). */
-  private granted = 0;
-  /** Calls served here (all windows), and where the last lease was asked for: the rate since is the next slice's measure. */
-  private taken = 0;
-  private lastAsk = { at: Number.NEGATIVE_INFINITY, taken: 0 };
-  private slice = 1;
+  private lots: Lot[] = [];
   private leasing = false;
+  /** Per lane (RANK): the log had nothing for it until then (ms, this instance's clock). */
+  private readonly blockedUntil = [0, 0, 0];
+  /** Per lane: calls served here, and where its last lease was asked for (the rate since sizes the next). */
+  private readonly taken = [0, 0, 0];
+  private readonly lastAsk = LANES.map(() => ({ at: Number.NEGATIVE_INFINITY, taken: 0 }));
+  private readonly slice = [1, 1, 1];
   private readonly queues: Waiter[][] = [[], [], []];
   private waiting = 0;
   private timer: NodeJS.Timeout | null = null;
   private timerAt = Number.POSITIVE_INFINITY;
-  private peopleAt = Number.NEGATIVE_INFINITY;
+  /** The clock window the figures below are counted for (the tenant shows spent, waited, refused per window). */
+  private figuresStart = Number.NEGATIVE_INFINITY;
   private counts: WindowCounts = { spent: 0, waited: 0, refused: 0, upstream429: 0 };
   pausedUntil = 0;
   lastUse = 0;
@@ -52,10 +58,9 @@ export class BudgetWindow {
   /** null: served now, from memory. Else a promise that settles when served, or rejects with `quota_exhausted`. */
   take(lane: QuotaLane, now: number): Promise<void> | null {
     this.lastUse = now;
-    if (lane === 'interactive') this.peopleAt = now;
-    if (now >= this.start + this.budget.windowMs) this.roll(now);
-    if (this.held > 0 && !this.queuedAtOrAbove(lane) && this.open(now) && this.allows(lane, now)) {
-      this.serve(lane, now, false);
+    this.roll(now);
+    if (!this.queuedAtOrAbove(lane) && this.pausedUntil <= now && this.spend(lane, now)) {
+      this.served(lane, now, false);
       return null;
     }
     const at = this.earliest(lane, now);
@@ -67,22 +72,17 @@ export class BudgetWindow {
     });
   }
 
-  /** A budget read again (a tenant's own changed): a new window length starts afresh, a lower budget gives back what is held. */
+  /** A budget read again (a tenant's own changed): what is held under the old one goes back. */
   setBudget(budget: Budget, now: number): void {
     if (budget.calls === this.budget.calls && budget.windowMs === this.budget.windowMs) return;
-    const lower = budget.calls < this.budget.calls || budget.windowMs !== this.budget.windowMs;
-    if (lower) this.release();
-    if (budget.windowMs !== this.budget.windowMs) this.start = Number.NEGATIVE_INFINITY;
+    this.release();
+    this.blockedUntil.fill(0);
     this.budget = budget;
     this.pump(now);
   }
 
   get current(): Budget {
     return this.budget;
-  }
-
-  private get guardMs(): number {
-    return Math.min(GUARD_MS, this.budget.windowMs / 100);
   }
 
   /** The upstream said 429: this class waits until `until` here (and, through the host, everywhere). */
@@ -96,16 +96,16 @@ export class BudgetWindow {
     this.counts.upstream429++;
   }
 
-  /** Every second (QuotaService): figures to PostgreSQL, and units an idle instance holds back to the window. */
-  tick(now: number, idleMs: number): void {
-    if (now >= this.start + this.budget.windowMs) this.roll(now);
-    if (this.held > 0 && this.waiting === 0 && !this.leasing && now - this.lastUse >= idleMs) this.release();
+  /** Every second (QuotaService): units past their life back to the log, figures to PostgreSQL. */
+  tick(now: number): void {
+    this.roll(now);
+    this.expire(now);
     this.flush();
   }
 
   /** Nothing held, waiting or unsaved: the window can be forgotten. */
   get idle(): boolean {
-    return this.held === 0 && this.waiting === 0 && !this.leasing && !hasCounts(this.counts);
+    return this.lots.length === 0 && this.waiting === 0 && !this.leasing && !hasCounts(this.counts);
   }
 
   /** Gives back what is held and stops (shutdown). */
@@ -116,17 +116,37 @@ export class BudgetWindow {
     this.timer = null;
   }
 
-  private serve(lane: QuotaLane, now: number, waited: boolean): void {
-    this.held--;
-    this.taken++;
+  /** Takes a unit for `lane` from a lot it may use: its own lane's or a later lane's, the latest lane's first. */
+  private spend(lane: QuotaLane, now: number): boolean {
+    let best: Lot | null = null;
+    for (const lot of this.lots) {
+      if (lot.units === 0 || lot.expires <= now || RANK[lot.lane] < RANK[lane]) continue;
+      if (best === null || RANK[lot.lane] > RANK[best.lane] || (lot.lane === best.lane && lot.expires < best.expires)) best = lot;
+    }
+    if (best === null) return false;
+    best.units--;
+    return true;
+  }
+
+  /** Units held that a call of `lane` may spend now. */
+  private usable(lane: QuotaLane, now: number): number {
+    let n = 0;
+    for (const lot of this.lots) if (lot.expires > now && RANK[lot.lane] >= RANK[lane]) n += lot.units;
+    return n;
+  }
+
+  private served(lane: QuotaLane, now: number, waited: boolean): void {
+    this.taken[RANK[lane]]++;
     this.counts.spent++;
     this.host.observe(this.cls, lane, 'spent');
     if (waited) {
       this.counts.waited++;
       this.host.observe(this.cls, lane, 'waited');
     }
-    const ahead = (this.slice >> 1) + (now - this.peopleAt < PEOPLE_RECENT_MS ? 1 : 0);
-    if (!this.leasing && this.held <= ahead) this.lease(now, lane, this.sliceSize(now));
+    const r = RANK[lane];
+    if (!this.leasing && this.blockedUntil[r] <= now && this.usable(lane, now) <= this.slice[r] >> 1) {
+      this.lease(now, lane, this.sliceSize(lane, now));
+    }
   }
 
   private refuse(lane: QuotaLane, now: number, at: number): Error {
@@ -135,25 +155,9 @@ export class BudgetWindow {
     return quotaRefusal(this.cls, lane, this.pausedUntil > now ? null : this.budget, at - now);
   }
 
-  private roll(now: number): void {
-    const windowMs = this.budget.windowMs;
-    const start = Math.floor(now / windowMs) * windowMs;
-    this.flush();
-    this.start = start;
-    this.held = 0;
-    this.granted = 0;
-  }
-
-  private open(now: number): boolean {
-    return this.pausedUntil <= now && now < this.start + this.budget.windowMs - this.guardMs;
-  }
-
-  /** Whether a held unit may serve `lane`: people always; the others while what is spent is below their ceiling now. */
-  private allows(lane: QuotaLane, now: number): boolean {
-    if (lane === 'interactive') return true;
-    // While people call here, the last unit held is theirs: they wait for a lease less often.
-    if (this.held <= 1 && now - this.peopleAt < PEOPLE_RECENT_MS) return false;
-    return ceilingOf(lane, this.budget.calls, (now - this.start) / this.budget.windowMs) > this.granted - this.held;
+  /** The earliest time a call of `lane` could be served, from what is known here. */
+  private earliest(lane: QuotaLane, now: number): number {
+    return Math.max(now, this.pausedUntil, this.blockedUntil[RANK[lane]]);
   }
 
   private queuedAtOrAbove(lane: QuotaLane): boolean {
@@ -162,34 +166,24 @@ export class BudgetWindow {
     return false;
   }
 
-  /** The earliest time a call of `lane` could be served, from what is known here. */
-  private earliest(lane: QuotaLane, now: number): number {
-    const { calls, windowMs } = this.budget;
-    const t = Math.max(now, this.pausedUntil);
-    const end = this.start + windowMs;
-    if (t >= end - this.guardMs) return Math.max(t, end);
-    if (this.held > 0 && this.allows(lane, t)) return t;
-    if (this.granted < ceilingOf(lane, calls, (t - this.start) / windowMs)) return t; // a lease may bring it
-    const from = servedFrom(lane, calls, windowMs, this.granted);
-    return from === null || this.start + from >= end - this.guardMs ? end : Math.max(t, this.start + from);
-  }
-
   /** Serves the queue in lane order from what is held, refuses whoever cannot be served in time, leases and sets the timer. */
   private pump(now: number): void {
-    if (now >= this.start + this.budget.windowMs) this.roll(now);
-    if (this.open(now)) {
+    this.expire(now);
+    if (this.pausedUntil <= now) {
+      // A lane that finds nothing leaves nothing for the lanes after it either (they may spend less than it may).
       serving: for (const queue of this.queues) {
         while (queue.length > 0) {
-          if (this.held === 0 || !this.allows(queue[0].lane, now)) break serving;
+          if (!this.spend(queue[0].lane, now)) break serving;
           const w = queue.shift() as Waiter;
           this.waiting--;
-          this.serve(w.lane, now, true);
+          this.served(w.lane, now, true);
           w.resolve();
         }
       }
     }
     let wake = Number.POSITIVE_INFINITY;
     let lease: QuotaLane | null = null;
+    let wanted = 0;
     for (const queue of this.queues) {
       for (let i = 0; i < queue.length; i++) {
         const w = queue[i];
@@ -201,10 +195,13 @@ export class BudgetWindow {
           continue;
         }
         wake = Math.min(wake, w.deadline, at > now ? at : w.deadline);
-        if (at <= now && lease === null) lease = w.lane;
+        if (at <= now && (lease === null || lease === w.lane)) {
+          lease = w.lane;
+          wanted++;
+        }
       }
     }
-    if (lease !== null && !this.leasing && this.open(now)) this.lease(now, lease, Math.max(this.sliceSize(now), this.waiting));
+    if (lease !== null && !this.leasing) this.lease(now, lease, Math.max(this.sliceSize(lease, now), wanted));
     this.wakeAt(this.waiting > 0 ? wake : Number.POSITIVE_INFINITY, now);
   }
 
@@ -226,48 +223,38 @@ export class BudgetWindow {
   }
 
   /**
-   * Units for about LEASE_AHEAD_MS of this instance's calls at the rate they came since the last lease was asked
-   * for (so a burst is measured within one lease), at most a twentieth of the window (docs/quotas.md).
+   * Units for about LEASE_AHEAD_MS of this lane's calls here (half a unit's life, when shorter) at the rate they came
+   * since its last lease was asked for, at most a twentieth of the budget.
    */
-  private sliceSize(now: number): number {
-    const { calls } = this.budget;
-    const perMs = (this.taken - this.lastAsk.taken) / Math.max(1, now - this.lastAsk.at);
-    this.lastAsk = { at: now, taken: this.taken };
-    this.slice = Math.min(Math.max(1, Math.floor(calls / 20)), Math.max(1, Math.ceil(perMs * LEASE_AHEAD_MS)));
-    return this.slice;
-  }
-
-  /** The figures so far, to the current window's row (apart from any lease: it asks for no units). */
-  private flush(): void {
-    if (!hasCounts(this.counts) || this.start < 0) return;
-    const counts = this.counts;
-    this.counts = { spent: 0, waited: 0, refused: 0, upstream429: 0 };
-    this.host.lease(this, this.start, 0, 0, counts).catch((e: unknown) => this.host.leaseFailed(e));
+  private sliceSize(lane: QuotaLane, now: number): number {
+    const r = RANK[lane];
+    const perMs = (this.taken[r] - this.lastAsk[r].taken) / Math.max(1, now - this.lastAsk[r].at);
+    this.lastAsk[r] = { at: now, taken: this.taken[r] };
+    const aheadMs = Math.min(LEASE_AHEAD_MS, unitLifeMs(this.budget) / 2);
+    this.slice[r] = Math.min(Math.max(1, Math.floor(this.budget.calls / 20)), Math.max(1, Math.ceil(perMs * aheadMs)));
+    return this.slice[r];
   }
 
   private lease(now: number, lane: QuotaLane, want: number): void {
-    const start = this.start;
-    // Leased for people when people call here: agents and background still take a unit only below their ceiling.
-    const forLane = now - this.peopleAt < PEOPLE_RECENT_MS ? 'interactive' : lane;
-    const ceiling = ceilingOf(forLane, this.budget.calls, (now - start) / this.budget.windowMs);
-    const counts = this.counts;
-    this.counts = { spent: 0, waited: 0, refused: 0, upstream429: 0 };
+    const budget = this.budget;
+    // A unit's life runs from the moment it was asked for: the log filed it no earlier (docs/quotas.md, "The bound").
+    const expires = now + unitLifeMs(budget);
     this.leasing = true;
-    this.host.lease(this, start, want, ceiling, counts).then(
+    this.host.lease(this, lane, want).then(
       (answer) => {
         this.leasing = false;
-        if (this.start === start) {
-          this.held += answer.units;
-          this.granted = answer.granted;
-        } else if (answer.units > 0) {
-          this.host.giveBack(this, start, answer.units);
+        const at = this.host.now();
+        if (answer.units > 0) {
+          const lot = { lane, units: answer.units, bucket: answer.bucket, expires, budget };
+          if (budget === this.budget && expires > at) this.lots.push(lot);
+          else this.giveBack(lot);
         }
+        this.blockedUntil[RANK[lane]] = answer.units < want ? at + answer.waitMs : 0;
         if (answer.pausedUntil !== null && answer.pausedUntil > this.pausedUntil) this.pausedUntil = answer.pausedUntil;
-        this.pump(this.host.now());
+        this.pump(at);
       },
       (e: unknown) => {
         this.leasing = false;
-        for (const k of ['spent', 'waited', 'refused', 'upstream429'] as const) this.counts[k] += counts[k];
         this.host.leaseFailed(e);
         this.failWaiters(e);
       },
@@ -281,12 +268,40 @@ export class BudgetWindow {
     this.wakeAt(Number.POSITIVE_INFINITY, 0);
   }
 
+  /** Lots past their life, or spent, are dropped; what they still held goes back to the log. */
+  private expire(now: number): void {
+    if (this.lots.length === 0) return;
+    const kept: Lot[] = [];
+    for (const lot of this.lots) {
+      if (lot.units > 0 && lot.expires > now) kept.push(lot);
+      else if (lot.units > 0) this.giveBack(lot);
+    }
+    this.lots = kept;
+  }
+
   private release(): void {
-    if (this.held === 0) return;
-    const units = this.held;
-    this.held = 0;
-    this.granted -= units;
-    if (this.start > 0) this.host.giveBack(this, this.start, units);
+    for (const lot of this.lots) if (lot.units > 0) this.giveBack(lot);
+    this.lots = [];
+  }
+
+  private giveBack(lot: Lot): void {
+    this.host.giveBack(this, lot.budget, lot.bucket, lot.lane, lot.units);
+    lot.units = 0;
+  }
+
+  /** A call in a new clock window: the figures so far go to the window they were counted in. */
+  private roll(now: number): void {
+    const start = Math.floor(now / this.budget.windowMs) * this.budget.windowMs;
+    if (start === this.figuresStart) return;
+    this.flush();
+    this.figuresStart = start;
+  }
+
+  private flush(): void {
+    if (!hasCounts(this.counts) || this.figuresStart < 0) return;
+    const counts = this.counts;
+    this.counts = { spent: 0, waited: 0, refused: 0, upstream429: 0 };
+    this.host.report(this, this.figuresStart, counts);
   }
 }
 

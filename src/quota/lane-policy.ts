@@ -1,3 +1,6 @@
+import type { Budget } from '../config/quota-budgets.js';
+import type { LeaseRule, LogGeometry } from './window-host.js';
+
 /** Who a call is for, in the order served when a company's budget is short (routing's `Lane`; docs/quotas.md). */
 export const LANES = ['interactive', 'agent', 'background'] as const;
 export type QuotaLane = (typeof LANES)[number];
@@ -6,36 +9,39 @@ export type QuotaLane = (typeof LANES)[number];
 export const RANK: Readonly<Record<QuotaLane, number>> = { interactive: 0, agent: 1, background: 2 };
 
 /**
- * The share of every window that a lane may never take: agents leave the last 10 % to people, background work the
- * last 20 % to people and agents. People (interactive) may take the whole window.
+ * People strictly first (docs/quotas.md, "Lanes"), applied by the lease in PostgreSQL (cws_quota_lease_v1):
+ * - people may take the whole budget of any window;
+ * - agents take what people leave: the budget less people's need, where people's need is the most they used in the
+ *   last span, or at their pace of its last tenth, times 1.2, and never less than a tenth of the budget;
+ * - background work takes what both leave, agents' need counted the same way;
+ * - agents and background work are paced: over any tenth of the span, at most 1.5 tenths of their share, so that
+ *   before people's pace is known they cannot spend a window in its first seconds.
  */
-export const RESERVE: Readonly<Record<QuotaLane, number>> = { interactive: 0, agent: 0.1, background: 0.2 };
-
-/**
- * Agents and background work are paced: at a fraction f of the window, they may have found at most (f + BURST) of
- * their share spent. So a burst of theirs cannot spend the window in its first seconds and leave the people who
- * come later with nothing; what they leave unspent early stays theirs later in the window.
- */
-export const BURST = 0.1;
-
-/** The calls of a `calls` window a lane may find spent, all lanes together, and still be served: its whole share. */
-export function shareOf(lane: QuotaLane, calls: number): number {
-  return calls - Math.round(calls * RESERVE[lane]);
+export function leaseRuleOf(calls: number): LeaseRule {
+  return {
+    peopleFloor: Math.ceil(calls * 0.1),
+    headroom: 1.2,
+    parts: 10,
+    burst: 1.5,
+  };
 }
 
-/** The most of the window, all lanes together, that may be spent for a call of `lane` to be served at `fraction` (0–1) of it. */
-export function ceilingOf(lane: QuotaLane, calls: number, fraction: number): number {
-  if (lane === 'interactive') return calls;
-  return Math.ceil(shareOf(lane, calls) * Math.min(1, Math.max(0, fraction) + BURST));
+/** The longest a leased unit may wait for its call, from the moment its lease was asked for: 1 s, 5 % of a shorter window. */
+export function unitLifeMs(budget: Budget): number {
+  return Math.min(1000, Math.floor(budget.windowMs / 20));
+}
+
+/** The delay allowed between a call's admission and its arrival upstream: 250 ms, 1 % of a shorter window. */
+export function jitterMs(budget: Budget): number {
+  return Math.min(250, Math.floor(budget.windowMs / 100));
 }
 
 /**
- * When, in ms from the window's start, a call of `lane` can be served with `spent` calls of the window gone (the
- * first moment its ceiling passes `spent`); null when not in this window.
+ * The log of a budget: every grant counts for a window plus a unit's life plus the jitter, so that the calls any
+ * interval of the window's length sees upstream were all granted within one span (docs/quotas.md, "The bound").
+ * A hundred buckets per span: the log rounds a grant's age down by at most one.
  */
-export function servedFrom(lane: QuotaLane, calls: number, windowMs: number, spent: number): number | null {
-  const share = shareOf(lane, calls);
-  if (spent >= share) return null;
-  if (lane === 'interactive') return 0;
-  return Math.max(0, Math.floor((spent / share - BURST) * windowMs) + 1);
+export function logOf(budget: Budget): LogGeometry {
+  const spanMs = budget.windowMs + unitLifeMs(budget) + jitterMs(budget);
+  return { spanMs, bucketMs: Math.ceil(spanMs / 100), calls: budget.calls };
 }

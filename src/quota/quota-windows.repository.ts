@@ -4,18 +4,27 @@ import { DataSource } from 'typeorm';
 import { CHANGES_CHANNEL } from '../changes/change-feed.service.js';
 import type { QuotaClass } from '../config/quota-budgets.js';
 import { preparedQuery } from '../database/pg-pool.js';
-import type { LeaseAnswer, WindowCounts } from './window-host.js';
+import type { QuotaLane } from './lane-policy.js';
+import type { LeaseAnswer, LeaseRule, LogGeometry, WindowCounts } from './window-host.js';
 
 /** Windows kept per tenant and class: the current one and the two before it (the tenant shows the last two). */
 const KEPT_WINDOWS = 3;
 
+/** The lease from the class's sliding log (migration QuotaSlidingLog: the rule is in cws_quota_lease_v1). */
+const LOG_LEASE_SQL = `SELECT units, bucket, wait_ms, paused_until FROM cws_quota_lease_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`;
+
+/** Units a lease got and no call spent: out of the bucket they were filed under, while the ring still holds it. */
+const LOG_GIVE_BACK_SQL = `UPDATE quota_logs SET
+    total[($3::bigint % array_length(total, 1)) + 1] = greatest(0, total[($3::bigint % array_length(total, 1)) + 1] - $5::int),
+    people[($3::bigint % array_length(total, 1)) + 1] = greatest(0, people[($3::bigint % array_length(total, 1)) + 1] - CASE WHEN $4 = 'interactive' THEN $5::int ELSE 0 END),
+    agents[($3::bigint % array_length(total, 1)) + 1] = greatest(0, agents[($3::bigint % array_length(total, 1)) + 1] - CASE WHEN $4 = 'agent' THEN $5::int ELSE 0 END)
+  WHERE tenant_id = $1 AND class = $2 AND span_ms = $6 AND bucket_ms = $7 AND $3::bigint <= head AND $3::bigint > head - array_length(total, 1)`;
+
 /**
- * The lease: up to $6 units of the window, never past $7 granted in all ($7 is never more than the budget, $5), and
- * the instance's figures added. The row is the window's one lock: two instances' leases are applied one after the
- * other, each seeing the other's grant. `last_grant` is written in the same statement so the answer can say what
- * this lease got (the SET list sees the row as it was). Also answers the class's pause, and whether the row is new.
+ * The figures of a clock window: the instance's counts added to its row. The same statement as the release before
+ * this one, which also leased units from this row (`granted`, up to $7 of $6 wanted); this release asks for none.
  */
-const LEASE_SQL = `INSERT INTO quota_windows AS w (tenant_id, class, window_start, window_ms, calls, granted, last_grant, spent, waited, refused, upstream_429)
+const FIGURES_SQL = `INSERT INTO quota_windows AS w (tenant_id, class, window_start, window_ms, calls, granted, last_grant, spent, waited, refused, upstream_429)
   VALUES ($1, $2, to_timestamp($3::float8 / 1000), $4, $5, greatest(0, least($6::int, $7::int)), greatest(0, least($6::int, $7::int)), $8, $9, $10, $11)
   ON CONFLICT ON CONSTRAINT pk_quota_windows DO UPDATE SET
     granted = w.granted + greatest(0, least($6::int, $7::int - w.granted)),
@@ -25,14 +34,9 @@ const LEASE_SQL = `INSERT INTO quota_windows AS w (tenant_id, class, window_star
     waited = w.waited + EXCLUDED.waited,
     refused = w.refused + EXCLUDED.refused,
     upstream_429 = w.upstream_429 + EXCLUDED.upstream_429
-  RETURNING w.granted, w.last_grant, (w.xmax = 0) AS inserted,
-    (SELECT (extract(epoch FROM p.until) * 1000)::float8 FROM quota_pauses p
-      WHERE p.tenant_id = $1 AND p.class = $2 AND p.until > now()) AS paused_until`;
+  RETURNING (w.xmax = 0) AS inserted`;
 
 const FORGET_OLD_SQL = `DELETE FROM quota_windows WHERE tenant_id = $1 AND class = $2 AND window_start < to_timestamp($3::float8 / 1000)`;
-
-const GIVE_BACK_SQL = `UPDATE quota_windows SET granted = granted - least($4::int, granted)
-  WHERE tenant_id = $1 AND class = $2 AND window_start = to_timestamp($3::float8 / 1000)`;
 
 /** The pause, kept (the later of two wins) and told to every instance through the change feed in one statement. */
 const PAUSE_SQL = `WITH kept AS (
@@ -54,30 +58,68 @@ export interface WindowFigures {
   upstream429: number;
 }
 
-/** The quota tables, `quota_windows` and `quota_pauses`: their one repository. */
+/** The quota tables, `quota_logs`, `quota_windows` and `quota_pauses`: their one repository. */
 @Injectable()
 export class QuotaWindowsRepository {
   constructor(@InjectDataSource() private readonly db: DataSource) {}
 
+  /** Up to `want` units for `lane` from the class's log, as the lane rule allows now (`atMs`: tests' clock; null: the database's). */
   async lease(
     tenantId: string,
     cls: QuotaClass,
-    window: { start: number; windowMs: number; calls: number },
+    log: LogGeometry,
+    lane: QuotaLane,
     want: number,
-    ceiling: number,
-    counts: WindowCounts,
+    rule: LeaseRule,
+    atMs: number | null = null,
   ): Promise<LeaseAnswer> {
-    const [row] = await preparedQuery<{ granted: number; last_grant: number; inserted: boolean; paused_until: number | null }>(this.db, {
-      name: 'quota_lease',
-      text: LEASE_SQL,
+    const [row] = await preparedQuery<{ units: number; bucket: string; wait_ms: number; paused_until: number | null }>(this.db, {
+      name: 'quota_log_lease',
+      text: LOG_LEASE_SQL,
+      values: [
+        tenantId,
+        cls,
+        log.spanMs,
+        log.bucketMs,
+        log.calls,
+        lane,
+        want,
+        rule.peopleFloor,
+        rule.headroom,
+        rule.parts,
+        rule.burst,
+        atMs,
+      ],
+    });
+    return { units: row.units, bucket: Number(row.bucket), waitMs: row.wait_ms, pausedUntil: row.paused_until };
+  }
+
+  async giveBack(tenantId: string, cls: QuotaClass, log: LogGeometry, bucket: number, lane: QuotaLane, units: number): Promise<void> {
+    await preparedQuery(this.db, {
+      name: 'quota_log_give_back',
+      text: LOG_GIVE_BACK_SQL,
+      values: [tenantId, cls, bucket, lane, units, log.spanMs, log.bucketMs],
+    });
+  }
+
+  /** What this instance's calls of a class did since its last report, to the figures of the clock window that starts at `start`. */
+  async report(
+    tenantId: string,
+    cls: QuotaClass,
+    window: { start: number; windowMs: number; calls: number },
+    counts: WindowCounts,
+  ): Promise<void> {
+    const [row] = await preparedQuery<{ inserted: boolean }>(this.db, {
+      name: 'quota_figures',
+      text: FIGURES_SQL,
       values: [
         tenantId,
         cls,
         window.start,
         window.windowMs,
         window.calls,
-        want,
-        Math.min(ceiling, window.calls),
+        0,
+        0,
         counts.spent,
         counts.waited,
         counts.refused,
@@ -91,11 +133,6 @@ export class QuotaWindowsRepository {
         values: [tenantId, cls, window.start - (KEPT_WINDOWS - 1) * window.windowMs],
       });
     }
-    return { units: row.last_grant, granted: row.granted, pausedUntil: row.paused_until };
-  }
-
-  async giveBack(tenantId: string, cls: QuotaClass, start: number, units: number): Promise<void> {
-    await preparedQuery(this.db, { name: 'quota_give_back', text: GIVE_BACK_SQL, values: [tenantId, cls, start, units] });
   }
 
   async pause(tenantId: string, cls: QuotaClass, until: number): Promise<void> {

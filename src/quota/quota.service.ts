@@ -8,16 +8,14 @@ import { isQuotaClass, type Budget, type QuotaBudgets, type QuotaClass } from '.
 import { ChangeFeed, type Change } from '../changes/change-feed.service.js';
 import { BudgetWindow } from './budget-window.js';
 import type { LeaseAnswer, QuotaOutcome, WindowCounts, WindowHost, WindowKey } from './window-host.js';
-import type { QuotaLane } from './lane-policy.js';
+import { leaseRuleOf, logOf, type QuotaLane } from './lane-policy.js';
 import { QuotaMetrics } from './quota-metrics.js';
 import { quotaRefusal } from './quota-refusal.js';
 import { usageOf, type QuotaClassUsage } from './quota-usage.js';
 import { QuotaWindowsRepository } from './quota-windows.repository.js';
 
-/** How often figures are saved and idle units given back. */
+/** How often figures are saved and units past their life given back. */
 const TICK_MS = 1000;
-/** Units an instance has not used for this long go back to the window, for the other instances. */
-const IDLE_MS = 2000;
 /** The longest pause an upstream 429 may ask for. */
 const MAX_PAUSE_MS = 3_600_000;
 /** A 429 without Retry-After pauses for this backoff, doubling per 429 in a row (forgotten after a quiet minute). */
@@ -38,7 +36,8 @@ const logger = new Logger('QuotaService');
 
 /**
  * Each company's upstream budget per class of calls, shared by every instance (docs/quotas.md). A call's check is
- * in memory (BudgetWindow); PostgreSQL is asked for units ahead of need, and told the figures every second. An
+ * in memory (BudgetWindow); PostgreSQL's sliding log is asked for units ahead of need, and told the figures every
+ * second. An
  * upstream 429 pauses the class here at once and on every other instance through the change feed.
  */
 @Injectable()
@@ -127,13 +126,22 @@ export class QuotaService implements WindowHost, OnModuleDestroy {
     return this.clock.now().getTime();
   }
 
-  lease(w: WindowKey, start: number, want: number, ceiling: number, counts: WindowCounts): Promise<LeaseAnswer> {
-    const { calls, windowMs } = w.current;
-    return this.track(this.repo.lease(w.tenantId, w.cls, { start, windowMs, calls }, want, ceiling, counts));
+  lease(w: WindowKey, lane: QuotaLane, want: number): Promise<LeaseAnswer> {
+    const budget = w.current;
+    return this.track(this.repo.lease(w.tenantId, w.cls, logOf(budget), lane, want, leaseRuleOf(budget.calls)));
   }
 
-  giveBack(w: WindowKey, start: number, units: number): void {
-    this.track(this.repo.giveBack(w.tenantId, w.cls, start, units)).catch((e: unknown) => this.saveFailed(e, 'units given back'));
+  giveBack(w: WindowKey, budget: Budget, bucket: number, lane: QuotaLane, units: number): void {
+    this.track(this.repo.giveBack(w.tenantId, w.cls, logOf(budget), bucket, lane, units)).catch((e: unknown) =>
+      this.saveFailed(e, 'units given back'),
+    );
+  }
+
+  report(w: WindowKey, start: number, counts: WindowCounts): void {
+    const { calls, windowMs } = w.current;
+    this.track(this.repo.report(w.tenantId, w.cls, { start, windowMs, calls }, counts)).catch((e: unknown) =>
+      this.saveFailed(e, 'figures'),
+    );
   }
 
   observe(cls: QuotaClass, lane: QuotaLane, outcome: QuotaOutcome): void {
@@ -171,7 +179,7 @@ export class QuotaService implements WindowHost, OnModuleDestroy {
       for (const cls of Object.keys(classes) as QuotaClass[]) {
         const state = classes[cls] as ClassState;
         const window = state.window;
-        if (window !== null) window.tick(now, IDLE_MS);
+        if (window !== null) window.tick(now);
         const quiet = window === null || (window.idle && now - window.lastUse > 2 * window.current.windowMs);
         if (quiet && state.pausedUntil <= now && now - state.strikeAt > STRIKES_FORGOTTEN_MS) delete classes[cls];
       }

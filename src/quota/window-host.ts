@@ -1,17 +1,38 @@
 import type { Budget, QuotaClass } from '../config/quota-budgets.js';
 import type { QuotaLane } from './lane-policy.js';
 
-/** Which window a lease is for: a tenant's class under its budget. */
+/** Which log a lease is for: a tenant's class under its budget. */
 export interface WindowKey {
   readonly tenantId: string;
   readonly cls: QuotaClass;
   readonly current: Budget;
 }
 
-/** What a window's row answers a lease: the units given now, the window's granted total after it, the class's pause. */
+/** A budget's log in PostgreSQL (lane-policy's `logOf`): the span every grant counts in, its buckets, the budget. */
+export interface LogGeometry {
+  spanMs: number;
+  bucketMs: number;
+  calls: number;
+}
+
+/** The constants of the lane rule (lane-policy's LEASE_RULE), applied by the lease in PostgreSQL. */
+export interface LeaseRule {
+  /** Units of every span people are assumed to need, however few they used. */
+  peopleFloor: number;
+  /** People's (and agents') need is what they used, times this. */
+  headroom: number;
+  /** A lane's pace is counted over the last 1/parts of the span... */
+  parts: number;
+  /** ...where it may take up to burst/parts of its share. */
+  burst: number;
+}
+
+/** What the log answers a lease: the units given now, the bucket they are filed under, when to ask again, the pause. */
 export interface LeaseAnswer {
   units: number;
-  granted: number;
+  bucket: number;
+  /** Fewer than asked: the soonest the lane's limit could free a unit, in ms. */
+  waitMs: number;
   /** ms since the epoch; null: not paused. */
   pausedUntil: number | null;
 }
@@ -26,14 +47,16 @@ export interface WindowCounts {
 
 export type QuotaOutcome = 'spent' | 'waited' | 'refused';
 
-/** The shared part of every window: time, PostgreSQL, metrics (QuotaService). */
+/** The shared part of every budget: time, PostgreSQL, metrics (QuotaService). */
 export interface WindowHost {
   readonly maxWaitMs: number;
   now(): number;
-  /** Up to `want` units of the window that starts at `start`, never past `ceiling` granted in all; adds `counts` to its figures. */
-  lease(w: WindowKey, start: number, want: number, ceiling: number, counts: WindowCounts): Promise<LeaseAnswer>;
-  /** Units of the window that starts at `start` this instance will not use. */
-  giveBack(w: WindowKey, start: number, units: number): void;
+  /** Up to `want` units for `lane`, as the lane rule allows. */
+  lease(w: WindowKey, lane: QuotaLane, want: number): Promise<LeaseAnswer>;
+  /** Units of a lease (made under `budget`) that no call spent. */
+  giveBack(w: WindowKey, budget: Budget, bucket: number, lane: QuotaLane, units: number): void;
+  /** Counts to the figures of the clock window that starts at `start`. */
+  report(w: WindowKey, start: number, counts: WindowCounts): void;
   observe(cls: QuotaClass, lane: QuotaLane, outcome: QuotaOutcome): void;
   /** A lease failed (the database): logged once by the host. */
   leaseFailed(e: unknown): void;

@@ -40,6 +40,8 @@ export interface SandboxOptions {
 export interface SandboxQuota {
   calls: number;
   windowSeconds: number;
+  /** `sliding` (the default): any interval of `windowSeconds`; `clock`: windows aligned to the Unix epoch. */
+  counting?: 'sliding' | 'clock';
 }
 
 /** A company's limits per class: `read` = GET and HEAD resource calls, `write` = the others. */
