@@ -109,20 +109,24 @@ export class QuotaSlidingLog1798000000000 implements MigrationInterface {
         agents_need := ceil(p_headroom * greatest(t_agents, r_agents * p_parts))::integer;
         room := p_calls - t_all;
         IF room <= 0 THEN frees := greatest(frees, (old_all + n) * p_bucket_ms::float8 - at_ms); END IF;
+        -- When a lane's limit binds, frees is the soonest it may move: a bucket that counts against it leaving the
+        -- span, or one of people's (agents') leaving the last tenth, which lowers their need.
         IF p_lane = 'agent' THEN
           share := p_calls - people_need;
-          IF share - t_agents <= 0 THEN frees := greatest(frees, coalesce((old_agents + n) * p_bucket_ms::float8 - at_ms, p_span_ms)); END IF;
+          IF share - t_agents <= 0 THEN
+            frees := greatest(frees, coalesce(least((old_agents + n), (old_people + n), (rec_people + recent)) * p_bucket_ms::float8 - at_ms, p_span_ms));
+          END IF;
           IF ceil(share * p_burst / p_parts)::integer - r_agents <= 0 THEN
-            frees := greatest(frees, coalesce((rec_agents + recent) * p_bucket_ms::float8 - at_ms, (old_people + n) * p_bucket_ms::float8 - at_ms, p_bucket_ms));
+            frees := greatest(frees, coalesce(least((rec_agents + recent), (old_people + n), (rec_people + recent)) * p_bucket_ms::float8 - at_ms, p_bucket_ms));
           END IF;
           room := least(room, share - t_agents, ceil(share * p_burst / p_parts)::integer - r_agents);
         ELSIF p_lane = 'background' THEN
           share := p_calls - people_need - agents_need;
           IF share - (t_all - t_people - t_agents) <= 0 THEN
-            frees := greatest(frees, coalesce((least(old_back, old_agents, old_people) + n) * p_bucket_ms::float8 - at_ms, p_span_ms));
+            frees := greatest(frees, coalesce(least((old_back + n), (old_agents + n), (old_people + n), (rec_people + recent), (rec_agents + recent)) * p_bucket_ms::float8 - at_ms, p_span_ms));
           END IF;
           IF ceil(share * p_burst / p_parts)::integer - r_back <= 0 THEN
-            frees := greatest(frees, coalesce((rec_back + recent) * p_bucket_ms::float8 - at_ms, p_bucket_ms));
+            frees := greatest(frees, coalesce(least((rec_back + recent), (old_people + n), (old_agents + n), (rec_people + recent), (rec_agents + recent)) * p_bucket_ms::float8 - at_ms, p_bucket_ms));
           END IF;
           room := least(room, share - (t_all - t_people - t_agents), ceil(share * p_burst / p_parts)::integer - r_back);
         END IF;

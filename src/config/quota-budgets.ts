@@ -6,7 +6,7 @@ import { VariableProblem } from './variable-types.js';
 export const QUOTA_CLASSES = ['read', 'write'] as const;
 export type QuotaClass = (typeof QUOTA_CLASSES)[number];
 
-/** At most this many calls per window, in windows of `windowMs` aligned to the Unix epoch. */
+/** At most this many calls within any interval of `windowMs` (docs/quotas.md, "The bound"). */
 export interface Budget {
   readonly calls: number;
   readonly windowMs: number;

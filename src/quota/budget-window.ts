@@ -5,6 +5,8 @@ import type { WindowCounts, WindowHost } from './window-host.js';
 
 /** A lease asks for what this instance spends of a lane in this long (less for a short unit life). */
 const LEASE_AHEAD_MS = 500;
+/** A lane's rate here is measured over periods of at least this long. */
+const RATE_MS = 1000;
 
 interface Waiter {
   lane: QuotaLane;
@@ -34,9 +36,10 @@ export class BudgetWindow {
   private leasing = false;
   /** Per lane (RANK): the log had nothing for it until then (ms, this instance's clock). */
   private readonly blockedUntil = [0, 0, 0];
-  /** Per lane: calls served here, and where its last lease was asked for (the rate since sizes the next). */
+  /** Per lane: calls served here, their rate (per ms) over the last period measured, where that period started. */
   private readonly taken = [0, 0, 0];
-  private readonly lastAsk = LANES.map(() => ({ at: Number.NEGATIVE_INFINITY, taken: 0 }));
+  private readonly rate = [0, 0, 0];
+  private readonly mark = LANES.map(() => ({ at: Number.NEGATIVE_INFINITY, taken: 0 }));
   private readonly slice = [1, 1, 1];
   private readonly queues: Waiter[][] = [[], [], []];
   private waiting = 0;
@@ -59,6 +62,7 @@ export class BudgetWindow {
   take(lane: QuotaLane, now: number): Promise<void> | null {
     this.lastUse = now;
     this.roll(now);
+    this.expire(now);
     if (!this.queuedAtOrAbove(lane) && this.pausedUntil <= now && this.spend(lane, now)) {
       this.served(lane, now, false);
       return null;
@@ -136,16 +140,21 @@ export class BudgetWindow {
   }
 
   private served(lane: QuotaLane, now: number, waited: boolean): void {
-    this.taken[RANK[lane]]++;
+    const r = RANK[lane];
+    this.taken[r]++;
+    if (now - this.mark[r].at >= RATE_MS) {
+      if (this.mark[r].at > Number.NEGATIVE_INFINITY) this.rate[r] = (this.taken[r] - this.mark[r].taken) / (now - this.mark[r].at);
+      this.mark[r] = { at: now, taken: this.taken[r] };
+    }
     this.counts.spent++;
     this.host.observe(this.cls, lane, 'spent');
     if (waited) {
       this.counts.waited++;
       this.host.observe(this.cls, lane, 'waited');
     }
-    const r = RANK[lane];
     if (!this.leasing && this.blockedUntil[r] <= now && this.usable(lane, now) <= this.slice[r] >> 1) {
-      this.lease(now, lane, this.sliceSize(lane, now));
+      const ahead = this.sliceSize(lane);
+      if (ahead > 0) this.lease(now, lane, ahead);
     }
   }
 
@@ -201,7 +210,7 @@ export class BudgetWindow {
         }
       }
     }
-    if (lease !== null && !this.leasing) this.lease(now, lease, Math.max(this.sliceSize(lease, now), wanted));
+    if (lease !== null && !this.leasing) this.lease(now, lease, Math.max(this.sliceSize(lease), wanted));
     this.wakeAt(this.waiting > 0 ? wake : Number.POSITIVE_INFINITY, now);
   }
 
@@ -224,15 +233,16 @@ export class BudgetWindow {
 
   /**
    * Units for about LEASE_AHEAD_MS of this lane's calls here (half a unit's life, when shorter) at the rate they came
-   * since its last lease was asked for, at most a twentieth of the budget.
+   * over the last second, at most a twentieth of the budget; none when fewer than one call is expected within a
+   * unit's life: a unit leased ahead would go back unspent, and until then the log would count it as spent
+   * (people's need, which agents leave them, is read from what people were granted).
    */
-  private sliceSize(lane: QuotaLane, now: number): number {
+  private sliceSize(lane: QuotaLane): number {
     const r = RANK[lane];
-    const perMs = (this.taken[r] - this.lastAsk[r].taken) / Math.max(1, now - this.lastAsk[r].at);
-    this.lastAsk[r] = { at: now, taken: this.taken[r] };
-    const aheadMs = Math.min(LEASE_AHEAD_MS, unitLifeMs(this.budget) / 2);
-    this.slice[r] = Math.min(Math.max(1, Math.floor(this.budget.calls / 20)), Math.max(1, Math.ceil(perMs * aheadMs)));
-    return this.slice[r];
+    const lifeMs = unitLifeMs(this.budget);
+    const aheadMs = Math.min(LEASE_AHEAD_MS, lifeMs / 2);
+    this.slice[r] = Math.min(Math.max(1, Math.floor(this.budget.calls / 20)), Math.max(1, Math.ceil(this.rate[r] * aheadMs)));
+    return this.rate[r] * lifeMs < 1 ? 0 : this.slice[r];
   }
 
   private lease(now: number, lane: QuotaLane, want: number): void {
@@ -270,13 +280,12 @@ export class BudgetWindow {
 
   /** Lots past their life, or spent, are dropped; what they still held goes back to the log. */
   private expire(now: number): void {
-    if (this.lots.length === 0) return;
-    const kept: Lot[] = [];
+    let kept = 0;
     for (const lot of this.lots) {
-      if (lot.units > 0 && lot.expires > now) kept.push(lot);
+      if (lot.units > 0 && lot.expires > now) this.lots[kept++] = lot;
       else if (lot.units > 0) this.giveBack(lot);
     }
-    this.lots = kept;
+    this.lots.length = kept;
   }
 
   private release(): void {

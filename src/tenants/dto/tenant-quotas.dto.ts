@@ -31,7 +31,8 @@ export class QuotasDto {
 }
 
 export class QuotaWindowDto {
-  @ApiProperty({ description: 'The window, aligned to the Unix epoch.' }) start: string;
+  @ApiProperty({ description: 'The clock window these figures count, aligned to the Unix epoch (the budget holds in any interval).' })
+  start: string;
   @ApiProperty() end: string;
   @ApiProperty({ description: 'Calls sent upstream in this window (all instances; saved every second).' }) spent: number;
   @ApiProperty({ description: 'Of those, the calls that waited for budget first.' }) waited: number;
