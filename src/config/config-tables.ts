@@ -48,10 +48,17 @@ function rowsOf(declaration: Declaration, prefix: string): Row[] {
 export function configurationTable(): string {
   const lines = ['| variable | meaning | default | in production |', '| --- | --- | --- | --- |'];
   for (const { name, variable } of declaredVariables()) {
-    const cells = [`\`${name}\``, variable.meaning, variable.defaultText ?? shown(variable.fallback), variable.production ?? ''];
+    const cells = [`\`${name}\``, variable.meaning, variable.defaultText ?? shown(variable.fallback), variable.production ?? ''].map(
+      linked,
+    );
     lines.push(`| ${cells.map((c) => c.replaceAll('|', '\\|')).join(' | ')} |`);
   }
   return lines.join('\n');
+}
+
+/** A page of docs/ named in a cell (`docs/renewal.md`) as a link from docs/configuration.md, beside it. */
+function linked(cell: string): string {
+  return cell.replace(/`docs\/([a-z-]+\.md)`/g, '[$1]($1)');
 }
 
 function shown(value: unknown): string {
