@@ -7,6 +7,8 @@ import { docRuleViolations, headings, lineCount, MAX_LINES } from '../tools/doc-
 type Page = { path: string; text: string };
 const violations = docRuleViolations;
 const page = (path: string, text: string): Page => ({ path, text });
+const FIGURES =
+  '# Benchmarks\n\n## Current figures\n\n| question | figure | command |\n| --- | --- | --- |\n| facade | 1.09 | `npx tsx bench/proxy.ts` |\n';
 const lines = (n: number) => Array.from({ length: n }, (_, i) => `line ${i + 1}`).join('\n') + '\n';
 
 /** The shape rules of docs/*.md that `npm run lint:docs` enforces beside the link check (tools/doc-rules.mjs). */
@@ -24,7 +26,7 @@ describe('the rules of docs/*.md (npm run lint:docs)', () => {
     expect(lineCount(lines(400))).toBe(400);
     expect(violations([page('docs/a.md', lines(400))])).toEqual([]);
     expect(violations([page('docs/a.md', lines(401))])).toEqual([expect.stringMatching(/^docs\/a\.md: 401 lines, more than 400/)]);
-    expect(violations([page('docs/benchmarks.md', lines(401))])).toHaveLength(1);
+    expect(violations([page('docs/benchmarks.md', FIGURES + lines(401))])).toHaveLength(1);
   });
 
   it('refuse a dated heading outside docs/benchmarks.md', () => {
@@ -37,8 +39,18 @@ describe('the rules of docs/*.md (npm run lint:docs)', () => {
       expect(violations([page('docs/webhooks.md', `# Webhooks\n\n${heading}\n\ntext\n`)])).toEqual([
         expect.stringContaining('docs/webhooks.md:3: a dated measurement heading'),
       ]);
-      expect(violations([page('docs/benchmarks.md', `# Benchmarks\n\n${heading}\n`)])).toEqual([]);
+      expect(violations([page('docs/benchmarks.md', `${FIGURES}\n${heading}\n`)])).toEqual([]);
     }
+  });
+
+  it('want docs/benchmarks.md to open with its table of current figures, a command beside each', () => {
+    expect(violations([page('docs/benchmarks.md', FIGURES)])).toEqual([]);
+    for (const text of [
+      '# Benchmarks\n\n## Facade\n\n## Current figures\n\n| question | command |\n',
+      '# Benchmarks\n\n## Current figures\n\n| question | figure |\n| --- | --- |\n',
+      '# Benchmarks\n\n## Current figures\n\nsoon\n\n## Facade\n\n| question | command |\n',
+    ])
+      expect(violations([page('docs/benchmarks.md', text)])).toEqual([expect.stringContaining('must be "## Current figures"')]);
   });
 
   it('leave dates in prose, tables and code blocks alone, and read headings only outside fences', () => {

@@ -4,6 +4,8 @@
 // - a page is at most MAX_LINES lines (docs/benchmarks.md too: its history is kept short, the rest is in git);
 // - a heading outside docs/benchmarks.md names no date (2026-11-28), no "round N", no "later the same day" and no
 //   "re-measured": those are the headings of a measurement's history, which belongs on the benchmarks page.
+// - docs/benchmarks.md opens with its table of current figures: its first section is "Current figures", whose first
+//   table has a `command` column.
 // Headings inside fenced code blocks (a shell comment) are not headings.
 
 export const MAX_LINES = 400;
@@ -40,7 +42,11 @@ export function docRuleViolations(pages) {
   for (const { path, text } of pages) {
     const lines = lineCount(text);
     if (lines > MAX_LINES) problems.push(`${path}: ${lines} lines, more than ${MAX_LINES}: split it by the reader's task`);
-    if (path === FIGURES_PAGE) continue;
+    if (path === FIGURES_PAGE) {
+      if (!opensWithCurrentFigures(text))
+        problems.push(`${path}: its first section must be "## Current figures", a table with a \`command\` column`);
+      continue;
+    }
     for (const h of headings(text))
       if (DATED.some((re) => re.test(h.text)))
         problems.push(
@@ -48,4 +54,21 @@ export function docRuleViolations(pages) {
         );
   }
   return problems;
+}
+
+/** Whether the figures page's first section is "## Current figures" and its first table has a `command` column. */
+export function opensWithCurrentFigures(text) {
+  const first = headings(text).find((h) => /^##\s/.test(h.text));
+  if (!first || first.text.trim() !== '## Current figures') return false;
+  const after = text.split('\n').slice(first.line);
+  const header = after.find((l) => l.startsWith('|'));
+  const next = after.findIndex((l) => /^#{1,2}\s/.test(l));
+  return (
+    header !== undefined &&
+    (next < 0 || after.indexOf(header) < next) &&
+    header
+      .split('|')
+      .map((c) => c.trim())
+      .includes('command')
+  );
 }
