@@ -1,6 +1,6 @@
 // PostgreSQL backend CPU per renewal of renewal's statements alone (claim, save, history line), without the
 // app or the sandbox: one connection per kind of statement, so that each backend's CPU from /proc is that
-// statement's. Used for the statement figures in docs/renewal.md.
+// statement's. Used for the statement figures in docs/benchmarks.md ("Renewal").
 //
 //   npx tsx bench/micro-renewal-sql.ts
 //

@@ -1,4 +1,4 @@
-// Cost does not grow with age (docs/operations.md, "What is kept"): two scratch databases, one whose events table
+// Cost does not grow with age (docs/data-retention.md, "What is kept"): two scratch databases, one whose events table
 // is empty and one that received BENCH_EVENTS events over BENCH_DAYS simulated days (the service's clock moved a
 // day at a time, the day's rows seeded with SQL, the day's retention run as the scheduler runs it: partitions
 // ahead, days past the window dropped, a shorter tenant window swept), then alternating rounds on both of:

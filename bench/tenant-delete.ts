@@ -1,4 +1,4 @@
-// Other tenants while a big tenant is deleted (docs/operations.md, "Deleting a tenant"): the p99 of another
+// Other tenants while a big tenant is deleted (docs/data-retention.md, "Tenant deletion"): the p99 of another
 // tenant's facade calls and inbound deliveries, at a fixed rate, before `DELETE /v1/tenants/{big}` and while the
 // service removes the big tenant's rows in the background, against the compiled service on a seeded database.
 //

@@ -12,7 +12,7 @@ const ROUNDS = 4;
 const DELIVERIES = 40;
 
 /**
- * An erasure (DELETE /v1/tenants/{id}/users/{userId}) racing the events pipeline (docs/operations.md, "Erasure"):
+ * An erasure (DELETE /v1/tenants/{id}/users/{userId}) racing the events pipeline (docs/data-retention.md, "Erasure"):
  * while the user's connection.created is on its way to the partner (the partner holds its answer until the erasure
  * has answered) and inbound deliveries naming the user and another one keep arriving through /inbound. Nothing of
  * the user is left (connections, sessions, the events erasure attributes to them and their attempts, audit rows naming

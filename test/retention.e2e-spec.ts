@@ -36,7 +36,7 @@ interface EventItem {
   payload: unknown;
 }
 
-describe('retention, erasure and tenant deletion (API.md sections 4, 6 and 8; docs/operations.md, "What is kept")', () => {
+describe('retention, erasure and tenant deletion (API.md sections 4, 6 and 8; docs/data-retention.md, "What is kept")', () => {
   let t: TestApp;
   const clock = new TestClock();
   const sinks: WebhookSink[] = [];

@@ -1,5 +1,5 @@
-// npm run docs:config: writes the configuration table, made from src/config/variables.ts, into docs/configuration.md and
-// docs/api.md between their markers, formatted as prettier formats them (src/config/config-tables.spec.ts checks it).
+// npm run docs:config: writes the configuration table, made from src/config/variables.ts, into docs/configuration.md
+// between its markers, formatted as prettier formats them (src/config/config-tables.spec.ts checks it).
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as prettier from 'prettier';

@@ -88,7 +88,7 @@ export interface AppConfig {
     /** EVENT_RETENTION_DAYS: days events and their attempts are kept, unless the tenant sets its own window. */
     retentionDays: number;
   };
-  /** The audit trail (docs/operations.md, "Audit trail"): rows older than this many days are swept away. */
+  /** The audit trail (docs/observability.md, "Audit trail"): rows older than this many days are swept away. */
   audit: { retentionDays: number };
   /** Agent sessions and their tools (docs/agents.md). */
   agents: { perUser: number; perTenant: number; workflowIdField: string; workflowStepField: string };
@@ -96,7 +96,7 @@ export interface AppConfig {
   /** pretty: one readable line per entry, for a person at a terminal; json: one JSON object per line. */
   logFormat: 'json' | 'pretty';
   instanceId: string;
-  /** OpenTelemetry trace export (docs/operations.md, "Traces"); null: off, no SDK loaded. */
+  /** OpenTelemetry trace export (docs/observability.md, "Traces"); null: off, no SDK loaded. */
   tracing: TracingConfig | null;
   /** docs/security.md's bounds: events targets, sign-in throttling, metrics access. */
   security: SecurityConfig;

@@ -3,14 +3,14 @@ import { TRACING_VARIABLES } from './tracing-variables.js';
 import type { Declaration, Section, Variable } from './variable.js';
 import { SERVICE_VARIABLES } from './variables.js';
 
-// The configuration tables of docs/configuration.md and docs/api.md, made from the declaration (variables.ts and its two
+// The configuration table of docs/configuration.md (docs/api.md links to it), made from the declaration (variables.ts and its two
 // families): `npm run docs:config` writes them between the markers, config-tables.spec.ts fails when they differ.
 
 export const TABLE_START = '<!-- configuration table: made by `npm run docs:config` from src/config/variables.ts; do not edit by hand -->';
 export const TABLE_END = '<!-- end of configuration table -->';
 
 /** The documents holding the table, relative to the repository root. */
-export const TABLE_DOCUMENTS = ['docs/configuration.md', 'docs/api.md'] as const;
+export const TABLE_DOCUMENTS = ['docs/configuration.md'] as const;
 
 const SECTIONS: readonly Section[] = [
   'the service',
@@ -48,10 +48,17 @@ function rowsOf(declaration: Declaration, prefix: string): Row[] {
 export function configurationTable(): string {
   const lines = ['| variable | meaning | default | in production |', '| --- | --- | --- | --- |'];
   for (const { name, variable } of declaredVariables()) {
-    const cells = [`\`${name}\``, variable.meaning, variable.defaultText ?? shown(variable.fallback), variable.production ?? ''];
+    const cells = [`\`${name}\``, variable.meaning, variable.defaultText ?? shown(variable.fallback), variable.production ?? ''].map(
+      linked,
+    );
     lines.push(`| ${cells.map((c) => c.replaceAll('|', '\\|')).join(' | ')} |`);
   }
   return lines.join('\n');
+}
+
+/** A page of docs/ named in a cell (`docs/renewal.md`) as a link from docs/configuration.md, beside it. */
+function linked(cell: string): string {
+  return cell.replace(/`docs\/([a-z-]+\.md)`/g, '[$1]($1)');
 }
 
 function shown(value: unknown): string {

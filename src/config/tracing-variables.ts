@@ -2,7 +2,7 @@ import { otlpHeaders } from './value-formats.js';
 import { optional, variable } from './variable.js';
 import { httpUrl, int, num, oneOf, onOff, parsedBy, text } from './variable-types.js';
 
-// The standard OpenTelemetry variables this service honours (docs/operations.md, "Traces").
+// The standard OpenTelemetry variables this service honours (docs/observability.md, "Traces").
 
 const MINUTE = 60_000;
 
@@ -12,7 +12,7 @@ export const TRACING_SWITCH = {
   OTEL_EXPORTER_OTLP_ENDPOINT: optional(
     'traces',
     httpUrl(),
-    'OpenTelemetry traces exported over OTLP/HTTP to this collector (`/v1/traces` is appended); W3C `traceparent` honoured in, sent to the upstream and with events (see `docs/operations.md`, "Traces")',
+    'OpenTelemetry traces exported over OTLP/HTTP to this collector (`/v1/traces` is appended); W3C `traceparent` honoured in, sent to the upstream and with events (see `docs/observability.md`, "Traces")',
     { defaultText: 'unset: tracing off, no SDK started' },
   ),
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optional(

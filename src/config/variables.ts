@@ -266,14 +266,14 @@ export const SERVICE_VARIABLES = {
     'events to the partner',
     int(1, 400),
     30,
-    'days events and their delivery attempts are kept, unless a tenant sets its own `eventRetentionDays` (1–400); see `docs/operations.md`, "What is kept"',
+    'days events and their delivery attempts are kept, unless a tenant sets its own `eventRetentionDays` (1–400); see `docs/data-retention.md`',
   ),
 
   AUDIT_RETENTION_DAYS: variable(
     'audit trail',
     int(1, 3650),
     400,
-    'days an audit row is kept (1 to 3650); older rows are swept every 10 minutes in batches (see `docs/operations.md`, Audit trail)',
+    'days an audit row is kept (1 to 3650); older rows are swept every 10 minutes in batches (see `docs/observability.md`, Audit trail)',
   ),
 
   ...AGENT_VARIABLES,

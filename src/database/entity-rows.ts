@@ -11,7 +11,7 @@ interface MappedColumn {
  * a read needs, `properties`), both derived from the entity's TypeORM metadata: the entity stays the one mapping
  * of a row, and a new column needs no change here. A hot read sends its own SQL as a named prepared statement
  * (pg-pool.ts) and maps its rows with this: TypeORM's query builder and hydration cost more of the app's CPU
- * than PostgreSQL spent executing the statement (docs/benchmarks.md, "Prepared statements"). The pg driver
+ * than PostgreSQL spent executing the statement (docs/architecture.md, "Prepared statements"; the figures in docs/benchmarks.md). The pg driver
  * already parses what the entities hold (timestamptz, jsonb, bytea, boolean, integer); a column's transformer
  * (bigint to number) is applied here as TypeORM applies it.
  */

@@ -9,7 +9,7 @@ import type { DataSource } from 'typeorm';
  * A name stands for one text (`cws_<table>_<what>`; pg refuses a name it has prepared with another text). PostgreSQL
  * plans the first five calls with their values, then keeps a generic plan unless it costs more: such a statement
  * names its columns (a `*` fails once a migration adds one) and is shaped so that its generic plan is good for
- * every value, which test/scale.e2e-spec.ts asserts (docs/benchmarks.md, "Prepared statements").
+ * every value, which test/scale.e2e-spec.ts asserts (docs/architecture.md, "Prepared statements"; the figures in docs/benchmarks.md).
  */
 export async function preparedQuery<Row extends Record<string, unknown>>(db: DataSource, q: pg.QueryConfig): Promise<Row[]> {
   const pool = (db.driver as { master?: unknown }).master;

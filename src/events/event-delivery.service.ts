@@ -70,7 +70,7 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
       schedule: false,
       supervise: true,
       maintenanceIntervalSeconds: events.maintenanceSeconds,
-      // The queue's own tables are bounded (docs/operations.md, "What is kept"): a finished job moves to the
+      // The queue's own tables are bounded (docs/data-retention.md, "What is kept"): a finished job moves to the
       // archive after an hour, and the archive keeps a day. The events table, not the queue, is the record.
       archiveCompletedAfterSeconds: 3600,
       deleteAfterDays: 1,

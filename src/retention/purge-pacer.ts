@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-/** How a purge is paced (docs/operations.md, "Deleting a tenant"). */
+/** How a purge is paced (docs/data-retention.md, "Tenant deletion"). */
 export interface PacerSettings {
   /** What one batch should take: the next batch's size follows from the last one's time. */
   targetBatchMs: number;

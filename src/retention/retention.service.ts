@@ -39,7 +39,7 @@ export interface RetentionRun {
   tenantsRemoved: string[];
   /** Batches were left for the next run. */
   more: boolean;
-  /** How the removal of deleted tenants was paced (docs/operations.md, "Deleting a tenant"). */
+  /** How the removal of deleted tenants was paced (docs/data-retention.md, "Tenant deletion"). */
   pacing: PacerFigures;
 }
 
@@ -52,7 +52,7 @@ export interface RetentionRunOptions {
 }
 
 /**
- * Retention (docs/operations.md, "What is kept"): every minute one instance (an advisory lock) creates the
+ * Retention (docs/data-retention.md, "What is kept"): every minute one instance (an advisory lock) creates the
  * day partitions ahead of the clock, drops those past the longest window in use, sweeps the events of tenants
  * whose window is shorter in small batches, and removes deleted tenants' rows. Every step is idempotent and
  * keeps no state outside the database, so a run cut short (a restart) is finished by the next.

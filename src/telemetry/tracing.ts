@@ -9,7 +9,7 @@ import { APP_CONFIG } from '../config/config.module.js';
 import { redactUrl } from './log-redaction.js';
 
 /**
- * OpenTelemetry traces (docs/operations.md, "Traces"): the SDK's start and stop here, the hooks beside it
+ * OpenTelemetry traces (docs/observability.md, "Traces"): the SDK's start and stop here, the hooks beside it
  * (request-tracing.ts: incoming requests; client-spans.ts: outgoing calls; operation-spans.ts: renewals and
  * the trace context stored with an event). Off unless OTEL_EXPORTER_OTLP_ENDPOINT is set: then the SDK, its
  * exporters and the PostgreSQL instrumentation are not even loaded (a few hundred modules a start would pay
