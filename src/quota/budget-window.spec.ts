@@ -116,14 +116,19 @@ describe('BudgetWindow: one company class, as an instance sees it', () => {
     expect(await later).toMatchObject({ outcome: 'sent' });
   });
 
-  it("agents never spend units leased for people; people spend agents' when they have none of their own", async () => {
+  it("each lane spends only its own units: agents never people's, people never agents' (the log reads each lane's need)", async () => {
     const log = new Log();
     log.room.agent = 0;
     const w = new BudgetWindow('t', 'read', budget('400/60s'), log);
-    const person = attempt(w, 'interactive');
+    for (let i = 0; i < 60; i++) {
+      const person = attempt(w, 'interactive');
+      await settle(20);
+      expect(await person).toMatchObject({ outcome: 'sent' });
+    }
+    expect(log.leases.at(-1)?.units).toBeGreaterThan(1);
+    const agent = attempt(w, 'agent');
     await settle();
-    expect(await person).toMatchObject({ outcome: 'sent' });
-    expect(await attempt(w, 'agent')).toMatchObject({ outcome: 'refused' });
+    expect(await agent).toMatchObject({ outcome: 'refused' });
 
     const log2 = new Log();
     log2.room.interactive = 0;
@@ -134,9 +139,10 @@ describe('BudgetWindow: one company class, as an instance sees it', () => {
       expect(await agent).toMatchObject({ outcome: 'sent' });
     }
     expect(log2.leases.at(-1)?.units).toBeGreaterThan(1);
-    // The agents' lot serves a person at once, from memory.
-    expect(await attempt(w2, 'interactive')).toEqual({ outcome: 'sent', waited: false });
-    expect(log2.leases.filter((l) => l.lane === 'interactive')).toHaveLength(0);
+    const person = attempt(w2, 'interactive');
+    await settle();
+    expect(await person).toMatchObject({ outcome: 'refused' });
+    expect(log2.leases.filter((l) => l.lane === 'interactive')).toHaveLength(1);
   });
 
   it('gives back the units of a lease no call spent within their life, and a lease that came back too late', async () => {
@@ -160,17 +166,16 @@ describe('BudgetWindow: one company class, as an instance sees it', () => {
     expect(log.givenBack.at(-1)).toMatchObject({ bucket: log.leases.length, units: log.leases.at(-1)?.units });
   });
 
-  it('serves people waiting before agents waiting when a lease comes in', async () => {
+  it('leases for people waiting before agents waiting', async () => {
     const log = new Log();
     log.delayMs = 50;
     const w = new BudgetWindow('t', 'read', budget('400/60s'), log);
-    const agent = attempt(w, 'agent'); // its lease goes out first
-    const people = [attempt(w, 'interactive'), attempt(w, 'interactive')];
-    log.room.agent = 1;
+    const first = attempt(w, 'background'); // its lease goes out first
+    const agent = attempt(w, 'agent');
+    const person = attempt(w, 'interactive');
     await settle(200);
-    // The agents' one unit went to the first person (people wait first); the agent waits for the log's next answer.
-    expect((await Promise.all(people)).map((r) => r.outcome)).toEqual(['sent', 'sent']);
-    expect((await agent).outcome).toBe('refused');
+    expect([(await first).outcome, (await person).outcome, (await agent).outcome]).toEqual(['sent', 'sent', 'sent']);
+    expect(log.leases.map((l) => l.lane)).toEqual(['background', 'interactive', 'agent']);
   });
 
   it('paused by the upstream: a short pause is waited out, a long one refused with its seconds', async () => {

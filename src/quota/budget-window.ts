@@ -15,7 +15,7 @@ interface Waiter {
   reject(e: unknown): void;
 }
 
-/** Units of one lease: for calls of `lane` or a lane served before it, until `expires` (then given back). */
+/** Units of one lease: for calls of `lane`, until `expires` (then given back). */
 interface Lot {
   lane: QuotaLane;
   units: number;
@@ -63,7 +63,7 @@ export class BudgetWindow {
     this.lastUse = now;
     this.roll(now);
     this.expire(now);
-    if (!this.queuedAtOrAbove(lane) && this.pausedUntil <= now && this.spend(lane, now)) {
+    if (this.queues[RANK[lane]].length === 0 && this.pausedUntil <= now && this.spend(lane, now)) {
       this.served(lane, now, false);
       return null;
     }
@@ -120,12 +120,15 @@ export class BudgetWindow {
     this.timer = null;
   }
 
-  /** Takes a unit for `lane` from a lot it may use: its own lane's or a later lane's, the latest lane's first. */
+  /**
+   * Takes a unit for `lane` from one of its own lots, the soonest to expire first. A lane never spends another's:
+   * the log reads each lane's need from what it was granted (people's spent from agents' units would hide theirs).
+   */
   private spend(lane: QuotaLane, now: number): boolean {
     let best: Lot | null = null;
     for (const lot of this.lots) {
-      if (lot.units === 0 || lot.expires <= now || RANK[lot.lane] < RANK[lane]) continue;
-      if (best === null || RANK[lot.lane] > RANK[best.lane] || (lot.lane === best.lane && lot.expires < best.expires)) best = lot;
+      if (lot.units === 0 || lot.expires <= now || lot.lane !== lane) continue;
+      if (best === null || lot.expires < best.expires) best = lot;
     }
     if (best === null) return false;
     best.units--;
@@ -135,7 +138,7 @@ export class BudgetWindow {
   /** Units held that a call of `lane` may spend now. */
   private usable(lane: QuotaLane, now: number): number {
     let n = 0;
-    for (const lot of this.lots) if (lot.expires > now && RANK[lot.lane] >= RANK[lane]) n += lot.units;
+    for (const lot of this.lots) if (lot.expires > now && lot.lane === lane) n += lot.units;
     return n;
   }
 
@@ -169,20 +172,12 @@ export class BudgetWindow {
     return Math.max(now, this.pausedUntil, this.blockedUntil[RANK[lane]]);
   }
 
-  private queuedAtOrAbove(lane: QuotaLane): boolean {
-    if (this.waiting === 0) return false;
-    for (let r = 0; r <= RANK[lane]; r++) if (this.queues[r].length > 0) return true;
-    return false;
-  }
-
   /** Serves the queue in lane order from what is held, refuses whoever cannot be served in time, leases and sets the timer. */
   private pump(now: number): void {
     this.expire(now);
     if (this.pausedUntil <= now) {
-      // A lane that finds nothing leaves nothing for the lanes after it either (they may spend less than it may).
-      serving: for (const queue of this.queues) {
-        while (queue.length > 0) {
-          if (!this.spend(queue[0].lane, now)) break serving;
+      for (const queue of this.queues) {
+        while (queue.length > 0 && this.spend(queue[0].lane, now)) {
           const w = queue.shift() as Waiter;
           this.waiting--;
           this.served(w.lane, now, true);
