@@ -6,14 +6,13 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { SandboxServer } from 'cws-sandbox';
 import { MixedLoad, prepareCluster, type ClusterFixture } from './support/cluster-load.js';
-import { withDatabase } from './support/database-setup.js';
-import { dumpDatabase, pgToolsFor, restoreDatabase, type PgTools } from './support/pg-tools.js';
+import { backUp, type Backup } from './support/backup.js';
 import { spawnApp, type SpawnedApp } from './support/spawn-app.js';
 import { spawnedEnv, testVaultKey } from './support/test-app.js';
 import { createTestDatabase } from './support/test-database.js';
 import { waitUntil, WebhookSink } from './support/webhook-sink.js';
 
-/** The sandbox's access tokens live a minute: the scheduler renews one due in seconds, nothing else falls due during the test. */
+/** The sandbox's access tokens live a minute: nothing falls due during the test but what it makes due. */
 const TTL_SECONDS = 60;
 /** storm-0..2: renewed after the backup by a forced refresh; storm-3..5: by the scheduler; storm-6..8 and u-alice: not renewed. */
 const STORM = 9;
@@ -34,7 +33,8 @@ interface ErrorBody {
  * An operator restores a backup (docs/operations.md, "Backups and restore"): the service under load on a fresh database,
  * a pg_dump (custom format) taken meanwhile, more renewals and events after it, then the service stopped and started
  * on the dump restored into a fresh database, with the same keys, against the same upstream, which has rotated the
- * refresh tokens of the connections renewed since the backup.
+ * refresh tokens of the connections renewed since the backup. On the embedded PostgreSQL of a run without
+ * DATABASE_URL, for which no pg_dump may be installed, the backup is an online base backup instead (backup.ts).
  */
 describe('a backup restored', () => {
   let sandbox: SandboxServer;
@@ -44,7 +44,7 @@ describe('a backup restored', () => {
   let app: SpawnedApp | undefined;
   let fixture: ClusterFixture;
   let env: Record<string, string>;
-  let tools: PgTools;
+  let backup: Backup | undefined;
   let dumpDir: string;
   const vaultKeys = testVaultKey('restore');
   const operatorKey = `cwsop_test_${randomBytes(24).toString('base64url')}`;
@@ -95,7 +95,6 @@ describe('a backup restored', () => {
 
   beforeAll(async () => {
     const databaseUrl = await createTestDatabase();
-    tools = await pgToolsFor(databaseUrl);
     live = new pg.Pool({ connectionString: databaseUrl, max: 3 });
     sandbox = await SandboxServer.start({
       redirectUris: ['http://127.0.0.1:1/oauth/callback'],
@@ -133,10 +132,11 @@ describe('a backup restored', () => {
     await sandbox?.close();
     await live?.end();
     await restored?.end();
+    await backup?.close();
     if (dumpDir) rmSync(dumpDir, { recursive: true, force: true });
   }, 60_000);
 
-  it('a pg_dump taken under load; then connections renewed and events delivered after it; the dump restored into a fresh database', async () => {
+  it('a backup taken under load (pg_dump, or a base backup on the embedded server); then connections renewed and events delivered after it; the backup restored into a fresh database', async () => {
     const load = new MixedLoad(fixture, () => app!.url, 4);
     load.start();
     await waitUntil('some load delivered', () => load.counts.inbound >= 10 && acceptedIds().size >= 5, 20_000);
@@ -149,18 +149,16 @@ describe('a backup restored', () => {
     sink.wait = () => (holding ? gate : null);
     const heldFrom = sink.received.length;
     await waitUntil('deliveries held at the partner', () => sink.received.length - heldFrom >= 3, 20_000);
-    // Due in a few seconds: not yet when the dump's snapshot is taken, long past when it is restored.
-    await live.query(`UPDATE connections SET refresh_due_at = now() + interval '3 seconds' WHERE user_id = ANY($1)`, [SCHEDULED]);
     for (const id of load.acked.keys()) state.ackedBeforeBackup.add(id);
-    const dumpFile = join(dumpDir, 'cws.dump');
     const dumpStarted = Date.now();
-    await dumpDatabase(tools, env.DATABASE_URL, dumpFile);
+    backup = await backUp(env.DATABASE_URL, dumpDir);
     const dumpMs = Date.now() - dumpStarted;
     holding = false;
     release();
     const countAtBackup = load.counts.inbound;
 
-    // After the backup: renewals (forced, and the scheduler's), more events, an API key.
+    // After the backup: renewals (forced, and the scheduler's: their renewal falls due now), more events, an API key.
+    await live.query(`UPDATE connections SET refresh_due_at = now() WHERE user_id = ANY($1)`, [SCHEDULED]);
     for (const userId of FORCED) {
       const res = await forceRefresh(userId);
       expect([userId, res.status]).toEqual([userId, 200]);
@@ -194,19 +192,9 @@ describe('a backup restored', () => {
     expect(await app!.stop('SIGTERM')).toBe(0);
     app = undefined;
 
-    // The restore: a fresh database (not a clone of anything), the dump restored into it.
-    const serverUrl = env.DATABASE_URL;
-    const fresh = `cws_test_${process.env.TEST_RUN_ID}_restored_${randomBytes(4).toString('hex')}`;
-    const admin = new pg.Client({ connectionString: withDatabase(serverUrl, 'postgres') });
-    await admin.connect();
-    try {
-      await admin.query(`CREATE DATABASE ${fresh}`);
-    } finally {
-      await admin.end();
-    }
-    const restoredUrl = withDatabase(serverUrl, fresh);
+    // The restore: a fresh database (not a clone of anything), the backup restored into it.
     const restoreStarted = Date.now();
-    await restoreDatabase(tools, dumpFile, restoredUrl);
+    const restoredUrl = await backup.restore();
     const restoreMs = Date.now() - restoreStarted;
     restored = new pg.Pool({ connectionString: restoredUrl, max: 3 });
 
@@ -224,10 +212,13 @@ describe('a backup restored', () => {
       state.refreshCallsAtRestore.set(userId, { granted: c.granted, refused: c.refused });
     }
     console.log(
-      `backup under load: pg_dump ${tools.major} took ${dumpMs} ms, pg_restore ${restoreMs} ms; ${state.ackedBeforeBackup.size} events acknowledged before the backup, ` +
+      `backup under load (${backup.method}): ${dumpMs} ms, restore ${restoreMs} ms; ${state.ackedBeforeBackup.size} events acknowledged before the backup, ` +
         `${state.ackedAfterBackup.size} after it; ${events.rowCount} events in the dump, ${[...state.restoredEventState.values()].filter((s) => s !== 'delivered').length} of them not delivered yet`,
     );
 
+    // A restore comes hours after the backup: the scheduled ones are overdue in it, as their renewal fell due (in this
+    // test, in seconds) before. The scheduler finds them; the forced ones are found at their first use.
+    await restored.query(`UPDATE connections SET refresh_due_at = now() WHERE user_id = ANY($1)`, [SCHEDULED]);
     // The same keys, data directory, operator key and upstream; only the database is the restored one.
     app = await spawnApp({ ...env, DATABASE_URL: restoredUrl }, { readyTimeoutMs: 60_000 });
   }, 120_000);
