@@ -116,7 +116,9 @@ export interface Backup {
  * pg_restore into a fresh database of the same server; or, on the embedded PostgreSQL of the test run (DATABASE_URL
  * unset) when no pg_dump of its version is installed (its package ships none), an online base backup
  * (`pg_backup_start`, the data directory copied, `pg_backup_stop`, the WAL) restored by starting a server of its
- * own on the copy: the database of the same name there is the fresh one.
+ * own on the copy: the database of the same name there is the fresh one. A dump holds the database as it was when
+ * pg_dump started; a base backup, as it was when its WAL was copied (its end): what a caller did before `backUp` is in
+ * either, what it does after `backUp` returns in neither.
  */
 export async function backUp(databaseUrl: string, workDir: string): Promise<Backup> {
   const tools = await pgToolsFor(databaseUrl).catch((e: unknown) => {
