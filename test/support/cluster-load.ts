@@ -4,7 +4,7 @@ import pg from 'pg';
 import type { SandboxServer } from 'cws-sandbox';
 import { parseVaultKeys } from '../../src/config/app-config.js';
 import { TokenVault } from '../../src/vault/token-vault.service.js';
-import { seedConnections } from './seed-connections.js';
+import { seedConnections, type SeededConnection } from './seed-connections.js';
 import { waitUntil, type WebhookSink } from './webhook-sink.js';
 
 const USERS = ['alice', 'bob', 'carol', 'dave'];
@@ -19,6 +19,8 @@ export interface ClusterFixture {
   /** The receiver's Authorization (what the upstream sends with each delivery). */
   receiverAuth: string;
   operatorKey: string;
+  /** The user connections seeded: u-alice's (the load's), then storm-0, storm-1, … */
+  connections: SeededConnection[];
 }
 
 export async function prepareCluster(
@@ -49,7 +51,7 @@ export async function prepareCluster(
     tenantId,
     sealed,
   ]);
-  await seedConnections(db, o.vaultKeys, [
+  const connections = await seedConnections(db, o.vaultKeys, [
     { tenantId, userId: 'u-alice', upstreamUserId: 'alice', tokens: o.sandbox.issueTokens('alice') },
     ...Array.from({ length: o.storm }, (_, i) => ({
       tenantId,
@@ -58,7 +60,7 @@ export async function prepareCluster(
       tokens: o.sandbox.issueTokens(USERS[i % USERS.length]),
     })),
   ]);
-  return { tenantId, receiverId, receiverAuth, operatorKey: o.operatorKey };
+  return { tenantId, receiverId, receiverAuth, operatorKey: o.operatorKey, connections };
 }
 
 /** Every storm connection due now: the instances' schedulers renew them all at once. */

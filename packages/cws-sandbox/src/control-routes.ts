@@ -28,6 +28,11 @@ export async function handleControl(call: SandboxCall, rt: SandboxRuntime, contr
       return sendJson(res, 200, rt.recorder.snapshot());
     case 'GET /_sandbox/refresh-log':
       return sendJson(res, 200, rt.tokens.refreshLog());
+    case 'GET /_sandbox/refresh-calls': {
+      const family = new URLSearchParams(call.rawQuery).get('family');
+      if (!family) throw badRequest('invalid_query', 'family is required: GET /_sandbox/refresh-calls?family=fam_...');
+      return sendJson(res, 200, rt.tokens.refreshCallsOf(family));
+    }
     case 'GET /_sandbox/deliveries':
       return sendJson(res, 200, rt.dispatcher.deliveries());
     case 'GET /_sandbox/users':

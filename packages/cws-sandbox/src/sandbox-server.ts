@@ -1,7 +1,15 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CallRecorder, redactQuery } from './call-recorder.js';
-import type { SandboxCallRecord, SandboxFault, SandboxOptions, SandboxQuotas, SandboxStats, SandboxUserSeed } from './types.js';
+import type {
+  SandboxCallRecord,
+  SandboxFault,
+  SandboxOptions,
+  SandboxQuotas,
+  SandboxRefreshCalls,
+  SandboxStats,
+  SandboxUserSeed,
+} from './types.js';
 import { handleControl } from './control-routes.js';
 import { FaultController } from './fault-controller.js';
 import { bodyFormatOf, hasBody, mediaTypeOf, SandboxHttpError, sendError, sendJson } from './http-io.js';
@@ -130,6 +138,11 @@ export class SandboxServer {
 
   refreshLog(): Array<{ at: number; family: string; userId: string; usedRefreshTokenHash: string }> {
     return this.rt.tokens.refreshLog();
+  }
+
+  /** The refresh_token grant calls that presented a refresh token of this family, granted and refused. */
+  refreshCalls(family: string): SandboxRefreshCalls {
+    return this.rt.tokens.refreshCallsOf(family);
   }
 
   /** Every token value issued so far, for tests that assert no token appears where it must not. In-process only. */

@@ -1,4 +1,4 @@
-import type { Clock } from './types.js';
+import type { Clock, SandboxRefreshCalls } from './types.js';
 import { randomToken, sha256Hex } from './random-tokens.js';
 import { RingBuffer } from './ring-buffer.js';
 
@@ -80,6 +80,8 @@ export class TokenStore {
   private readonly codes = new Map<string, CodeEntry>();
   private readonly familiesByUser = new Map<string, Set<Family>>();
   private readonly log = new RingBuffer<RefreshLogEntry>(REFRESH_LOG_CAPACITY);
+  /** Per family (never bounded: one entry per family that ever presented a refresh token, as the families are kept). */
+  private readonly refreshCalls = new Map<string, { granted: number; refused: number }>();
   private codesSinceSweep = 0;
 
   constructor(
@@ -129,6 +131,21 @@ export class TokenStore {
   refresh(refreshToken: string, requestedScopes: readonly string[] | undefined): GrantResult {
     const entry = this.refreshTokens.get(refreshToken);
     if (!entry) return fail('invalid_grant', 'unknown_refresh_token', 'The refresh token is unknown');
+    const result = this.refreshKnown(entry, refreshToken, requestedScopes);
+    const counts = this.refreshCalls.get(entry.family.id) ?? { granted: 0, refused: 0 };
+    if (result.ok) counts.granted++;
+    else counts.refused++;
+    this.refreshCalls.set(entry.family.id, counts);
+    return result;
+  }
+
+  /** How many refresh_token grant calls presented a refresh token of `familyId` (zeros for a family never refreshed). */
+  refreshCallsOf(familyId: string): SandboxRefreshCalls {
+    const counts = this.refreshCalls.get(familyId);
+    return { family: familyId, granted: counts?.granted ?? 0, refused: counts?.refused ?? 0 };
+  }
+
+  private refreshKnown(entry: RefreshEntry, refreshToken: string, requestedScopes: readonly string[] | undefined): GrantResult {
     const family = entry.family;
     if (entry.used) {
       this.revokeFamily(family);

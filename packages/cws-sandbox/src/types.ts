@@ -69,6 +69,13 @@ export interface SandboxCallRecord {
   outcome?: string;
 }
 
+/** The refresh_token grant calls that presented a token of one grant family: granted, and refused (reuse, revoked, scope). */
+export interface SandboxRefreshCalls {
+  family: string;
+  granted: number;
+  refused: number;
+}
+
 export interface SandboxStats {
   tokenRequests: number;
   codeExchanges: number;

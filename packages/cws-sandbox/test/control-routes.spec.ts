@@ -41,6 +41,31 @@ describe('/_sandbox/ control over HTTP', () => {
     expect(log.body.map((e) => e.userId)).toEqual(['bob']);
   });
 
+  it('counts the refresh calls of one family: a rotated-away refresh token is refused with 400 invalid_grant', async () => {
+    const issued = sandbox.issueTokens('carol');
+    const refresh = (refreshToken: string) =>
+      tokenRequest(sandbox, {
+        grant_type: 'refresh_token',
+        refresh_token: refreshToken,
+        client_id: sandbox.clientId,
+        client_secret: sandbox.clientSecret,
+      });
+    const calls = (family: string) =>
+      control<{ family: string; granted: number; refused: number }>('GET', `refresh-calls?family=${family}`);
+    expect((await calls(issued.family)).body).toEqual({ family: issued.family, granted: 0, refused: 0 });
+    expect((await refresh(issued.refresh_token)).status).toBe(200);
+    // The old refresh token again, as a database restored from before that renewal would send it.
+    const spent = await refresh(issued.refresh_token);
+    expect([spent.status, spent.body.error]).toEqual([400, 'invalid_grant']);
+    expect((await refresh(issued.refresh_token)).status).toBe(400);
+    expect((await calls(issued.family)).body).toEqual({ family: issued.family, granted: 1, refused: 2 });
+    expect(sandbox.refreshCalls(issued.family)).toEqual({ family: issued.family, granted: 1, refused: 2 });
+    // Another family's calls are its own; an unknown refresh token belongs to no family.
+    expect((await refresh('unknown')).status).toBe(400);
+    expect((await calls(sandbox.issueTokens('carol').family)).body).toMatchObject({ granted: 0, refused: 0 });
+    expect((await control('GET', 'refresh-calls')).status).toBe(400);
+  });
+
   it('moves workflows and sets attributes, bumping the version', async () => {
     const token = sandbox.issueTokens('alice').access_token;
     const wf = await call<{ id: string }>(sandbox.url, 'POST', '/workflows', { token, json: { name: 'Controlled' } });
