@@ -49,9 +49,9 @@ export class QuotaSlidingLog1798000000000 implements MigrationInterface {
         s integer;
         t_all integer := 0; t_people integer := 0; t_agents integer := 0;
         r_people integer := 0; r_agents integer := 0; r_back integer := 0;
-        old_all bigint := NULL; old_people bigint := NULL; old_agents bigint := NULL; old_back bigint := NULL;
-        rec_people bigint := NULL; rec_agents bigint := NULL; rec_back bigint := NULL;
-        people_need integer; agents_need integer; share integer; room integer; got integer; frees float8 := 0;
+        old_all bigint := NULL; rec_agents bigint := NULL; rec_back bigint := NULL;
+        rate_people float8; rate_agents float8; ahead float8; fits integer; cum integer := 0;
+        share integer; pace integer; room integer; got integer; frees float8 := 0;
       BEGIN
         SELECT * INTO r FROM quota_logs l WHERE l.tenant_id = p_tenant AND l.class = p_class FOR UPDATE;
         IF NOT FOUND THEN
@@ -92,43 +92,40 @@ export class QuotaSlidingLog1798000000000 implements MigrationInterface {
           t_people := t_people + r.people[s];
           t_agents := t_agents + r.agents[s];
           IF r.total[s] > 0 AND old_all IS NULL THEN old_all := i; END IF;
-          IF r.people[s] > 0 AND old_people IS NULL THEN old_people := i; END IF;
-          IF r.agents[s] > 0 AND old_agents IS NULL THEN old_agents := i; END IF;
-          IF r.total[s] - r.people[s] - r.agents[s] > 0 AND old_back IS NULL THEN old_back := i; END IF;
           IF i > r.head - recent THEN
             r_people := r_people + r.people[s];
             r_agents := r_agents + r.agents[s];
             r_back := r_back + r.total[s] - r.people[s] - r.agents[s];
-            IF r.people[s] > 0 AND rec_people IS NULL THEN rec_people := i; END IF;
             IF r.agents[s] > 0 AND rec_agents IS NULL THEN rec_agents := i; END IF;
             IF r.total[s] - r.people[s] - r.agents[s] > 0 AND rec_back IS NULL THEN rec_back := i; END IF;
           END IF;
         END LOOP;
-        -- What people (then agents) may need in any window: the most of their last span, or of their recent pace.
-        people_need := greatest(p_people_floor, ceil(p_headroom * greatest(t_people, r_people * p_parts))::integer);
-        agents_need := ceil(p_headroom * greatest(t_agents, r_agents * p_parts))::integer;
+        -- People's (agents') pace per bucket: the most of their last span's and their last tenth's (people: at least the floor's).
+        rate_people := greatest(p_people_floor::float8, t_people::float8, r_people::float8 * p_parts) / (n - 1);
+        rate_agents := greatest(t_agents::float8, r_agents::float8 * p_parts) / (n - 1);
         room := p_calls - t_all;
         IF room <= 0 THEN frees := greatest(frees, (old_all + n) * p_bucket_ms::float8 - at_ms); END IF;
-        -- When a lane's limit binds, frees is the soonest it may move: a bucket that counts against it leaving the
-        -- span, or one of people's (agents') leaving the last tenth, which lowers their need.
-        IF p_lane = 'agent' THEN
-          share := p_calls - people_need;
-          IF share - t_agents <= 0 THEN
-            frees := greatest(frees, coalesce(least((old_agents + n), (old_people + n), (rec_people + recent)) * p_bucket_ms::float8 - at_ms, p_span_ms));
+        IF p_lane <> 'interactive' THEN
+          -- What a later lane may take: at every moment d buckets ahead within the coming span, what will still be counted
+          -- then, plus the lanes before it at their pace (x headroom) until a tenth of the span past that moment, fits
+          -- the budget. So people find room for their pace however much agents took before them, and a burst of theirs
+          -- still in the log is counted until it leaves. Its soonest change: the next bucket.
+          ahead := p_headroom * (rate_people + CASE WHEN p_lane = 'background' THEN rate_agents ELSE 0 END);
+          fits := p_calls;
+          FOR j IN 0 .. n - 1 LOOP
+            fits := least(fits, floor(p_calls - (t_all - cum) - ahead * (j + recent))::integer);
+            i := r.head - n + 1 + j;
+            cum := cum + r.total[(((i % n) + n) % n) + 1];
+          END LOOP;
+          IF fits <= 0 THEN frees := greatest(frees, (r.head + 1) * p_bucket_ms::float8 - at_ms); END IF;
+          -- The pace: over a tenth of the span, at most burst tenths of the lane's share of a span.
+          share := greatest(0, p_calls - ceil(ahead * (n - 1))::integer);
+          pace := ceil(share * p_burst / p_parts)::integer - CASE WHEN p_lane = 'agent' THEN r_agents ELSE r_back END;
+          IF pace <= 0 THEN
+            frees := greatest(frees, coalesce((CASE WHEN p_lane = 'agent' THEN rec_agents ELSE rec_back END + recent) * p_bucket_ms::float8 - at_ms,
+              (r.head + 1) * p_bucket_ms::float8 - at_ms));
           END IF;
-          IF ceil(share * p_burst / p_parts)::integer - r_agents <= 0 THEN
-            frees := greatest(frees, coalesce(least((rec_agents + recent), (old_people + n), (rec_people + recent)) * p_bucket_ms::float8 - at_ms, p_bucket_ms));
-          END IF;
-          room := least(room, share - t_agents, ceil(share * p_burst / p_parts)::integer - r_agents);
-        ELSIF p_lane = 'background' THEN
-          share := p_calls - people_need - agents_need;
-          IF share - (t_all - t_people - t_agents) <= 0 THEN
-            frees := greatest(frees, coalesce(least((old_back + n), (old_agents + n), (old_people + n), (rec_people + recent), (rec_agents + recent)) * p_bucket_ms::float8 - at_ms, p_span_ms));
-          END IF;
-          IF ceil(share * p_burst / p_parts)::integer - r_back <= 0 THEN
-            frees := greatest(frees, coalesce(least((rec_back + recent), (old_people + n), (old_agents + n), (rec_people + recent), (rec_agents + recent)) * p_bucket_ms::float8 - at_ms, p_bucket_ms));
-          END IF;
-          room := least(room, share - (t_all - t_people - t_agents), ceil(share * p_burst / p_parts)::integer - r_back);
+          room := least(room, fits, pace);
         END IF;
         got := greatest(0, least(p_want, room));
         IF got > 0 THEN

@@ -12,6 +12,8 @@ const OVER_ADMISSION = 0;
 interface Outcome {
   lane: Lane;
   outcome: 'sent' | 'refused' | 'upstream_429';
+  /** A refusal's Retry-After. */
+  retryAfter?: number;
   ms: number;
 }
 type Lane = 'interactive' | 'agent' | 'background';
@@ -65,7 +67,12 @@ describe('one budget per company across three instances', () => {
   async function call(lane: Lane, i: number): Promise<Outcome> {
     const t = instances[i % instances.length];
     const started = performance.now();
-    const done = (outcome: Outcome['outcome']): Outcome => ({ lane, outcome, ms: performance.now() - started });
+    const done = (outcome: Outcome['outcome'], retryAfter?: number): Outcome => ({
+      lane,
+      outcome,
+      ms: performance.now() - started,
+      retryAfter,
+    });
     if (lane === 'agent') {
       try {
         const res = await t.app
@@ -76,7 +83,7 @@ describe('one budget per company across three instances', () => {
       } catch (e) {
         if (!(e instanceof AppError) || e.code !== 'quota_exhausted') throw e;
         expect(e.retryAfterSeconds).toBeGreaterThanOrEqual(1);
-        return done('refused');
+        return done('refused', e.retryAfterSeconds);
       }
     }
     const path = lane === 'interactive' ? '/v1/tenants/acme/workflows' : '/v1/tenants/acme/webhooks';
@@ -85,7 +92,7 @@ describe('one budget per company across three instances', () => {
     if (res.status === 200) return done('sent');
     if (res.status === 429 && JSON.parse(body).error?.code === 'quota_exhausted') {
       expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-      return done('refused');
+      return done('refused', Number(res.headers.get('retry-after')));
     }
     if (res.status === 429 || res.headers.get('x-upstream-status') === '429') return done('upstream_429');
     throw new Error(`${lane} call answered ${res.status}: ${body}`);
@@ -139,7 +146,8 @@ describe('one budget per company across three instances', () => {
       `3 instances, budget ${BUDGET}/${WINDOW_MS / 1000}s counted in any interval, ${results.length} calls in ${(driveEnd - driveStart) / 1000} s (3x): ` +
         `most in any ${WINDOW_MS / 1000} s ${most} (over-admission ${Math.max(0, most - BUDGET)}), budget used ${(used * 100).toFixed(1)} %, upstream 429s ${upstream429}; ` +
         `refused: interactive ${of(results, 'interactive', 'refused')}, agent ${of(results, 'agent', 'refused')} (${(share('agent') * 100).toFixed(0)} %), background ${of(results, 'background', 'refused')} (${(share('background') * 100).toFixed(0)} %); ` +
-        `interactive p95 idle ${p95(idle).toFixed(1)} ms, under load ${p95(interactiveLoad).toFixed(1)} ms`,
+        `interactive p95 idle ${p95(idle).toFixed(1)} ms, under load ${p95(interactiveLoad).toFixed(1)} ms; ` +
+        `people refused after (ms) / Retry-After (s): ${JSON.stringify(results.filter((r) => r.lane === 'interactive' && r.outcome === 'refused').map((r) => [Math.round(r.ms), r.retryAfter]))}`,
     );
 
     expect(upstream429).toBe(0);
@@ -185,6 +193,7 @@ describe('one budget per company across three instances', () => {
     console.log(
       `people first, 3 instances, ${BUDGET}/${WINDOW_MS / 1000}s: people ${of(results, 'interactive', 'sent')} of ${people.length} served, ` +
         `agents ${agentsSent} of ${results.length - people.length} (${((agentsSent * WINDOW_MS) / 30_000 / BUDGET).toFixed(2)} of the budget a window), ` +
+        `people refused after (ms) / Retry-After (s): ${JSON.stringify(people.filter((r) => r.outcome === 'refused').map((r) => [Math.round(r.ms), r.retryAfter]))}, ` +
         `upstream 429s ${upstream.filter((r) => r.status === 429).length}, most in any window ${mostWithin(
           upstream.map((r) => r.at),
           WINDOW_MS,

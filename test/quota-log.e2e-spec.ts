@@ -107,7 +107,7 @@ describe('the sliding log of a budget (cws_quota_lease_v1)', () => {
     );
     expect(grantedPeople).toBe(askedPeople);
     expect(mostWithin(l.grants, l.log.spanMs)).toBeLessThanOrEqual(budget.calls);
-    // Agents get the rest, less people's headroom: 400 - 1.2 x 200 = 160 a span, and never nothing.
+    // Agents get the rest, less room for people's pace x 1.2 a tenth of a span ahead: about 400 - 200 - 24 a span.
     expect(lastSpan).toBeGreaterThanOrEqual(140);
     expect(lastSpan).toBeLessThanOrEqual(400 - 200);
   });

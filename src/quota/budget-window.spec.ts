@@ -166,16 +166,20 @@ describe('BudgetWindow: one company class, as an instance sees it', () => {
     expect(log.givenBack.at(-1)).toMatchObject({ bucket: log.leases.length, units: log.leases.at(-1)?.units });
   });
 
-  it('leases for people waiting before agents waiting', async () => {
+  it("leases for people at once, never behind another lane's lease in flight", async () => {
     const log = new Log();
-    log.delayMs = 50;
+    log.delayMs = 100;
     const w = new BudgetWindow('t', 'read', budget('400/60s'), log);
-    const first = attempt(w, 'background'); // its lease goes out first
-    const agent = attempt(w, 'agent');
-    const person = attempt(w, 'interactive');
-    await settle(200);
-    expect([(await first).outcome, (await person).outcome, (await agent).outcome]).toEqual(['sent', 'sent', 'sent']);
-    expect(log.leases.map((l) => l.lane)).toEqual(['background', 'interactive', 'agent']);
+    const background = attempt(w, 'background'); // its lease goes out first
+    await settle(10);
+    let personDone = false;
+    const person = attempt(w, 'interactive').then((r) => ((personDone = true), r));
+    await settle(90);
+    expect(personDone).toBe(false);
+    // 115 ms: the person's lease, sent 10 ms after the background one, is back; behind it, it would be back at 200 ms.
+    await settle(15);
+    expect(personDone).toBe(true);
+    expect([(await background).outcome, (await person).outcome]).toEqual(['sent', 'sent']);
   });
 
   it('paused by the upstream: a short pause is waited out, a long one refused with its seconds', async () => {

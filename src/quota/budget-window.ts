@@ -33,7 +33,8 @@ interface Lot {
  */
 export class BudgetWindow {
   private lots: Lot[] = [];
-  private leasing = false;
+  /** Per lane (RANK): a lease in flight. Each lane leases on its own: people never wait behind an agents' lease. */
+  private readonly leasing = [false, false, false];
   /** Per lane (RANK): the log had nothing for it until then (ms, this instance's clock). */
   private readonly blockedUntil = [0, 0, 0];
   /** Per lane: calls served here, their rate (per ms) over the last period measured, where that period started. */
@@ -109,7 +110,7 @@ export class BudgetWindow {
 
   /** Nothing held, waiting or unsaved: the window can be forgotten. */
   get idle(): boolean {
-    return this.lots.length === 0 && this.waiting === 0 && !this.leasing && !hasCounts(this.counts);
+    return this.lots.length === 0 && this.waiting === 0 && !this.leasing.includes(true) && !hasCounts(this.counts);
   }
 
   /** Gives back what is held and stops (shutdown). */
@@ -155,7 +156,7 @@ export class BudgetWindow {
       this.counts.waited++;
       this.host.observe(this.cls, lane, 'waited');
     }
-    if (!this.leasing && this.blockedUntil[r] <= now && this.usable(lane, now) <= this.slice[r] >> 1) {
+    if (!this.leasing[r] && this.blockedUntil[r] <= now && this.usable(lane, now) <= this.slice[r] >> 1) {
       const ahead = this.sliceSize(lane);
       if (ahead > 0) this.lease(now, lane, ahead);
     }
@@ -186,8 +187,7 @@ export class BudgetWindow {
       }
     }
     let wake = Number.POSITIVE_INFINITY;
-    let lease: QuotaLane | null = null;
-    let wanted = 0;
+    const wanted = [0, 0, 0];
     for (const queue of this.queues) {
       for (let i = 0; i < queue.length; i++) {
         const w = queue[i];
@@ -199,13 +199,13 @@ export class BudgetWindow {
           continue;
         }
         wake = Math.min(wake, w.deadline, at > now ? at : w.deadline);
-        if (at <= now && (lease === null || lease === w.lane)) {
-          lease = w.lane;
-          wanted++;
-        }
+        if (at <= now) wanted[RANK[w.lane]]++;
       }
     }
-    if (lease !== null && !this.leasing) this.lease(now, lease, Math.max(this.sliceSize(lease), wanted));
+    for (const lane of LANES) {
+      const r = RANK[lane];
+      if (wanted[r] > 0 && !this.leasing[r]) this.lease(now, lane, Math.max(this.sliceSize(lane), wanted[r]));
+    }
     this.wakeAt(this.waiting > 0 ? wake : Number.POSITIVE_INFINITY, now);
   }
 
@@ -244,10 +244,10 @@ export class BudgetWindow {
     const budget = this.budget;
     // A unit's life runs from the moment it was asked for: the log filed it no earlier (docs/quotas.md, "The bound").
     const expires = now + unitLifeMs(budget);
-    this.leasing = true;
+    this.leasing[RANK[lane]] = true;
     this.host.lease(this, lane, want).then(
       (answer) => {
-        this.leasing = false;
+        this.leasing[RANK[lane]] = false;
         const at = this.host.now();
         if (answer.units > 0) {
           const lot = { lane, units: answer.units, bucket: answer.bucket, expires, budget };
@@ -259,7 +259,7 @@ export class BudgetWindow {
         this.pump(at);
       },
       (e: unknown) => {
-        this.leasing = false;
+        this.leasing[RANK[lane]] = false;
         this.host.leaseFailed(e);
         this.failWaiters(e);
       },

@@ -11,11 +11,13 @@ export const RANK: Readonly<Record<QuotaLane, number>> = { interactive: 0, agent
 /**
  * People strictly first (docs/quotas.md, "Lanes"), applied by the lease in PostgreSQL (cws_quota_lease_v1):
  * - people may take the whole budget of any window;
- * - agents take what people leave: the budget less people's need, where people's need is the most they used in the
- *   last span, or at their pace of its last tenth, times 1.2, and never less than a tenth of the budget;
- * - background work takes what both leave, agents' need counted the same way;
- * - agents and background work are paced: over any tenth of the span, at most 1.5 tenths of their share, so that
- *   before people's pace is known they cannot spend a window in its first seconds.
+ * - agents take what people leave: a unit only while, at every moment of the coming span, what will still be
+ *   counted then plus people at their pace × headroom (until a tenth of the span past that moment) fits the
+ *   budget; people's pace is the most of their last span and of their last tenth, at least `peopleFloor` a span;
+ * - background work takes what both leave, agents' pace counted the same way;
+ * - agents and background work are paced: over any tenth of the span, at most `burst` tenths of their share (the
+ *   budget less the pace of the lanes before them), so that before people's pace is known they cannot spend a
+ *   window in its first seconds.
  */
 export function leaseRuleOf(calls: number): LeaseRule {
   return {
