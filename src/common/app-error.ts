@@ -21,6 +21,11 @@ export const ERROR_STATUS = {
   user_not_connected: 409,
   admin_not_connected: 409,
   reauth_required: 409,
+  /**
+   * A stored secret of the tenant (its events secret, a webhook receiver's) does not open: damaged, or restored
+   * from another installation. The partner replaces it (rotates the events secret, creates the receiver anew).
+   */
+  secret_unreadable: 409,
   /** A tenant or one of its users holds the most live agent sessions (AGENT_SESSIONS_PER_USER, AGENT_SESSIONS_PER_TENANT). */
   agent_session_limit: 409,
   /** The event is older than its tenant's retention window: kept no longer. */
@@ -36,7 +41,7 @@ export const ERROR_STATUS = {
   /** The company's upstream budget is spent, or the upstream asked it to slow down (docs/quotas.md): Retry-After says when. */
   quota_exhausted: 429,
   internal_error: 500,
-  /** A stored secret does not open with VAULT_KEYS (a wrong or missing key): docs/operations.md. */
+  /** A stored secret does not open with VAULT_KEYS and its owner did not answer for it: docs/operations.md. */
   vault_key_mismatch: 500,
   upstream_error: 502,
   upstream_unavailable: 502,

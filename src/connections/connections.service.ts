@@ -81,6 +81,18 @@ export class ConnectionsService {
       return c;
     });
   }
+
+  /**
+   * A stored token of the connection (as of `version`) does not open: the connection needs its user again,
+   * and the partner hears of it (`reason`) in the same transaction. Null when the row moved meanwhile.
+   */
+  markTokensUnreadable(id: string, version: number, reason: string): Promise<ConnectionEntity | null> {
+    return this.repo.transaction(async (m) => {
+      const c = await this.leases.markTokensUnreadable(m, id, version, reason, this.clock.now());
+      if (c) await this.events.record('connection.reauth_required', c, m);
+      return c;
+    });
+  }
 }
 
 export const DEFAULT_CONNECTIONS_PAGE = 100;

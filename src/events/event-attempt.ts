@@ -7,7 +7,7 @@ import type { TenantEntity } from '../tenants/tenant.entity.js';
 import type { TenantsService } from '../tenants/tenants.service.js';
 import type { DeliveryMetrics } from './delivery-metrics.js';
 import type { DeliveryAttempt, EventDeliveryRepository, Outcome, SqlExecutor } from './event-delivery.repository.js';
-import type { EventTargetClient } from './event-target-client.js';
+import type { AttemptOutcome, EventTargetClient } from './event-target-client.js';
 import type { EventsRepository, StoredEvent } from './events.repository.js';
 
 export interface DeliveryJob {
@@ -77,7 +77,7 @@ export class EventAttempt {
       await this.deliveries.finish(event, job.attempt, fence, null, { kind: 'no_target' });
       return;
     }
-    const outcome = await this.client.post(target, this.tenants.signingSecretsOf(tenant), event);
+    const outcome = await this.post(target, tenant, event);
     const log: DeliveryAttempt = { at: this.clock.now(), status: outcome.status, durationMs: outcome.durationMs, error: outcome.error };
     if (outcome.ok) {
       await this.record(event, job, fence, log, { kind: 'delivered' });
@@ -115,6 +115,21 @@ export class EventAttempt {
       next,
       schedule: (sql) => this.enqueue([{ data: { eventId: event.id, attempt: job.attempt + 1 }, startAfter: next }], sql),
     });
+  }
+
+  /**
+   * One signed POST to the target. An events secret that does not open (secret_unreadable) sends nothing
+   * unsigned: a failed attempt, retried with backoff, so a rotation of the secret lets the event through.
+   */
+  private post(target: string, tenant: TenantEntity, event: StoredEvent): Promise<AttemptOutcome> {
+    let secrets: string[];
+    try {
+      secrets = this.tenants.signingSecretsOf(tenant);
+    } catch (e) {
+      if (!(e instanceof AppError)) throw e;
+      return Promise.resolve({ ok: false, status: null, error: e.code, durationMs: 0, retryAfterMs: null });
+    }
+    return this.client.post(target, secrets, event);
   }
 
   private async record(event: StoredEvent, job: DeliveryJob, fence: string, log: DeliveryAttempt, outcome: Outcome) {

@@ -2,7 +2,6 @@ import { Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import { AppError } from '../common/app-error.js';
 import { databaseOutage, isDatabaseUnavailable } from '../common/database-outage.js';
-import { TokenVault } from '../vault/token-vault.service.js';
 import { OpsRepository } from './ops.repository.js';
 
 /** A readiness probe must answer even when the database hangs instead of refusing. */
@@ -17,7 +16,6 @@ export class HealthService implements OnModuleInit, OnModuleDestroy {
     private readonly checks: HealthCheckService,
     private readonly indicators: HealthIndicatorService,
     private readonly repo: OpsRepository,
-    private readonly vault: TokenVault,
   ) {}
 
   /** While the database is unreachable, the outage record probes it with this instance's pool to notice its return. */
@@ -34,6 +32,12 @@ export class HealthService implements OnModuleInit, OnModuleDestroy {
     this.shuttingDown = true;
   }
 
+  /**
+   * Ready when this instance can serve: its database and its schema. Its key ring was checked against the
+   * database before it started (vault/vault-key-check.service.ts); a stored secret that does not open is then
+   * its owner's problem (that connection, receiver or tenant answers for it), never the instance's: one bad
+   * row must not take every instance that meets it out of the load balancer.
+   */
   async ready() {
     if (this.shuttingDown) throw new AppError('service_unavailable', 'The service is shutting down.', { shutdown: true });
     try {
@@ -57,13 +61,6 @@ export class HealthService implements OnModuleInit, OnModuleDestroy {
           } catch {
             return session.down({ message: 'migrations table unreadable' });
           }
-        },
-        async () => {
-          const session = this.indicators.check('vault');
-          const failing = this.vault.failingKeyIds();
-          return failing.length === 0
-            ? session.up()
-            : session.down({ message: 'stored secrets do not open with VAULT_KEYS', keyIds: failing });
         },
       ]);
     } catch (e) {

@@ -24,8 +24,12 @@ import {
   type Need,
   type Outcome,
   REAUTH_REASON,
+  reauthReasonOf,
   reauthRequired,
+  ringBehind,
   secondsSince,
+  tokensUnreadable,
+  UNREADABLE_REASON,
 } from './renewal-types.js';
 import { TokenCall } from './token-call.js';
 
@@ -86,20 +90,7 @@ export class RenewalAttempt {
       tokens = await this.tokenCall.call(row, env, refreshToken, mode, takenAt, started);
     } catch (e) {
       if (e instanceof GrantRejected) return this.onRejected(row, started);
-      if (e instanceof VaultError) {
-        // The stored refresh token does not open with VAULT_KEYS: nothing was sent. Retrying every tick
-        // cannot help until the operator fixes the key ring, so it backs off like any failure (capped at
-        // 5 minutes); readiness reports the key id meanwhile (ops/health.service.ts).
-        await this.leases
-          .recordFailure(row.id, me, row.version, retryAt(this.clock.now(), row.refreshFailures, null, null))
-          .catch(() => undefined);
-        this.metrics.record('failure', secondsSince(started));
-        this.logger.error(
-          { connectionId: row.id, tenantId: row.tenantId, kid: e.kid, failures: row.refreshFailures + 1 },
-          'renewal failed: the stored refresh token does not open with VAULT_KEYS; will retry with backoff',
-        );
-        throw e;
-      }
+      if (e instanceof VaultError) return this.onUnreadable(row, e, started);
       if (!(e instanceof AppError)) {
         // Nothing was sent, or nothing was spent: the stored refresh token is still the valid one, so the
         // lease can go back. (After a successful token call we never get here.)
@@ -139,6 +130,44 @@ export class RenewalAttempt {
   }
 
   /**
+   * A stored token of the connection (its access token, for a call) does not open: the same as a refresh
+   * token that does not open in a renewal (onUnreadable), kept in the connection's history. Resolves with the
+   * current row only when the row moved meanwhile (its tokens were replaced): the caller tries that one.
+   */
+  unreadable(row: RenewalRow, e: VaultError): Promise<Outcome> {
+    if (e.ringBehind) return Promise.reject(ringBehind());
+    return this.recorded(row.id, () => this.onUnreadable(row, e, performance.now()));
+  }
+
+  /**
+   * A stored token does not open (the vault counted and logged it): nothing was sent upstream. Under a key
+   * this instance's ring lacks but other instances hold, the ring is behind, not the row: 503, retried, nothing
+   * marked. Otherwise the row is damaged or foreign, and only a new grant can replace it: the connection is
+   * marked reauth_required (token_unreadable) and the partner hears of it. The key ring itself was checked at
+   * start (vault-key-check.service.ts), so a wrong ring cannot get here and mark every connection.
+   */
+  private async onUnreadable(row: RenewalRow, e: VaultError, started: number): Promise<Outcome> {
+    const me = this.config.instanceId;
+    if (e.ringBehind) {
+      await this.leases.releaseLease(row.id, me).catch(() => undefined);
+      this.metrics.record('failure', secondsSince(started));
+      throw ringBehind();
+    }
+    const marked = await this.connections.markTokensUnreadable(row.id, row.version, UNREADABLE_REASON);
+    if (marked) {
+      this.metrics.record('reauth_required', secondsSince(started));
+      throw tokensUnreadable();
+    }
+    // The row moved since it was read (a reconnect or a renewal replaced its tokens): a lost race.
+    this.metrics.record('lost_race', secondsSince(started));
+    await this.leases.releaseLease(row.id, me).catch(() => undefined);
+    const current = await this.repo.findInAnyTenant(row.id);
+    if (!current) throw connectionNotFound();
+    if (current.status !== 'active') throw reauthRequired();
+    return { connection: current, accessToken: null };
+  }
+
+  /**
    * Keeps the outcome of a renewal that held the lease in the connection's history and lastError. A renewed
    * pair's line is written by the statement that saves the pair (RenewalSaveRepository, with the time until
    * the pair was handed to it); any other outcome is written after the fact and never awaited: it neither
@@ -158,7 +187,7 @@ export class RenewalAttempt {
     // A new token was saved together with its line; an outcome without one is someone else's renewal (a lost race).
     return renew().catch((e: unknown) => {
       const code = e instanceof AppError ? e.code : 'internal_error';
-      if (code === 'reauth_required') keep('reauth_required', REAUTH_REASON);
+      if (code === 'reauth_required') keep('reauth_required', reauthReasonOf(e as AppError));
       else if (code !== 'connection_not_found') keep('failed', code);
       throw e;
     });

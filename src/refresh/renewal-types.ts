@@ -24,6 +24,30 @@ export class GrantRejected extends Error {
 
 export const REAUTH_REASON = 'refresh_token_rejected';
 
+/** A stored token of the connection does not open (damaged, or restored from another installation). */
+export const UNREADABLE_REASON = 'token_unreadable';
+
+/**
+ * 409 reauth_required, like a refused refresh token: the partner can act on it (the user connects again and
+ * new tokens are sealed), and clients that handle reauth_required already do the right thing.
+ */
+export function tokensUnreadable(): AppError {
+  return new AppError('reauth_required', "The connection's stored tokens cannot be read: it must be authorized again by its user.", {
+    reason: UNREADABLE_REASON,
+  });
+}
+
+/** This instance's key ring lacks the key of a stored token that other instances hold (a rotation under way): retry. */
+export function ringBehind(): AppError {
+  return new AppError('service_unavailable', "This instance does not hold the key of this connection's tokens yet; retry.");
+}
+
+/** The reason a reauth_required error carries (its details), else the refused refresh token's. */
+export function reauthReasonOf(e: AppError): string {
+  const reason = e.details?.reason;
+  return typeof reason === 'string' ? reason : REAUTH_REASON;
+}
+
 export function reauthRequired(): AppError {
   return new AppError('reauth_required', 'The connection must be authorized again by its user.');
 }

@@ -9,6 +9,7 @@ import { ConnectionsRepository } from '../connections/store/connections.reposito
 import { type LeasedConnection, RenewalLeaseRepository, type RenewalRow } from '../connections/store/renewal-lease.repository.js';
 import { type CommitLane, RenewalSaveRepository } from '../connections/store/renewal-save.repository.js';
 import { ConnectionTokens } from '../connections/connection-tokens.js';
+import { VaultError } from '../vault/token-vault.service.js';
 import { RenewalAttempt } from './renewal-attempt.js';
 import { needsRenewal } from './renewal-timing.js';
 import { connectionNotFound, type Mode, type Need, type Outcome, reauthRequired, sleep } from './renewal-types.js';
@@ -83,7 +84,7 @@ export class RenewalService implements OnModuleDestroy {
       if (!(e instanceof AppError) || !isUpstreamTrouble(e)) throw e;
       const current = await this.repo.findInAnyTenant(connection.id);
       if (current?.status === 'active' && current.accessTokenExpiresAt && current.accessTokenExpiresAt > this.clock.now())
-        return this.usable(current, null);
+        return await this.usable(current, null);
       throw e;
     }
   }
@@ -170,14 +171,18 @@ export class RenewalService implements OnModuleDestroy {
     }
   }
 
-  private usable(connection: RenewalRow, accessToken: string | null): UsableToken {
+  private async usable(connection: RenewalRow, accessToken: string | null): Promise<UsableToken> {
     if (connection.status !== 'active') throw reauthRequired();
     if (!connection.accessTokenEnc || !connection.accessTokenExpiresAt) throw reauthRequired();
-    return {
-      accessToken: accessToken ?? this.tokens.openAccessToken({ id: connection.id, accessTokenEnc: connection.accessTokenEnc }),
-      version: connection.version,
-      expiresAt: connection.accessTokenExpiresAt,
-    };
+    let token = accessToken;
+    try {
+      token ??= this.tokens.openAccessToken({ id: connection.id, accessTokenEnc: connection.accessTokenEnc });
+    } catch (e) {
+      if (!(e instanceof VaultError)) throw e;
+      // Marks the connection (renewal-attempt.ts); comes back only when its tokens were replaced meanwhile.
+      return this.usable((await this.attempt.unreadable(connection, e)).connection, null);
+    }
+    return { accessToken: token, version: connection.version, expiresAt: connection.accessTokenExpiresAt };
   }
 }
 

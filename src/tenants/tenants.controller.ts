@@ -104,7 +104,7 @@ export class TenantsController {
   )
   @ApiBody({ type: RotateEventsSecretDto, required: false })
   @ApiCreatedResponse({ type: EventsSecretResponseDto })
-  @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_not_found')
+  @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_not_found', 'secret_unreadable')
   async rotateEventsSecret(@Param('tenantId') tenantId: string, @Body() dto: RotateEventsSecretDto): Promise<EventsSecretResponseDto> {
     return { eventsSecret: await this.tenants.rotateEventsSecret(tenantId, dto.overlapSeconds ?? 0) };
   }

@@ -7,7 +7,7 @@ import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { Environments } from '../config/environments.js';
 import { targetPolicy, targetProblem, type TargetPolicy } from '../common/target-policy.js';
-import { TokenVault, type SealedRef } from '../vault/token-vault.service.js';
+import { TokenVault, VaultError, type SealedRef } from '../vault/token-vault.service.js';
 import { budgetsInForce, parseBudget, QUOTA_CLASSES } from '../config/quota-budgets.js';
 import { QuotaService } from '../quota/quota.service.js';
 import type { QuotaClassUsage } from '../quota/quota-usage.js';
@@ -137,19 +137,36 @@ export class TenantsService {
     const overlap = overlapSeconds > 0;
     await this.repo.update(id, {
       eventsSecretEnc: this.vault.seal(eventsSecret, secretRef(id)),
-      eventsSecretPrevEnc: overlap ? this.vault.seal(this.vault.open(tenant.eventsSecretEnc, secretRef(id)), prevSecretRef(id)) : null,
+      eventsSecretPrevEnc: overlap ? this.vault.seal(this.openSecret(tenant.eventsSecretEnc, secretRef(id)), prevSecretRef(id)) : null,
       eventsSecretPrevUntil: overlap ? new Date(this.clock.now().getTime() + overlapSeconds * 1000) : null,
     });
     return eventsSecret;
   }
 
-  /** The plaintext secrets that sign this tenant's events now, the current one first; for the outbound delivery only. */
+  /**
+   * The plaintext secrets that sign this tenant's events now, the current one first; for the outbound delivery
+   * only. Throws AppError('secret_unreadable') when one does not open: a rotation without overlap replaces it.
+   */
   signingSecretsOf(tenant: TenantEntity): string[] {
-    const secrets = [this.vault.open(tenant.eventsSecretEnc, secretRef(tenant.id))];
+    const secrets = [this.openSecret(tenant.eventsSecretEnc, secretRef(tenant.id))];
     if (tenant.eventsSecretPrevEnc && tenant.eventsSecretPrevUntil && tenant.eventsSecretPrevUntil > this.clock.now()) {
-      secrets.push(this.vault.open(tenant.eventsSecretPrevEnc, prevSecretRef(tenant.id)));
+      secrets.push(this.openSecret(tenant.eventsSecretPrevEnc, prevSecretRef(tenant.id)));
     }
     return secrets;
+  }
+
+  /** The vault counted and logged a secret that does not open; the tenant's caller gets a code it can act on. */
+  private openSecret(sealed: string, ref: SealedRef): string {
+    try {
+      return this.vault.open(sealed, ref);
+    } catch (e) {
+      if (!(e instanceof VaultError)) throw e;
+      if (e.ringBehind) throw new AppError('service_unavailable', 'This instance does not hold the key of the events secret yet; retry.');
+      throw new AppError(
+        'secret_unreadable',
+        "The tenant's stored events secret cannot be read: rotate it without overlapSeconds to replace it.",
+      );
+    }
   }
 
   /** The target answered 410 Gone. False when the tenant has another target by now (or it was disabled already). */

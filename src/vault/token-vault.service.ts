@@ -1,8 +1,10 @@
 import { createCipheriv, createDecipheriv, createSecretKey, KeyObject, randomFillSync } from 'node:crypto';
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import { Counter } from 'prom-client';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import type { ContractFailure } from '../common/app-error.js';
+import { MetricsService } from '../telemetry/metrics.service.js';
 
 /** The owner of a sealed value: it is bound to the ciphertext as AAD, so the value opens only there. */
 export interface SealedRef {
@@ -14,24 +16,34 @@ export interface SealedRef {
 /**
  * A value that cannot be opened (unknown key, tampered, moved to another owner, malformed) or a ref that
  * cannot be sealed for. Its message names only the table, the column and the key id: never the plaintext,
- * the ciphertext or key material.
+ * the ciphertext or key material. The module that opened the value answers for it (a connection needs its
+ * user again, a receiver or an events secret must be replaced); this answer is only the fallback of a caller
+ * that does not.
  */
 export class VaultError extends Error implements ContractFailure {
-  readonly contractAnswer = {
-    status: 500,
-    code: 'vault_key_mismatch',
-    message:
-      'A stored secret needed for this call does not open with the configured VAULT_KEYS; the operator must restore the key that sealed it.',
-  };
-
   constructor(
     message: string,
     readonly table: string,
     readonly column: string,
     readonly kid: string | null = null,
+    /**
+     * The key id is not in this instance's ring but another live instance or the key store knows it: this
+     * instance's ring is behind (a key rotation under way), the value itself may be fine, so nothing is marked.
+     */
+    readonly ringBehind = false,
   ) {
     super(message);
     this.name = 'VaultError';
+  }
+
+  get contractAnswer(): { status: number; code: string; message: string } {
+    return this.ringBehind
+      ? { status: 503, code: 'service_unavailable', message: 'This instance does not hold the key of a stored secret yet; retry.' }
+      : {
+          status: 500,
+          code: 'vault_key_mismatch',
+          message: 'A stored secret needed for this call does not open with the configured VAULT_KEYS.',
+        };
   }
 
   /** One line without a stack: the key id and where the value is sealed, never the value (docs/operations.md). */
@@ -61,17 +73,46 @@ export class TokenVault {
   readonly activeKid: string;
   private readonly ivPool = Buffer.alloc(IV_POOL_BYTES);
   private ivOffset = IV_POOL_BYTES;
-  /** Key ids whose last value failed to open: readiness reports them (a wrong key makes every value fail). */
-  private readonly failing = new Set<string>();
+  /** The key new values are sealed with: the active key once every live instance can open it (vault-instances.service.ts). */
+  private sealing: string;
+  /** Key ids that other live instances hold or the key store records (vault-instances.service.ts). */
+  private elsewhere: ReadonlySet<string> = new Set();
+  private readonly openFailures: Counter<'table' | 'column'> | null;
+  private readonly logger = new Logger('TokenVault');
 
-  constructor(@Inject(APP_CONFIG) config: Pick<AppConfig, 'vaultKeys'>) {
+  constructor(@Inject(APP_CONFIG) config: Pick<AppConfig, 'vaultKeys'>, @Optional() @Inject(MetricsService) metrics?: MetricsService) {
     if (config.vaultKeys.length === 0) throw new Error('the vault needs at least one key');
     this.keys = new Map(config.vaultKeys.map((k) => [k.kid, createSecretKey(k.key)]));
     this.activeKid = config.vaultKeys[0].kid;
+    this.sealing = this.activeKid;
+    this.openFailures = metrics
+      ? new Counter({
+          name: 'cws_vault_open_failures_total',
+          help: 'Stored secrets that did not open (damaged, restored from another installation, or under a key this instance lacks), by table and column.',
+          labelNames: ['table', 'column'],
+          registers: [metrics.registry],
+        })
+      : null;
   }
 
   seal(plaintext: string, ref: SealedRef): string {
-    return this.sealWith(this.activeKid, plaintext, ref);
+    return this.sealWith(this.sealing, plaintext, ref);
+  }
+
+  /** The key id new values are sealed with now. */
+  get sealingKid(): string {
+    return this.sealing;
+  }
+
+  /** The key ids other live instances hold or the key store records: a value under one of them that this ring lacks is not damaged. */
+  knownElsewhere(kids: Iterable<string>): void {
+    this.elsewhere = new Set(kids);
+  }
+
+  /** Seals with `kid` from now on: a key of the ring that every live instance can open. */
+  sealWithKey(kid: string): void {
+    if (!this.keys.has(kid)) throw new Error(`key "${kid}" is not in VAULT_KEYS`);
+    this.sealing = kid;
   }
 
   /** Seals under a given key of the ring (the start-up key check writes one check value per key). */
@@ -88,24 +129,43 @@ export class TokenVault {
     return [...this.keys.keys()];
   }
 
-  /** Key ids whose most recent value failed to open since one last opened (empty when all is well). */
-  failingKeyIds(): string[] {
-    return [...this.failing];
+  /**
+   * The plaintext of a sealed value. A value that does not open is counted (cws_vault_open_failures_total)
+   * and logged once, here, with the owner's table, column, row id and key id, never the value: it is the
+   * owner's problem (that connection, receiver or tenant), not the instance's, so readiness ignores it.
+   */
+  open(sealed: string, ref: SealedRef): string {
+    try {
+      return this.decrypt(sealed, ref);
+    } catch (e) {
+      if (e instanceof VaultError) {
+        this.openFailures?.inc({ table: ref.table, column: ref.column });
+        this.logger.error(
+          { sealed: `${ref.table}.${ref.column}`, id: ref.id, kid: e.kid, ringBehind: e.ringBehind },
+          `a stored secret does not open: ${e.message}`,
+        );
+      }
+      throw e;
+    }
   }
 
-  open(sealed: string, ref: SealedRef): string {
+  /** The plaintext, or null when the value does not open; neither counted nor logged (the start-up key check). */
+  tryOpen(sealed: string, ref: SealedRef): string | null {
+    try {
+      return this.decrypt(sealed, ref);
+    } catch (e) {
+      if (e instanceof VaultError) return null;
+      throw e;
+    }
+  }
+
+  private decrypt(sealed: string, ref: SealedRef): string {
     const parts = sealed.split('.');
     if (parts.length !== 5 || parts[0] !== VERSION || !KID.test(parts[1]) || !parts.slice(2).every((p) => BASE64URL.test(p))) {
       throw new VaultError(`the sealed value in ${ref.table}.${ref.column} is malformed`, ref.table, ref.column);
     }
     const [, kid, ivText, ciphertextText, tagText] = parts;
-    let key: KeyObject;
-    try {
-      key = this.key(kid, ref);
-    } catch (e) {
-      this.failing.add(kid);
-      throw e;
-    }
+    const key = this.key(kid, ref);
     const iv = Buffer.from(ivText, 'base64url');
     const tag = Buffer.from(tagText, 'base64url');
     if (iv.length !== IV_BYTES || tag.length !== TAG_BYTES) {
@@ -116,10 +176,8 @@ export class TokenVault {
       decipher.setAAD(aad(ref));
       decipher.setAuthTag(tag);
       const plaintext = Buffer.concat([decipher.update(Buffer.from(ciphertextText, 'base64url')), decipher.final()]).toString('utf8');
-      if (this.failing.size > 0) this.failing.delete(kid);
       return plaintext;
     } catch {
-      this.failing.add(kid);
       // Deliberately without the cause: a wrong key, a tampered value and a value moved from another row
       // are indistinguishable by design, and nothing about the value itself belongs in an error.
       throw new VaultError(
@@ -159,6 +217,7 @@ export class TokenVault {
         ref.table,
         ref.column,
         kid,
+        this.elsewhere.has(kid),
       );
     }
     return key;

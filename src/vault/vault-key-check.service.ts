@@ -1,7 +1,7 @@
 import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { ConfigError } from '../config/config-error.js';
 import { SEALED_COLUMNS } from './sealed-columns.js';
-import { type SealedRef, TokenVault, VaultError } from './token-vault.service.js';
+import { type SealedRef, TokenVault } from './token-vault.service.js';
 import { VaultRepository } from './vault.repository.js';
 
 const CHECK_PLAINTEXT = 'cws-connect vault key check';
@@ -61,12 +61,7 @@ export class VaultKeyCheck implements OnModuleInit {
   }
 
   private opens(checkEnc: string, kid: string): boolean {
-    try {
-      return this.vault.open(checkEnc, checkRef(kid)) === CHECK_PLAINTEXT;
-    } catch (e) {
-      if (e instanceof VaultError) return false;
-      throw e;
-    }
+    return this.vault.tryOpen(checkEnc, checkRef(kid)) === CHECK_PLAINTEXT;
   }
 
   /** A key id found in existing data (by the migration): one of its values must open before its check value is written. */
@@ -74,16 +69,13 @@ export class VaultKeyCheck implements OnModuleInit {
     for (const col of await this.repo.existingColumns(SEALED_COLUMNS)) {
       const sample = await this.repo.findOneUnderKey(col, kid);
       if (!sample) continue;
-      try {
-        this.vault.open(sample.value, { table: col.table, id: sample.id, column: col.column });
-        return;
-      } catch (e) {
-        if (!(e instanceof VaultError)) throw e;
+      if (this.vault.tryOpen(sample.value, { table: col.table, id: sample.id, column: col.column }) === null) {
         throw new ConfigError(
           'VAULT_KEYS',
           `key "${kid}" does not open the secrets this database holds under that id (${col.table}.${col.column}); set VAULT_KEYS to the keys this database was written with`,
         );
       }
+      return;
     }
   }
 

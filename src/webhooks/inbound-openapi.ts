@@ -36,7 +36,14 @@ export function withInboundPath(document: OpenAPIObject): OpenAPIObject {
           'application/json': { schema: { type: 'object', properties: { id: { type: 'string', format: 'uuid' } }, required: ['id'] } },
         },
       },
-      ...errors('validation_failed', 'unauthorized', 'payload_too_large', 'unsupported_media_type', 'service_unavailable'),
+      ...errors(
+        'validation_failed',
+        'unauthorized',
+        'payload_too_large',
+        'unsupported_media_type',
+        'secret_unreadable',
+        'service_unavailable',
+      ),
     },
   };
   return { ...document, paths: { ...document.paths, '/inbound/{tenantId}/{receiverId}': { post: operation } } };

@@ -8,7 +8,7 @@ import { APP_CONFIG } from '../config/config.module.js';
 import { EventDeliveryService } from '../events/event-delivery.service.js';
 import { EventsRepository, type NewEvent } from '../events/events.repository.js';
 import { currentTraceparent } from '../telemetry/operation-spans.js';
-import { TokenVault } from '../vault/token-vault.service.js';
+import { TokenVault, VaultError } from '../vault/token-vault.service.js';
 import { WebhookReceiversRepository } from './webhook-receivers.repository.js';
 import { receiverRef } from './webhooks.service.js';
 import { sha256 } from '../common/hash.js';
@@ -144,11 +144,28 @@ export class InboundService {
   private async loadDigest(tenantId: string, receiverId: string): Promise<Buffer | null> {
     const receiver = await this.receivers.findInTenant(tenantId, receiverId);
     if (!receiver) return null;
-    const digest = sha256(this.vault.open(receiver.secretEnc, receiverRef(receiver.id)));
+    let secret: string;
+    try {
+      secret = this.vault.open(receiver.secretEnc, receiverRef(receiver.id));
+    } catch (e) {
+      if (e instanceof VaultError) throw unreadableReceiver(e);
+      throw e;
+    }
+    const digest = sha256(secret);
     if (this.digests.size >= CACHE_MAX) this.digests.clear();
     this.digests.set(digestKey(tenantId, receiverId), { digest, until: Date.now() + CACHE_TTL_MS });
     return digest;
   }
+}
+
+/**
+ * The receiver's secret does not open (the vault counted and logged it): that receiver's deliveries are refused
+ * with a code the partner can act on, and every other receiver works. Under a key this instance's ring lacks
+ * but other instances hold (a rotation under way), 503: the upstream retries the delivery.
+ */
+function unreadableReceiver(e: VaultError): AppError {
+  if (e.ringBehind) return new AppError('service_unavailable', 'This instance does not hold the key of this receiver yet; retry.');
+  return new AppError('secret_unreadable', "This receiver's stored secret cannot be read: the partner must create the receiver again.");
 }
 
 function digestKey(tenantId: string, receiverId: string): string {

@@ -176,6 +176,22 @@ export class RenewalLeaseRepository {
     return rows[0] ? m.getRepository(ConnectionEntity).findOneBy({ id }) : null;
   }
 
+  /**
+   * A stored token of the connection does not open: it needs its user again, whoever holds the lease (a new
+   * grant seals new tokens). Only on `version`, the row whose tokens failed: a reconnect or a renewal since
+   * replaced them. Part of the caller's transaction (the event commits with it).
+   */
+  async markTokensUnreadable(m: EntityManager, id: string, version: number, reason: string, now: Date): Promise<ConnectionEntity | null> {
+    const [rows] = (await m.query(
+      `UPDATE connections SET status = 'reauth_required', status_reason = $3, refresh_due_at = NULL, version = version + 1,
+              lease_owner = NULL, lease_until = NULL, updated_at = $4
+        WHERE id = $1 AND version = $2 AND status = 'active'
+        RETURNING id`,
+      [id, version, reason, now],
+    )) as [Row[], number];
+    return rows[0] ? m.getRepository(ConnectionEntity).findOneBy({ id }) : null;
+  }
+
   /** Seconds since the most overdue active connection fell due (0 when none is), for the overdue gauge. */
   async oldestOverdueSeconds(): Promise<number> {
     const rows = await this.query(

@@ -1265,7 +1265,7 @@ export interface components {
             refused: number;
             /** @description Calls sent upstream in this window (all instances; saved every second). */
             spent: number;
-            /** @description The window, aligned to the Unix epoch. */
+            /** @description The clock window these figures count, aligned to the Unix epoch (the budget holds in any interval). */
             start: string;
             /** @description The upstream's own 429 answers. */
             upstream429: number;
@@ -1966,6 +1966,15 @@ export interface operations {
             };
             /** @description `request_timeout`: the request body stopped arriving. */
             408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `secret_unreadable` */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3885,6 +3894,15 @@ export interface operations {
             };
             /** @description `request_timeout`: the request body stopped arriving. */
             408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `secret_unreadable` */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
