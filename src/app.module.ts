@@ -25,6 +25,7 @@ import { RetentionModule } from './retention/retention.module.js';
 import { TenantsModule } from './tenants/tenants.module.js';
 import { UpstreamModule } from './upstream/upstream.module.js';
 import { VaultModule } from './vault/vault.module.js';
+import { VaultInstancesModule } from './vault/vault-instances.module.js';
 import { WebhooksModule } from './webhooks/webhooks.module.js';
 
 export interface AppOptions {
@@ -44,6 +45,7 @@ export class AppModule {
         DatabaseModule,
         OpsModule,
         VaultModule,
+        VaultInstancesModule,
         // Every credential the service accepts, which the app-wide guard below checks.
         AuthModule,
         UpstreamModule,

@@ -1,5 +1,7 @@
 import { Presets, SingleBar } from 'cli-progress';
 import { TokenVault } from '../vault/token-vault.service.js';
+import { VaultInstancesRepository } from '../vault/vault-instances.repository.js';
+import { HEARTBEATS_TO_EXPIRY } from '../vault/vault-instances.service.js';
 import { type ReencryptResult, VaultReencryptService } from '../vault/vault-reencrypt.service.js';
 import type { CliCommand } from './cli-runtime.js';
 
@@ -11,6 +13,15 @@ export const vaultReencryptCommand: CliCommand = {
   summary: 'move every stored secret to the active vault key (the first of VAULT_KEYS); safe to stop and re-run',
   async run(runtime) {
     const kid = (await runtime.get(TokenVault)).activeKid;
+    // Moving values to a key that a live instance cannot open would fail that instance's calls: finish the roll first.
+    const expiryMs = HEARTBEATS_TO_EXPIRY * runtime.config.vaultHeartbeatMs;
+    const lacking = (await (await runtime.get(VaultInstancesRepository)).live(expiryMs)).filter((i) => !i.keyIds.includes(kid));
+    if (lacking.length > 0) {
+      console.error(
+        `not re-encrypting: ${lacking.length} running instance(s) (${lacking.map((i) => i.instanceId).join(', ')}) cannot open key "${kid}" yet; restart them with this VAULT_KEYS first (docs/operations.md, "Key rotation").`,
+      );
+      return 1;
+    }
     const service = await runtime.get(VaultReencryptService);
     const bar = new SingleBar(
       { stream: process.stderr, format: 're-encrypting [{bar}] {value}/{total} secrets, {eta_formatted} left', hideCursor: true },

@@ -38,6 +38,8 @@ export interface AppConfig {
   /** The first key is the active one; the others only decrypt. */
   vaultKeys: VaultKey[];
   vaultKeysGenerated: boolean;
+  /** How often this instance records its key ids and re-reads the other instances' (vault-instances.service.ts). */
+  vaultHeartbeatMs: number;
   operatorApiKey: string;
   operatorKeyGenerated: boolean;
   environments: Partial<Record<EnvironmentName, CwsEnvironment>>;
@@ -153,6 +155,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
     databasePoolSize: v.DATABASE_POOL_SIZE,
     vaultKeys,
     vaultKeysGenerated: !v.VAULT_KEYS,
+    vaultHeartbeatMs: v.VAULT_HEARTBEAT_MS,
     operatorApiKey,
     operatorKeyGenerated: !v.OPERATOR_API_KEY,
     environments,

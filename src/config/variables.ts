@@ -52,6 +52,12 @@ export const SERVICE_VARIABLES = {
       productionCheck: (keys) => (keys ? null : 'is required when NODE_ENV=production (kid:base64 of 32 bytes, comma separated)'),
     },
   ),
+  VAULT_HEARTBEAT_MS: variable(
+    'secrets',
+    int(100, MINUTE),
+    5000,
+    "how often an instance records the vault key ids it holds and re-reads the others' (a key seals only once every live instance holds it; an instance unseen for 3 beats is gone), ms",
+  ),
   // 128 bits: e.g. 22 random base64url characters, or 32 hex digits.
   OPERATOR_API_KEY: optional('secrets', text(32), 'the operator credential (manages tenants and keys), at least 32 characters', {
     defaultText: 'unset: generated once, stored under `$DATA_DIR`, printed at startup',

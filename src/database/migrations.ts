@@ -25,6 +25,7 @@ import { CreateAuthFailures1797700000000 } from '../../migrations/1797700000000-
 import { CreateAgentSessions1797800000000 } from '../../migrations/1797800000000-CreateAgentSessions.js';
 import { UpstreamQuotas1797900000000 } from '../../migrations/1797900000000-UpstreamQuotas.js';
 import { QuotaSlidingLog1798000000000 } from '../../migrations/1798000000000-QuotaSlidingLog.js';
+import { CreateVaultInstances1798100000000 } from '../../migrations/1798100000000-CreateVaultInstances.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
@@ -58,4 +59,5 @@ export const MIGRATIONS = [
   CreateAgentSessions1797800000000,
   UpstreamQuotas1797900000000,
   QuotaSlidingLog1798000000000,
+  CreateVaultInstances1798100000000,
 ];

@@ -65,7 +65,8 @@ const KID = /^[A-Za-z0-9_-]{1,32}$/;
 /**
  * AES-256-GCM with a key ring. Sealed text: `v1.<kid>.<iv>.<ciphertext>.<tag>` (base64url parts), where
  * the kid selects the key that opens it, so keys can be rotated without a flag day: add a new key in
- * front of VAULT_KEYS, restart, re-encrypt (`npm run cli -- vault:reencrypt`), then drop the old key.
+ * front of VAULT_KEYS, roll the instances (a key seals only once every live instance holds it:
+ * vault-instances.service.ts), re-encrypt (`npm run cli -- vault:reencrypt`), then drop the old key.
  */
 @Injectable()
 export class TokenVault {

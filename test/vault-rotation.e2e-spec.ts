@@ -1,0 +1,192 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { SandboxServer } from 'cws-sandbox';
+import type pg from 'pg';
+import { newTenant } from './support/connect.js';
+import { seedConnections, type SeededConnection } from './support/seed-connections.js';
+import { sandboxEnv, startTestApp, testVaultKey, type TestApp } from './support/test-app.js';
+import { createTestDatabase, openPool } from './support/test-database.js';
+
+const OLD = testVaultKey('old');
+const NEW = testVaultKey('new');
+const USERS = ['alice', 'bob', 'carol', 'dave'];
+const CONNECTIONS = 6;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/**
+ * Light load over the instances that are up, as a load balancer would spread it: facade calls (`GET /me`),
+ * forced renewals (each seals a new pair) and readiness probes. Anything but a 200 is a failed call.
+ */
+class RollLoad {
+  readonly failures: string[] = [];
+  readonly counts = { facade: 0, renewals: 0, probes: 0 };
+  up: TestApp[] = [];
+  private readonly inflight = new Map<TestApp, number>();
+  private running = false;
+  private loops: Promise<void>[] = [];
+
+  constructor(private readonly connections: SeededConnection[]) {}
+
+  start(workers = 3): void {
+    this.running = true;
+    this.loops = Array.from({ length: workers }, (_, w) => this.loop(w));
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await Promise.all(this.loops);
+  }
+
+  /** Takes `t` out of the rotation and waits for its calls in flight, as a balancer does before a drain ends. */
+  async retire(t: TestApp): Promise<void> {
+    this.up = this.up.filter((u) => u !== t);
+    while ((this.inflight.get(t) ?? 0) > 0) await sleep(5);
+  }
+
+  private async loop(worker: number): Promise<void> {
+    for (let n = worker; this.running; n += 3) {
+      const targets = this.up;
+      if (targets.length === 0) {
+        await sleep(10);
+        continue;
+      }
+      const t = targets[n % targets.length];
+      const c = this.connections[n % this.connections.length];
+      const kind = n % 3;
+      this.inflight.set(t, (this.inflight.get(t) ?? 0) + 1);
+      try {
+        const res =
+          kind === 0
+            ? await t.request('GET', '/v1/tenants/acme/me', { headers: { 'x-user-id': c.userId } })
+            : kind === 1
+              ? await t.request('POST', `/v1/tenants/acme/connections/${c.id}/refresh`)
+              : await t.request('GET', '/health/ready', { key: null });
+        if (res.status !== 200) this.failures.push(`${['facade', 'renewal', 'ready'][kind]}: ${res.status} ${res.text.slice(0, 160)}`);
+        else this.counts[(['facade', 'renewals', 'probes'] as const)[kind]]++;
+      } catch (e) {
+        this.failures.push(`${['facade', 'renewal', 'ready'][kind]}: ${(e as Error).message}`);
+      } finally {
+        this.inflight.set(t, (this.inflight.get(t) ?? 1) - 1);
+      }
+      await sleep(15);
+    }
+  }
+}
+
+/**
+ * Issue 44, "Rotation across a rolling restart": two instances on one database, under load, rolled one at a
+ * time to a ring with a new key first. While an instance without the new key lives, nothing is sealed with it;
+ * once the last one is restarted, sealing moves to the new key. No call fails over the whole roll.
+ */
+describe('vault key rotation across a rolling restart', () => {
+  let sandbox: SandboxServer;
+  let databaseUrl: string;
+  let a: TestApp;
+  let b: TestApp;
+  let db: pg.Pool;
+  let connections: SeededConnection[];
+  let load: RollLoad | undefined;
+
+  const start = (vaultKeys: string) =>
+    startTestApp({
+      databaseUrl,
+      sandbox: false,
+      env: { VAULT_KEYS: vaultKeys, VAULT_HEARTBEAT_MS: '200', REFRESH_SCHEDULER: 'off', LOG_LEVEL: 'info', ...sandboxEnv(sandbox) },
+    });
+  /** The key ids of a connection's sealed columns, after a forced renewal through `t` (which seals a new pair). */
+  const sealedNowBy = async (t: TestApp, c: SeededConnection): Promise<string[]> => {
+    const res = await t.request('POST', `/v1/tenants/acme/connections/${c.id}/refresh`);
+    expect(res.status).toBe(200);
+    const row = await db.query<{ a: string; r: string }>(
+      `SELECT split_part(access_token_enc, '.', 2) AS a, split_part(refresh_token_enc, '.', 2) AS r FROM connections WHERE id = $1`,
+      [c.id],
+    );
+    return [row.rows[0].a, row.rows[0].r];
+  };
+  const kidsInUse = async () =>
+    (
+      await db.query<{ kid: string }>(
+        `SELECT DISTINCT split_part(v, '.', 2) AS kid FROM (SELECT access_token_enc AS v FROM connections UNION ALL SELECT refresh_token_enc FROM connections) s ORDER BY 1`,
+      )
+    ).rows.map((r) => r.kid);
+
+  beforeAll(async () => {
+    sandbox = await SandboxServer.start({ redirectUris: ['http://127.0.0.1:1/oauth/callback'] });
+    databaseUrl = await createTestDatabase();
+    a = await start(OLD);
+    b = await start(OLD);
+    db = openPool(databaseUrl);
+    await newTenant(a, 'acme');
+    connections = await seedConnections(
+      db,
+      OLD,
+      Array.from({ length: CONNECTIONS }, (_, i) => ({
+        tenantId: 'acme',
+        userId: `u-${i}`,
+        upstreamUserId: USERS[i % USERS.length],
+        tokens: sandbox.issueTokens(USERS[i % USERS.length]),
+      })),
+    );
+  });
+
+  afterAll(async () => {
+    await load?.stop();
+    await b?.close();
+    await a?.close();
+    await db?.end();
+    await sandbox?.close();
+  });
+
+  it('seals with the old key while an instance without the new one lives, then with the new key; no call fails', async () => {
+    load = new RollLoad(connections);
+    load.up = [a, b];
+    load.start();
+    await sleep(500);
+
+    // Instance A restarts with the new key first; B still holds only the old one.
+    await load.retire(a);
+    await a.close();
+    a = await start(`${NEW},${OLD}`);
+    load.up = [a, b];
+    const before = { ...load.counts };
+    await sleep(1500);
+    // Several heartbeats later, A still seals with the old key: B could not open anything else.
+    expect(await sealedNowBy(a, connections[0])).toEqual(['old', 'old']);
+    expect(await kidsInUse()).toEqual(['old']);
+    expect(load.counts.renewals).toBeGreaterThan(before.renewals);
+    expect((await b.request('GET', '/health/ready', { key: null })).status).toBe(200);
+    const registered = await db.query<{ key_ids: string[] }>(`SELECT key_ids FROM vault_instances ORDER BY array_length(key_ids, 1)`);
+    expect(registered.rows.map((r) => r.key_ids)).toEqual([['old'], ['new', 'old']]);
+
+    // B restarts with the new ring: the last instance without the new key is gone.
+    await load.retire(b);
+    await b.close();
+    b = await start(`${NEW},${OLD}`);
+    load.up = [a, b];
+    // A moves at its next heartbeat (200 ms here); B started knowing every live instance holds the new key.
+    const deadline = Date.now() + 5000;
+    let kids = await sealedNowBy(a, connections[1]);
+    while (kids.join() !== 'new,new' && Date.now() < deadline) {
+      await sleep(100);
+      kids = await sealedNowBy(a, connections[1]);
+    }
+    expect(kids).toEqual(['new', 'new']);
+    expect(await sealedNowBy(b, connections[2])).toEqual(['new', 'new']);
+    await sleep(500);
+    await load.stop();
+
+    console.log(
+      `rotation across a rolling restart: ${JSON.stringify(load.counts)}, ${load.failures.length} failed ${JSON.stringify(load.failures.slice(0, 5))}`,
+    );
+    expect(load.failures).toEqual([]);
+    expect(load.counts.facade).toBeGreaterThan(10);
+    expect(load.counts.renewals).toBeGreaterThan(10);
+    // One row per live instance: the stopped ones removed theirs.
+    expect((await db.query(`SELECT 1 FROM vault_instances`)).rowCount).toBe(2);
+    // Nothing was marked: every value opened on every instance that met it.
+    expect((await db.query(`SELECT 1 FROM connections WHERE status <> 'active'`)).rowCount).toBe(0);
+    expect((await a.request('GET', '/metrics', { key: null })).text).not.toMatch(/^cws_vault_open_failures_total\{[^}]*\} [1-9]/m);
+  }, 60_000);
+});
