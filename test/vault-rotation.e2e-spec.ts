@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { SandboxServer } from 'cws-sandbox';
 import type pg from 'pg';
+import { parseVaultKeys } from '../src/config/app-config.js';
+import { accessTokenRef, refreshTokenRef } from '../src/connections/connection-tokens.js';
+import { TokenVault } from '../src/vault/token-vault.service.js';
 import { newTenant } from './support/connect.js';
 import { seedConnections, type SeededConnection } from './support/seed-connections.js';
 import { sandboxEnv, startTestApp, testVaultKey, type TestApp } from './support/test-app.js';
@@ -189,4 +192,39 @@ describe('vault key rotation across a rolling restart', () => {
     expect((await db.query(`SELECT 1 FROM connections WHERE status <> 'active'`)).rowCount).toBe(0);
     expect((await a.request('GET', '/metrics', { key: null })).text).not.toMatch(/^cws_vault_open_failures_total\{[^}]*\} [1-9]/m);
   }, 60_000);
+
+  it('an instance that stops beating no longer holds sealing back; one that appears without the key does', async () => {
+    // Runs after the roll: both instances hold new and old, and seal with new.
+    expect(await sealedNowBy(a, connections[3])).toEqual(['new', 'new']);
+    // An instance of the old ring appears (its heartbeat is fresh): sealing goes back to the old key.
+    await db.query(`INSERT INTO vault_instances (instance_id, key_ids, last_seen) VALUES ('ghost', ARRAY['old'], now())`);
+    await sleep(500);
+    expect(await sealedNowBy(a, connections[3])).toEqual(['old', 'old']);
+    expect(await sealedNowBy(b, connections[4])).toEqual(['old', 'old']);
+    // It dies without a word: its row is ignored after three heartbeats (600 ms here), then deleted.
+    await db.query(`UPDATE vault_instances SET last_seen = now() - interval '10 seconds' WHERE instance_id = 'ghost'`);
+    await sleep(500);
+    expect(await sealedNowBy(a, connections[3])).toEqual(['new', 'new']);
+    expect((await db.query(`SELECT 1 FROM vault_instances WHERE instance_id = 'ghost'`)).rowCount).toBe(0);
+  });
+
+  it('a value under a key other instances hold but this one lacks answers 503 and marks nothing', async () => {
+    const NEWEST = testVaultKey('newest');
+    const c = connections[5];
+    // Another instance's ring is ahead: it recorded its key, and sealed this connection's tokens with it.
+    await db.query(`INSERT INTO vault_key_checks (kid) VALUES ('newest')`);
+    const ahead = new TokenVault({ vaultKeys: parseVaultKeys(NEWEST) });
+    await db.query(`UPDATE connections SET access_token_enc = $2, refresh_token_enc = $3, version = version + 1 WHERE id = $1`, [
+      c.id,
+      ahead.seal('at_ahead', accessTokenRef(c.id)),
+      ahead.seal('rt_ahead', refreshTokenRef(c.id)),
+    ]);
+    await sleep(500);
+    const res = await a.request<{ error: { code: string } }>('GET', '/v1/tenants/acme/me', { headers: { 'x-user-id': c.userId } });
+    expect(res.status).toBe(503);
+    expect(res.body.error.code).toBe('service_unavailable');
+    const row = await db.query<{ status: string }>(`SELECT status FROM connections WHERE id = $1`, [c.id]);
+    expect(row.rows[0].status).toBe('active');
+    expect((await a.request('GET', '/health/ready', { key: null })).status).toBe(200);
+  });
 });

@@ -12,11 +12,12 @@ import { RenewalAttempt } from './renewal-attempt.js';
 import { codeOf, fakeConfig, fakeLane, fakeMetrics, row, systemClock } from '../../test/support/renewal-fakes.js';
 import { GrantRejected, type Need } from './renewal-types.js';
 import type { TokenCall } from './token-call.js';
+import { VaultError } from '../vault/token-vault.service.js';
 
 const sandbox = { name: 'sandbox' } as CwsEnvironment;
 
 /** `answer` is what the token call does: a pair (committed by the fake commit), or an error it throws. */
-function setup(answer: 'pair' | Error, opts: { marked?: boolean; current?: Partial<ConnectionEntity> } = {}) {
+function setup(answer: 'pair' | Error, opts: { marked?: boolean; current?: Partial<ConnectionEntity>; unreadable?: VaultError } = {}) {
   const history: RenewalRecord[] = [];
   const released: string[] = [];
   const failures: string[] = [];
@@ -39,8 +40,17 @@ function setup(answer: 'pair' | Error, opts: { marked?: boolean; current?: Parti
       marked.push({ id, version, reason });
       return opts.marked === false ? null : ({ id, tenantId: 't' } as ConnectionEntity);
     },
+    async markTokensUnreadable(id: string, version: number, reason: string) {
+      marked.push({ id, version, reason });
+      return opts.marked === false ? null : ({ id, tenantId: 't' } as ConnectionEntity);
+    },
   } as unknown as ConnectionsService;
-  const tokens = { openRefreshToken: (c: { refreshTokenEnc: string }) => `opened(${c.refreshTokenEnc})` } as unknown as ConnectionTokens;
+  const tokens = {
+    openRefreshToken: (c: { refreshTokenEnc: string }) => {
+      if (opts.unreadable) throw opts.unreadable;
+      return `opened(${c.refreshTokenEnc})`;
+    },
+  } as unknown as ConnectionTokens;
   const sent: string[] = [];
   const tokenCall = {
     async call(_row: RenewalRow, _env: CwsEnvironment, refreshToken: string) {
@@ -109,6 +119,27 @@ describe('RenewalAttempt (one renewal under the lease)', () => {
     await t.settled();
     expect(t.marked).toEqual([{ id: 'c-1', version: 3, reason: 'refresh_token_rejected' }]);
     expect(t.history).toEqual([expect.objectContaining({ outcome: 'reauth_required', error: 'refresh_token_rejected' })]);
+  });
+
+  it('marks the connection reauth_required (token_unreadable) when its refresh token does not open; nothing is sent', async () => {
+    const unreadable = new VaultError('does not open', 'connections', 'refresh_token_enc', 'k1');
+    const t = setup('pair', { unreadable });
+    const e = await t.run().catch((x: unknown) => x);
+    expect(e).toMatchObject({ code: 'reauth_required', details: { reason: 'token_unreadable' } });
+    await t.settled();
+    expect(t.sent).toEqual([]);
+    expect(t.marked).toEqual([{ id: 'c-1', version: 3, reason: 'token_unreadable' }]);
+    expect(t.history).toEqual([expect.objectContaining({ outcome: 'reauth_required', error: 'token_unreadable' })]);
+  });
+
+  it('under a key this ring lacks but others hold: 503, a failure with backoff, nothing marked or sent', async () => {
+    const unreadable = new VaultError('not in VAULT_KEYS', 'connections', 'refresh_token_enc', 'k2', true);
+    const t = setup('pair', { unreadable });
+    expect(await codeOf(t.run())).toBe('service_unavailable');
+    await t.settled();
+    expect(t.sent).toEqual([]);
+    expect(t.marked).toEqual([]);
+    expect(t.failures).toEqual(['c-1']);
   });
 
   it('takes a rejected grant on a row that moved meanwhile as a lost race and serves the current row', async () => {

@@ -149,7 +149,10 @@ export class RenewalAttempt {
   private async onUnreadable(row: RenewalRow, e: VaultError, started: number): Promise<Outcome> {
     const me = this.config.instanceId;
     if (e.ringBehind) {
-      await this.leases.releaseLease(row.id, me).catch(() => undefined);
+      // Backs off like any failure (capped at 5 minutes) rather than every tick, until this ring catches up.
+      await this.leases
+        .recordFailure(row.id, me, row.version, retryAt(this.clock.now(), row.refreshFailures, null, null))
+        .catch(() => undefined);
       this.metrics.record('failure', secondsSince(started));
       throw ringBehind();
     }
