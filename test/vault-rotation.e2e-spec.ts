@@ -1,4 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { SandboxServer } from 'cws-sandbox';
 import type pg from 'pg';
 import { parseVaultKeys } from '../src/config/app-config.js';
@@ -9,10 +15,37 @@ import { seedConnections, type SeededConnection } from './support/seed-connectio
 import { sandboxEnv, startTestApp, testVaultKey, type TestApp } from './support/test-app.js';
 import { createTestDatabase, openPool } from './support/test-database.js';
 
+// The real CLI runs under `npx tsx` (a few seconds each): more than jest's default timeout.
+jest.setTimeout(60_000);
+
 const OLD = testVaultKey('old');
 const NEW = testVaultKey('new');
 const USERS = ['alice', 'bob', 'carol', 'dave'];
 const CONNECTIONS = 6;
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/** `npm run cli -- vault:reencrypt` as an operator runs it (the real CLI), with only the environment it needs. */
+function reencryptCli(databaseUrl: string, vaultKeys: string): Promise<{ code: number | null; out: string }> {
+  const env = {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '',
+    NODE_ENV: 'test',
+    SANDBOX: 'off',
+    DATA_DIR: mkdtempSync(join(tmpdir(), 'cws-rotation-cli-')),
+    DATABASE_URL: databaseUrl,
+    VAULT_KEYS: vaultKeys,
+    OPERATOR_API_KEY: `cwsop_test_${randomBytes(24).toString('base64url')}`,
+  };
+  return new Promise((resolve, reject) => {
+    const child = spawn('npx', ['tsx', 'src/cli.ts', 'vault:reencrypt'], { cwd: ROOT, env });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString('utf8')));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, out }));
+  });
+}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
@@ -163,6 +196,12 @@ describe('vault key rotation across a rolling restart', () => {
     const registered = await db.query<{ key_ids: string[] }>(`SELECT key_ids FROM vault_instances ORDER BY array_length(key_ids, 1)`);
     expect(registered.rows.map((r) => r.key_ids)).toEqual([['old'], ['new', 'old']]);
 
+    // Re-encryption to the new key is refused while B cannot open it, naming B.
+    const early = await reencryptCli(databaseUrl, `${NEW},${OLD}`);
+    expect(early.code).toBe(1);
+    expect(early.out).toContain(b.config.instanceId);
+    expect(await kidsInUse()).toEqual(['old']);
+
     // B restarts with the new ring: the last instance without the new key is gone.
     await load.retire(b);
     await b.close();
@@ -188,6 +227,12 @@ describe('vault key rotation across a rolling restart', () => {
     expect(load.counts.renewals).toBeGreaterThan(10);
     // One row per live instance: the stopped ones removed theirs.
     expect((await db.query(`SELECT 1 FROM vault_instances`)).rowCount).toBe(2);
+    // The operator's last step: every value moves to the new key, and still opens on both instances.
+    const done = await reencryptCli(databaseUrl, `${NEW},${OLD}`);
+    expect(done.code).toBe(0);
+    expect(await kidsInUse()).toEqual(['new']);
+    for (const c of connections)
+      expect((await a.request('GET', '/v1/tenants/acme/me', { headers: { 'x-user-id': c.userId } })).status).toBe(200);
     // Nothing was marked: every value opened on every instance that met it.
     expect((await db.query(`SELECT 1 FROM connections WHERE status <> 'active'`)).rowCount).toBe(0);
     expect((await a.request('GET', '/metrics', { key: null })).text).not.toMatch(/^cws_vault_open_failures_total\{[^}]*\} [1-9]/m);
