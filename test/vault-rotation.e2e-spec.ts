@@ -21,6 +21,8 @@ jest.setTimeout(60_000);
 const OLD = testVaultKey('old');
 const NEW = testVaultKey('new');
 const USERS = ['alice', 'bob', 'carol', 'dave'];
+/** Short beats for a short test; an instance unseen for three (750 ms) is gone, which a starved CI box still meets. */
+const HEARTBEAT_MS = 250;
 const CONNECTIONS = 6;
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -129,7 +131,13 @@ describe('vault key rotation across a rolling restart', () => {
     startTestApp({
       databaseUrl,
       sandbox: false,
-      env: { VAULT_KEYS: vaultKeys, VAULT_HEARTBEAT_MS: '200', REFRESH_SCHEDULER: 'off', LOG_LEVEL: 'info', ...sandboxEnv(sandbox) },
+      env: {
+        VAULT_KEYS: vaultKeys,
+        VAULT_HEARTBEAT_MS: String(HEARTBEAT_MS),
+        REFRESH_SCHEDULER: 'off',
+        LOG_LEVEL: 'info',
+        ...sandboxEnv(sandbox),
+      },
     });
   /** The key ids of a connection's sealed columns, after a forced renewal through `t` (which seals a new pair). */
   const sealedNowBy = async (t: TestApp, c: SeededConnection): Promise<string[]> => {
@@ -140,6 +148,16 @@ describe('vault key rotation across a rolling restart', () => {
       [c.id],
     );
     return [row.rows[0].a, row.rows[0].r];
+  };
+  /** Forces renewals through `t` until a fresh pair is sealed under `kid` (a heartbeat or a few away), or 5 s pass. */
+  const sealsEventually = async (t: TestApp, c: SeededConnection, kid: string): Promise<string[]> => {
+    const deadline = Date.now() + 5000;
+    let kids = await sealedNowBy(t, c);
+    while (kids.join() !== `${kid},${kid}` && Date.now() < deadline) {
+      await sleep(50);
+      kids = await sealedNowBy(t, c);
+    }
+    return kids;
   };
   const kidsInUse = async () =>
     (
@@ -207,14 +225,8 @@ describe('vault key rotation across a rolling restart', () => {
     await b.close();
     b = await start(`${NEW},${OLD}`);
     load.up = [a, b];
-    // A moves at its next heartbeat (200 ms here); B started knowing every live instance holds the new key.
-    const deadline = Date.now() + 5000;
-    let kids = await sealedNowBy(a, connections[1]);
-    while (kids.join() !== 'new,new' && Date.now() < deadline) {
-      await sleep(100);
-      kids = await sealedNowBy(a, connections[1]);
-    }
-    expect(kids).toEqual(['new', 'new']);
+    // A moves at its next heartbeat; B started knowing every live instance holds the new key.
+    expect(await sealsEventually(a, connections[1], 'new')).toEqual(['new', 'new']);
     expect(await sealedNowBy(b, connections[2])).toEqual(['new', 'new']);
     await sleep(500);
     await load.stop();
@@ -241,15 +253,18 @@ describe('vault key rotation across a rolling restart', () => {
   it('an instance that stops beating no longer holds sealing back; one that appears without the key does', async () => {
     // Runs after the roll: both instances hold new and old, and seal with new.
     expect(await sealedNowBy(a, connections[3])).toEqual(['new', 'new']);
-    // An instance of the old ring appears (its heartbeat is fresh): sealing goes back to the old key.
+    // An instance of the old ring appears and beats: sealing goes back to the old key.
     await db.query(`INSERT INTO vault_instances (instance_id, key_ids, last_seen) VALUES ('ghost', ARRAY['old'], now())`);
-    await sleep(500);
-    expect(await sealedNowBy(a, connections[3])).toEqual(['old', 'old']);
-    expect(await sealedNowBy(b, connections[4])).toEqual(['old', 'old']);
-    // It dies without a word: its row is ignored after three heartbeats (600 ms here), then deleted.
-    await db.query(`UPDATE vault_instances SET last_seen = now() - interval '10 seconds' WHERE instance_id = 'ghost'`);
-    await sleep(500);
-    expect(await sealedNowBy(a, connections[3])).toEqual(['new', 'new']);
+    const ghostBeat = setInterval(() => void db.query(`UPDATE vault_instances SET last_seen = now() WHERE instance_id = 'ghost'`), 50);
+    try {
+      expect(await sealsEventually(a, connections[3], 'old')).toEqual(['old', 'old']);
+      expect(await sealsEventually(b, connections[4], 'old')).toEqual(['old', 'old']);
+    } finally {
+      clearInterval(ghostBeat);
+    }
+    // It dies without a word: its row is ignored after three heartbeats, then deleted.
+    expect(await sealsEventually(a, connections[3], 'new')).toEqual(['new', 'new']);
+    await sleep(2 * HEARTBEAT_MS);
     expect((await db.query(`SELECT 1 FROM vault_instances WHERE instance_id = 'ghost'`)).rowCount).toBe(0);
   });
 
@@ -264,7 +279,8 @@ describe('vault key rotation across a rolling restart', () => {
       ahead.seal('at_ahead', accessTokenRef(c.id)),
       ahead.seal('rt_ahead', refreshTokenRef(c.id)),
     ]);
-    await sleep(500);
+    // Two heartbeats: each instance has read the key store since.
+    await sleep(2 * HEARTBEAT_MS + 100);
     const res = await a.request<{ error: { code: string } }>('GET', '/v1/tenants/acme/me', { headers: { 'x-user-id': c.userId } });
     expect(res.status).toBe(503);
     expect(res.body.error.code).toBe('service_unavailable');
