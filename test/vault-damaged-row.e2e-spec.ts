@@ -5,6 +5,7 @@ import { TokenVault } from '../src/vault/token-vault.service.js';
 import { newTenant } from './support/connect.js';
 import { seedConnections, type IssuedPair, type SeededConnection } from './support/seed-connections.js';
 import { startSecondInstance, startTestApp, testVaultKey, type TestApp } from './support/test-app.js';
+import { waitUntil, WebhookSink } from './support/webhook-sink.js';
 
 interface ErrorBody {
   error: { code: string; message: string; requestId: string; details?: Record<string, unknown> };
@@ -45,7 +46,16 @@ describe('a stored secret that does not open is its owner problem, not the insta
   let b: TestApp;
   const issued: string[] = [];
   const damaged: string[] = [];
-  const env = { VAULT_KEYS, REFRESH_SCHEDULER: 'off', LOG_LEVEL: 'info' };
+  const env = {
+    VAULT_KEYS,
+    REFRESH_SCHEDULER: 'off',
+    LOG_LEVEL: 'info',
+    EVENTS_POLL_INTERVAL_MS: '500',
+    EVENTS_RELAY_INTERVAL_MS: '100',
+    EVENTS_RETRY_BASE_MS: '200',
+    EVENTS_RETRY_MAX_MS: '400',
+  };
+  let sink: WebhookSink;
   let bad: SeededConnection;
   let badRefresh: SeededConnection;
   let good: SeededConnection;
@@ -66,6 +76,7 @@ describe('a stored secret that does not open is its owner problem, not the insta
   const ready = async () => Promise.all([a, b].map(async (t) => (await t.request('GET', '/health/ready', { key: null })).status));
 
   beforeAll(async () => {
+    sink = await WebhookSink.start();
     a = await startTestApp({ env });
     b = await startSecondInstance(a, env);
     await newTenant(a, 'acme');
@@ -85,6 +96,7 @@ describe('a stored secret that does not open is its owner problem, not the insta
   afterAll(async () => {
     await b?.close();
     await a?.close();
+    await sink?.close();
   });
 
   it("a damaged access token: that connection's calls fail with 409 reauth_required, both instances stay ready, the rest works", async () => {
@@ -185,5 +197,40 @@ describe('a stored secret that does not open is its owner problem, not the insta
     const keyText = parseVaultKeys(VAULT_KEYS)[0].key.toString('base64');
     const all = [...a.logs, ...b.logs].join('');
     for (const leak of [...issued, ...damaged, keyText]) expect(all).not.toContain(leak);
+  });
+
+  it('an event whose signing secret does not open is not sent, and is delivered once the secret is replaced', async () => {
+    await newTenant(a, 'initech', { eventsTargetUrl: sink.url });
+    damaged.push((await a.db.query<{ value: string }>(flipSql('tenants', 'events_secret_enc'), ['initech'])).rows[0].value);
+    // An event of the tenant's own: its connection's tokens do not open either.
+    const [c] = await seedConnections(a.db, VAULT_KEYS, [
+      { tenantId: 'initech', userId: 'u-i', upstreamUserId: 'bob', tokens: issue('bob') },
+    ]);
+    await a.db.query(flipSql('connections', 'access_token_enc'), [c.id]);
+    expect((await me(a, 'initech', 'u-i')).status).toBe(409);
+    const event = await until('the event', async () => {
+      const r = await a.db.query<{ id: string }>(
+        `SELECT id FROM events WHERE tenant_id = 'initech' AND type = 'connection.reauth_required'`,
+      );
+      return r.rows[0]?.id ?? null;
+    });
+    await until('a failed attempt', async () => {
+      const r = await a.db.query<{ error: string }>(`SELECT error FROM event_attempts WHERE event_id = $1`, [event]);
+      return r.rows.length > 0 ? r.rows : null;
+    });
+    const attempts = await a.db.query<{ error: string; status: number | null }>(
+      `SELECT error, status FROM event_attempts WHERE event_id = $1`,
+      [event],
+    );
+    expect(attempts.rows[0]).toEqual({ error: 'secret_unreadable', status: null });
+    expect(sink.received).toEqual([]);
+    const replaced = await a.request<{ eventsSecret: string }>('POST', '/v1/tenants/initech/events-secret', { body: {} });
+    expect(replaced.status).toBe(201);
+    issued.push(replaced.body.eventsSecret);
+    await waitUntil('the delivery', () => sink.accepted().length > 0, 10_000, 50);
+    expect(String(sink.accepted()[0].headers['webhook-id'])).toBe(event);
+    expect(await ready()).toEqual([200, 200]);
+    const all = [...a.logs, ...b.logs].join('');
+    for (const leak of [...issued, ...damaged]) expect(all).not.toContain(leak);
   });
 });
