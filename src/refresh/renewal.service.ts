@@ -84,7 +84,7 @@ export class RenewalService implements OnModuleDestroy {
       if (!(e instanceof AppError) || !isUpstreamTrouble(e)) throw e;
       const current = await this.repo.findInAnyTenant(connection.id);
       if (current?.status === 'active' && current.accessTokenExpiresAt && current.accessTokenExpiresAt > this.clock.now())
-        return await this.usable(current, null);
+        return this.usable(current, null);
       throw e;
     }
   }
