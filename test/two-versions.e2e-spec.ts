@@ -1,4 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { SandboxServer } from 'cws-sandbox';
@@ -7,7 +9,7 @@ import { mcpClient, textOf, type MintedSession } from './support/agents.js';
 import { MixedLoad, prepareCluster, renewalStorm, settle, type ClusterFixture } from './support/cluster-load.js';
 import { authorizeAtSandbox, openCallback } from './support/connect.js';
 import { buildPreviousRelease, type BuiltRelease } from './support/previous-release.js';
-import { spawnApp, type SpawnedApp } from './support/spawn-app.js';
+import { ROOT, spawnApp, type SpawnedApp } from './support/spawn-app.js';
 import { spawnedEnv, testVaultKey } from './support/test-app.js';
 import { createEmptyDatabase, createTestDatabase } from './support/test-database.js';
 import { waitUntil, WebhookSink } from './support/webhook-sink.js';
@@ -129,6 +131,8 @@ describe('an upgrade from the previous release, with its data', () => {
   let databaseUrl: string;
   let port: number;
   let running: SpawnedApp | null = null;
+  // Every instance started, so that one left running by a failed step is stopped (and frees the port) in afterAll.
+  const started: SpawnedApp[] = [];
   const vaultKeys = testVaultKey('upgrade');
   const operatorKey = `cwsop_test_${randomBytes(24).toString('base64url')}`;
   // What the previous release made, found again after the upgrade.
@@ -145,8 +149,18 @@ describe('an upgrade from the previous release, with its data', () => {
       EVENTS_POLL_INTERVAL_MS: '500',
       EVENTS_RELAY_INTERVAL_MS: '100',
     });
-  const startPrevious = () =>
-    spawnApp(env('upgrade-previous'), { command: [process.execPath, release.mainJs], cwd: release.dir, readyTimeoutMs: 60_000 });
+  const start = async (name: 'previous' | 'current') => {
+    // One instance at a time on the port: another one still answering /health/ready would pass for the new one.
+    expect(running).toBeNull();
+    const app = await spawnApp(
+      env(`upgrade-${name}`),
+      name === 'previous'
+        ? { command: [process.execPath, release.mainJs], cwd: release.dir, readyTimeoutMs: 60_000 }
+        : { readyTimeoutMs: 90_000 },
+    );
+    started.push(app);
+    return app;
+  };
   const stop = async () => {
     const app = running;
     running = null;
@@ -179,14 +193,14 @@ describe('an upgrade from the previous release, with its data', () => {
   }, 300_000);
 
   afterAll(async () => {
-    await running?.stop('SIGKILL');
+    await Promise.all(started.map((app) => (app.proc.exitCode === null && app.proc.signalCode === null ? app.stop('SIGKILL') : null)));
     await sink?.close();
     await sandbox?.close();
     await db?.end();
   }, 60_000);
 
   it('the previous release, on a fresh database, makes a tenant, a key, two connections and their events', async () => {
-    running = await startPrevious();
+    running = await start('previous');
     const created = await call<{ id: string }>(base(), 'POST', '/v1/tenants', operatorKey, {
       body: {
         id: TENANT,
@@ -224,7 +238,13 @@ describe('an upgrade from the previous release, with its data', () => {
 
   it('this release migrates that database and serves all of it: key, tenant, connections (renewed, called), events (listed, redelivered)', async () => {
     expect(eventIds).toHaveLength(2);
-    running = await spawnApp(env('upgrade-current'), { readyTimeoutMs: 90_000 });
+    running = await start('current');
+    // This release says which it is, in its banner and on /health/live: package.json's version, not the previous one.
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    expect(version).not.toBe(release.version);
+    const live = await call<{ version: string }>(base(), 'GET', '/health/live', operatorKey);
+    expect([live.status, live.body.version]).toEqual([200, version]);
+    expect(running.output.join('')).toContain(`version ${version}, commit `);
     const tables = await db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM pg_tables WHERE tablename IN ('audit_log', 'agent_sessions')`,
     );
@@ -314,7 +334,7 @@ describe('an upgrade from the previous release, with its data', () => {
   }, 120_000);
 
   it('the previous release, rolled back onto the migrated schema, still serves what both wrote', async () => {
-    running = await startPrevious();
+    running = await start('previous');
     const list = await call<{ connections: Array<{ id: string; status: string }> }>(
       base(),
       'GET',
