@@ -1265,7 +1265,7 @@ export interface components {
             refused: number;
             /** @description Calls sent upstream in this window (all instances; saved every second). */
             spent: number;
-            /** @description The window, aligned to the Unix epoch. */
+            /** @description The clock window these figures count, aligned to the Unix epoch (the budget holds in any interval). */
             start: string;
             /** @description The upstream's own 429 answers. */
             upstream429: number;
