@@ -5,8 +5,10 @@ import type { WindowCounts, WindowHost } from './window-host.js';
 
 /** A lease asks for what this instance spends of a lane in this long (less for a short unit life). */
 const LEASE_AHEAD_MS = 500;
-/** A lane's rate here is measured over periods of at least this long. */
+/** A lane's rate here is measured over periods of a second, or as short as 100 ms once they hold 10 calls. */
 const RATE_MS = 1000;
+const RATE_MIN_MS = 100;
+const RATE_MIN_CALLS = 10;
 
 interface Waiter {
   lane: QuotaLane;
@@ -146,7 +148,8 @@ export class BudgetWindow {
   private served(lane: QuotaLane, now: number, waited: boolean): void {
     const r = RANK[lane];
     this.taken[r]++;
-    if (now - this.mark[r].at >= RATE_MS) {
+    const elapsed = now - this.mark[r].at;
+    if (elapsed >= RATE_MS || (elapsed >= RATE_MIN_MS && this.taken[r] - this.mark[r].taken >= RATE_MIN_CALLS)) {
       if (this.mark[r].at > Number.NEGATIVE_INFINITY) this.rate[r] = (this.taken[r] - this.mark[r].taken) / (now - this.mark[r].at);
       this.mark[r] = { at: now, taken: this.taken[r] };
     }
@@ -228,7 +231,7 @@ export class BudgetWindow {
 
   /**
    * Units for about LEASE_AHEAD_MS of this lane's calls here (half a unit's life, when shorter) at the rate they came
-   * over the last second, at most a twentieth of the budget; none when fewer than one call is expected within a
+   * over the last period measured, at most a twentieth of the budget; none when fewer than one call is expected within a
    * unit's life: a unit leased ahead would go back unspent, and until then the log would count it as spent
    * (people's need, which agents leave them, is read from what people were granted).
    */
