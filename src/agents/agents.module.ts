@@ -17,6 +17,7 @@ import { AgentToolRunner } from './agent-tool-runner.js';
 import { ConnectLinks } from './connect-links.js';
 import { LaunchAndWait } from './launch-and-wait.js';
 import { McpDoor } from './mcp-door.js';
+import { McpToolServers } from './mcp-tool-server.js';
 import { ToolCalls } from './tool-calls.js';
 
 /**
@@ -45,6 +46,7 @@ import { ToolCalls } from './tool-calls.js';
     LaunchAndWait,
     ConnectLinks,
     AgentToolRunner,
+    McpToolServers,
     McpDoor,
   ],
   exports: [McpDoor, AgentSessionsRepository],

@@ -1,9 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Injectable, Logger } from '@nestjs/common';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js';
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type RequestId } from '@modelcontextprotocol/sdk/types.js';
 import { AuthThrottle } from '../auth/auth-throttle.js';
 import { bearerOf } from '../auth/api-keys.service.js';
 import { AppError } from '../common/app-error.js';
@@ -11,23 +8,18 @@ import { errorBody, logFailure } from '../common/app-exception.filter.js';
 import { answerError } from '../common/error-answer.js';
 import { parseJsonBody } from '../common/json-body.js';
 import { readBodyText } from '../common/read-body.js';
-import { buildInfo } from '../telemetry/build-info.js';
 import { accessLogLevel } from '../telemetry/logger.js';
-import type { AgentSession } from './agent-sessions.repository.js';
 import { AgentSessionsService, MCP_PATH } from './agent-sessions.service.js';
 import { AgentToolCatalogue } from './agent-tool-catalogue.js';
-import { AgentToolRunner } from './agent-tool-runner.js';
-import { type CallContext, isPlainCall, JsonCallTransport } from './mcp-json-transport.js';
-import { allowedOrigin, isStreamingCall, noteOfClient, progressOf, protectedResource } from './mcp-messages.js';
+import { JsonCallTransport } from './mcp-json-transport.js';
+import { allowedOrigin, isPlainCall, isStreamingCall, noteOfClient, protectedResource } from './mcp-messages.js';
+import { AgentAuth, McpToolServers } from './mcp-tool-server.js';
 
 const logger = new Logger('McpDoor');
 
 /** The largest JSON-RPC message taken (tool arguments are JSON; uploads are not tools). */
 export const MCP_BODY_LIMIT = 1024 * 1024;
 export const RESOURCE_METADATA_PATH = '/.well-known/oauth-protected-resource/mcp';
-
-const INSTRUCTIONS =
-  "Tools of cws-connect: each acts in the Contract Workflow Service as the user this session was made for, with that user's permissions. A tool error says what to do next (connect, wait, or fix the arguments).";
 
 /** What the front door serves here: the MCP endpoint or its protected resource metadata (RFC 9728); null for anything else. */
 export function matchMcp(url: string): 'mcp' | 'metadata' | null {
@@ -48,26 +40,23 @@ export function matchMcp(url: string): 'mcp' | 'metadata' | null {
  */
 @Injectable()
 export class McpDoor {
-  private readonly version = buildInfo().version;
-  /** One for every request: the SDK's server would otherwise build a JSON Schema compiler per request (measured: bench/agents.ts). */
-  private readonly validator = new AjvJsonSchemaValidator();
+  /** The plain calls' one server's transport (connected in open). */
+  private readonly plain = new JsonCallTransport();
 
   constructor(
     private readonly sessions: AgentSessionsService,
     private readonly catalogue: AgentToolCatalogue,
-    private readonly runner: AgentToolRunner,
+    private readonly servers: McpToolServers,
     private readonly throttle: AuthThrottle,
   ) {}
-
-  /** The plain calls' one server's transport (connected in open). */
-  private readonly plain = new JsonCallTransport();
 
   /** The tools are made from the service's OpenAPI document, once, before the server listens (service.ts). */
   open(document: Record<string, unknown>): void {
     this.catalogue.load(document);
-    void this.newServer((id) => this.plain.contextOf(id)).connect(this.plain);
+    void this.servers.create().connect(this.plain);
   }
 
+  /** One request, from its first check to its answer. */
   async serve(req: IncomingMessage, res: ServerResponse, what: 'mcp' | 'metadata', requestId: string): Promise<void> {
     const started = performance.now();
     try {
@@ -75,17 +64,33 @@ export class McpDoor {
       if (!allowedOrigin(req.headers.origin, this.sessions.mcpUrl)) {
         throw new AppError('forbidden', 'This Origin may not call the MCP endpoint (DNS rebinding protection).');
       }
-      const session = await this.authenticate(req, res);
+      const auth = await this.authenticate(req, res, requestId);
       if (req.method !== 'POST') {
         // Stateless: no stream opened by GET, no session to end with DELETE.
         res.setHeader('allow', 'POST');
         throw new AppError('method_not_allowed', 'The MCP endpoint takes POST only (stateless Streamable HTTP).');
       }
-      const text = await readBodyText(req, req.headers['content-type'], MCP_BODY_LIMIT);
-      const message = parseJsonBody(text);
+      const message = parseJsonBody(await readBodyText(req, req.headers['content-type'], MCP_BODY_LIMIT));
       const client = noteOfClient(message);
-      if (client !== null) await this.sessions.noteClient(session, client.urlElicitation);
-      await this.answer(req, res, session, message, requestId);
+      if (client !== null) await this.sessions.noteClient(auth.session, client.urlElicitation);
+      if (isPlainCall(req.headers, message)) {
+        // The common case: the instance's one server answers it, through a transport that writes the answer (mcp-json-transport.ts).
+        this.plain.deliver(message, res, auth);
+      } else {
+        // Everything else on a server and a Streamable HTTP transport of its own, stateless: the SDK answers it whole.
+        const server = this.servers.create();
+        const transport = new StreamableHTTPServerTransport({
+          sessionIdGenerator: undefined,
+          enableJsonResponse: !isStreamingCall(message),
+        });
+        res.once('close', () => {
+          // The caller left before its answer: stop the tool call (its signal). A finished request leaves nothing to close.
+          if (!res.writableFinished) void server.close();
+        });
+        await server.connect(transport);
+        // The transport hands `req.auth` to the handlers, as the SDK's bearer middleware sets it.
+        await transport.handleRequest(Object.assign(req, { auth }), res, message);
+      }
     } catch (e) {
       if (errorBody(e, requestId).status >= 500) logFailure(e, requestId);
       if (res.headersSent) {
@@ -101,10 +106,13 @@ export class McpDoor {
     }
   }
 
-  private async authenticate(req: IncomingMessage, res: ServerResponse): Promise<AgentSession> {
+  /** The session of the request's bearer token; without one, a 401 that names the resource metadata. */
+  private async authenticate(req: IncomingMessage, res: ServerResponse, requestId: string): Promise<AgentAuth> {
     const presented = bearerOf(req.headers.authorization);
     try {
-      return await this.throttle.apiCredential(req, () => this.sessions.authenticate(presented));
+      const session = await this.throttle.apiCredential(req, () => this.sessions.authenticate(presented));
+      // A session is only ever found for a token presented.
+      return new AgentAuth(presented ?? '', session, requestId);
     } catch (e) {
       if (e instanceof AppError && e.code === 'unauthorized') {
         const metadata = `${this.sessions.mcpUrl.slice(0, -MCP_PATH.length)}${RESOURCE_METADATA_PATH}`;
@@ -115,56 +123,6 @@ export class McpDoor {
       }
       throw e;
     }
-  }
-
-  private async answer(
-    req: IncomingMessage,
-    res: ServerResponse,
-    session: AgentSession,
-    message: unknown,
-    requestId: string,
-  ): Promise<void> {
-    if (isPlainCall(req.headers, message)) {
-      // The common case, on the instance's one server (mcp-json-transport.ts).
-      const left = new AbortController();
-      res.once('close', () => {
-        if (!res.writableFinished) left.abort();
-      });
-      this.plain.deliver(message, res, { session, requestId, signal: left.signal });
-      return;
-    }
-    // Everything else on a server and a Streamable HTTP transport of its own, stateless: the SDK answers it whole.
-    const server = this.newServer(() => ({ session, requestId }));
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !isStreamingCall(message) });
-    res.once('close', () => {
-      // The caller left before its answer: stop the tool call (its signal). A finished request leaves nothing to close.
-      if (!res.writableFinished) void server.close();
-    });
-    await server.connect(transport);
-    await transport.handleRequest(req, res, message);
-  }
-
-  /** A server with the tools' handlers; `contextOf` finds the call's session and request (undefined: no such call waits). */
-  private newServer(contextOf: (requestId: RequestId) => CallContext | undefined): Server {
-    const server = new Server(
-      { name: 'cws-connect', version: this.version },
-      { capabilities: { tools: { listChanged: false }, logging: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator: this.validator },
-    );
-    const call = (requestId: RequestId): CallContext => {
-      const context = contextOf(requestId);
-      if (context === undefined) throw new McpError(ErrorCode.InternalError, 'The call is no longer waiting for its answer.');
-      return context;
-    };
-    server.setRequestHandler(ListToolsRequestSchema, (_request, extra) => this.catalogue.listFor(call(extra.requestId).session.tools));
-    server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
-      const context = call(extra.requestId);
-      return this.runner.run(context.session, request.params.name, request.params.arguments, {
-        requestId: context.requestId,
-        signal: context.signal ?? extra.signal,
-        progress: progressOf(request.params._meta?.progressToken, extra.sendNotification),
-      });
-    });
-    return server;
   }
 
   private metadata(req: IncomingMessage, res: ServerResponse): void {

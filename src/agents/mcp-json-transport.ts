@@ -1,54 +1,12 @@
 import type { ServerResponse } from 'node:http';
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import {
-  isJSONRPCRequest,
-  SUPPORTED_PROTOCOL_VERSIONS,
-  type JSONRPCMessage,
-  type JSONRPCRequest,
-  type RequestId,
-} from '@modelcontextprotocol/sdk/types.js';
-import type { AgentSession } from './agent-sessions.repository.js';
-import { isStreamingCall } from './mcp-messages.js';
-
-/** What a tool handler needs of the HTTP request it answers. */
-export interface CallContext {
-  session: AgentSession;
-  requestId: string;
-  /** Aborted when the caller leaves before its answer; absent, the server's own for the request (closed with it). */
-  signal?: AbortSignal;
-}
-
-/** The methods the one shared server answers: a single request each, whose answer is one JSON body. */
-const PLAIN_METHODS = new Set(['tools/call', 'tools/list', 'ping']);
-const SUPPORTED_VERSIONS = new Set<string>(SUPPORTED_PROTOCOL_VERSIONS);
-
-/**
- * Whether a POST is a plain call the shared server may take: one JSON-RPC request of tools/call (without a progress
- * token), tools/list or ping, with the headers the SDK's Streamable HTTP transport requires of it (it accepts both
- * JSON and event streams, its body is JSON, its protocol version header, when sent, is one the SDK speaks).
- * Anything else (initialize, notifications, batches, streams, a header or message the transport would refuse) goes
- * to the SDK's own transport, which answers it, errors included, exactly as the protocol says.
- */
-export function isPlainCall(
-  headers: { accept?: string; 'content-type'?: string; 'mcp-protocol-version'?: string | string[] },
-  message: unknown,
-): message is JSONRPCRequest {
-  const accept = headers.accept;
-  if (accept === undefined || !accept.includes('application/json') || !accept.includes('text/event-stream')) return false;
-  const type = headers['content-type'];
-  if (type === undefined || type.split(';')[0].trim().toLowerCase() !== 'application/json') return false;
-  const version = headers['mcp-protocol-version'];
-  if (version !== undefined && (typeof version !== 'string' || !SUPPORTED_VERSIONS.has(version))) return false;
-  if (message === null || typeof message !== 'object' || Array.isArray(message)) return false;
-  const method = (message as { method?: unknown }).method;
-  return typeof method === 'string' && PLAIN_METHODS.has(method) && !isStreamingCall(message) && isJSONRPCRequest(message);
-}
+import type { JSONRPCMessage, JSONRPCRequest, RequestId } from '@modelcontextprotocol/sdk/types.js';
 
 interface Waiting {
   /** The id the caller sent: the server sees this transport's own, so that callers' ids never meet. */
   id: RequestId;
   res: ServerResponse;
-  context: CallContext;
 }
 
 /**
@@ -74,17 +32,18 @@ export class JsonCallTransport implements Transport {
     this.onclose?.();
   }
 
-  /** The context of a call the server is answering (its handler's `extra.requestId`). */
-  contextOf(id: RequestId): CallContext | undefined {
-    return typeof id === 'number' ? this.waiting.get(id)?.context : undefined;
-  }
-
-  /** Hands one plain call to the server; its answer goes to `res`. */
-  deliver(message: JSONRPCRequest, res: ServerResponse, context: CallContext): void {
+  /** Hands one plain call, with its caller's `auth` (the handlers' `extra.authInfo`), to the server; its answer goes to `res`. */
+  deliver(message: JSONRPCRequest, res: ServerResponse, auth: AuthInfo): void {
     this.next = this.next >= 2 ** 31 ? 1 : this.next + 1;
     const id = this.next;
-    this.waiting.set(id, { id: message.id, res, context });
-    this.onmessage?.({ ...message, id });
+    this.waiting.set(id, { id: message.id, res });
+    res.once('close', () => {
+      // A caller who leaves before its answer cancels its call, as the protocol's own cancellation does: the
+      // server aborts the handler's signal (a tool call stops) and sends nothing for it.
+      if (!res.writableFinished && this.waiting.delete(id))
+        this.onmessage?.({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'The caller left.' } });
+    });
+    this.onmessage?.({ ...message, id }, { authInfo: auth });
   }
 
   async send(message: JSONRPCMessage): Promise<void> {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { allowedOrigin, isStreamingCall, noteOfClient, protectedResource } from './mcp-messages.js';
+import { allowedOrigin, isPlainCall, isStreamingCall, noteOfClient, protectedResource } from './mcp-messages.js';
 
 describe('what the MCP door reads of a message', () => {
   it('lets a request without Origin, or from the host of PUBLIC_URL, through; refuses another host', () => {
@@ -31,6 +31,20 @@ describe('what the MCP door reads of a message', () => {
     expect(isStreamingCall(call({ progressToken: 3 }))).toBe(true);
     expect(isStreamingCall(call())).toBe(false);
     expect(isStreamingCall({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: { progressToken: 1 } } })).toBe(false);
+  });
+
+  it('takes on the shared server only one request of a plain method with the headers the SDK transport requires', () => {
+    const headers = { accept: 'application/json, text/event-stream', 'content-type': 'application/json; charset=utf-8' };
+    const rpc = (method: string, params: unknown = {}) => ({ jsonrpc: '2.0', id: 1, method, params });
+    for (const method of ['ping', 'tools/list', 'tools/call']) expect(isPlainCall(headers, rpc(method))).toBe(true);
+    expect(isPlainCall({ ...headers, 'mcp-protocol-version': '2025-11-25' }, rpc('ping'))).toBe(true);
+    expect(isPlainCall(headers, rpc('initialize'))).toBe(false);
+    expect(isPlainCall(headers, rpc('tools/call', { name: 'x', _meta: { progressToken: 1 } }))).toBe(false);
+    expect(isPlainCall(headers, [rpc('ping')])).toBe(false);
+    expect(isPlainCall(headers, { jsonrpc: '2.0', method: 'ping' })).toBe(false);
+    expect(isPlainCall({ ...headers, accept: 'application/json' }, rpc('ping'))).toBe(false);
+    expect(isPlainCall({ ...headers, 'content-type': 'text/plain' }, rpc('ping'))).toBe(false);
+    expect(isPlainCall({ ...headers, 'mcp-protocol-version': '1999-01-01' }, rpc('ping'))).toBe(false);
   });
 
   it('names the resource in its metadata (RFC 9728)', () => {

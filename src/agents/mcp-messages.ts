@@ -1,7 +1,6 @@
-import type { ServerNotification } from '@modelcontextprotocol/sdk/types.js';
-import type { Progress } from './tool-calls.js';
+import { isJSONRPCRequest, SUPPORTED_PROTOCOL_VERSIONS, type JSONRPCRequest } from '@modelcontextprotocol/sdk/types.js';
 
-// What the MCP door reads of a JSON-RPC message before the SDK takes it, and the documents it answers itself.
+// What the MCP door reads of a request before the SDK takes it, and the documents it answers itself.
 
 type Json = Record<string, unknown>;
 
@@ -24,11 +23,30 @@ export function isStreamingCall(message: unknown): boolean {
   return isObject(meta) && (typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number');
 }
 
-/** Sends notifications/progress for the request's progress token, or null when it carries none. */
-export function progressOf(token: string | number | undefined, send: (notification: ServerNotification) => Promise<void>): Progress | null {
-  if (token === undefined) return null;
-  return (progress, total, message) =>
-    send({ method: 'notifications/progress', params: { progressToken: token, progress, total, message } });
+/** The methods the one shared server answers: a single request each, whose answer is one JSON body. */
+const PLAIN_METHODS = new Set(['tools/call', 'tools/list', 'ping']);
+const SUPPORTED_VERSIONS = new Set<string>(SUPPORTED_PROTOCOL_VERSIONS);
+
+/**
+ * Whether a POST is a plain call the shared server may take: one JSON-RPC request of tools/call (without a progress
+ * token), tools/list or ping, with the headers the SDK's Streamable HTTP transport requires of it (it accepts both
+ * JSON and event streams, its body is JSON, its protocol version header, when sent, is one the SDK speaks).
+ * Anything else (initialize, notifications, batches, streams, a header or message the transport would refuse) goes
+ * to the SDK's own transport, which answers it, errors included, exactly as the protocol says.
+ */
+export function isPlainCall(
+  headers: { accept?: string; 'content-type'?: string; 'mcp-protocol-version'?: string | string[] },
+  message: unknown,
+): message is JSONRPCRequest {
+  const accept = headers.accept;
+  if (accept === undefined || !accept.includes('application/json') || !accept.includes('text/event-stream')) return false;
+  const type = headers['content-type'];
+  if (type === undefined || type.split(';')[0].trim().toLowerCase() !== 'application/json') return false;
+  const version = headers['mcp-protocol-version'];
+  if (version !== undefined && (typeof version !== 'string' || !SUPPORTED_VERSIONS.has(version))) return false;
+  if (!isObject(message)) return false;
+  const method = message.method;
+  return typeof method === 'string' && PLAIN_METHODS.has(method) && !isStreamingCall(message) && isJSONRPCRequest(message);
 }
 
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);

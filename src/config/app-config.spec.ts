@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { loadConfig, parseVaultKeys } from './app-config.js';
 import { ConfigError } from './config-error.js';
-import type { Host } from './local-data.js';
+import { localDataDir, type Host } from './local-data.js';
 
 const key = (kid: string) => `${kid}:${randomBytes(32).toString('base64')}`;
 const operator = `cwsop_${randomBytes(24).toString('base64url')}`;
@@ -43,6 +43,34 @@ describe('loadConfig', () => {
   it('refuses to start in production without OPERATOR_API_KEY', () => {
     const e = configErrorOf(() => loadConfig({ NODE_ENV: 'production', VAULT_KEYS: key('k1'), DATABASE_URL: 'postgres://x@127.0.0.1/db' }));
     expect(e.variable).toBe('OPERATOR_API_KEY');
+  });
+
+  it('refuses to start in production without DATABASE_URL: the embedded database is named, never assumed', () => {
+    const prod = { NODE_ENV: 'production', VAULT_KEYS: key('k1'), OPERATOR_API_KEY: operator, DATA_DIR: tempDir() };
+    for (const DATABASE_URL of [undefined, '', '  ']) {
+      const e = configErrorOf(() => loadConfig({ ...prod, DATABASE_URL }));
+      expect([DATABASE_URL, e.variable, e.message]).toEqual([
+        DATABASE_URL,
+        'DATABASE_URL',
+        expect.stringMatching(/^DATABASE_URL: is required/),
+      ]);
+      expect(e.message).toContain('`embedded`');
+      expect(e.message).not.toContain('\n');
+    }
+    // Named: this instance's own PostgreSQL, as an unset DATABASE_URL gives outside production.
+    expect(loadConfig({ ...prod, DATABASE_URL: 'embedded' }).databaseUrl).toBeNull();
+    expect(loadConfig({ ...prod, DATABASE_URL: 'postgres://x@127.0.0.1/db' }).databaseUrl).toBe('postgres://x@127.0.0.1/db');
+  });
+
+  it('reads DATABASE_URL=embedded as the embedded database outside production too, and names a value that is neither', () => {
+    const dir = tempDir();
+    expect(loadConfig({ ...base, DATA_DIR: dir, DATABASE_URL: 'embedded' }).databaseUrl).toBeNull();
+    expect(loadConfig({ ...base, DATA_DIR: dir }).databaseUrl).toBeNull();
+    for (const DATABASE_URL of ['Embedded', 'mysql://x@127.0.0.1/db', 'embedded://x']) {
+      const e = configErrorOf(() => loadConfig({ ...base, DATA_DIR: dir, DATABASE_URL }));
+      expect([DATABASE_URL, e.variable]).toEqual([DATABASE_URL, 'DATABASE_URL']);
+      expect(e.message).not.toContain(DATABASE_URL);
+    }
   });
 
   it('refuses in production an operator key weaker than 128 bits, and says the rule', () => {
@@ -200,6 +228,18 @@ describe('the default DATA_DIR', () => {
     const state = tempDir();
     expect(loadConfig({ ...env, DATABASE_URL: 'postgres://x@127.0.0.1/db' }, host(0, closed, state)).dataDir).toBe(join(closed, '.data'));
     expect(loadConfig({ ...env, DATA_DIR: 'here' }, host(0, closed, state)).dataDir).toBe(join(closed, 'here'));
+  });
+
+  it('with DATABASE_URL=embedded, is chosen as for an unset DATABASE_URL (PostgreSQL runs as the postgres user)', () => {
+    const closed = tempDir();
+    const state = tempDir();
+    const clone = join(closed, 'cws-connect');
+    mkdirSync(clone, { recursive: true, mode: 0o755 });
+    const unset = loadConfig(env, host(0, clone, state)).dataDir;
+    expect(unset).toMatch(new RegExp(`^${state}/cws-connect-[0-9a-f]{8}$`));
+    expect(loadConfig({ ...env, DATABASE_URL: 'embedded' }, host(0, clone, state)).dataDir).toBe(unset);
+    expect(localDataDir({ DATABASE_URL: 'embedded' }, host(0, clone, state))).toBe(unset);
+    expect(localDataDir({ DATABASE_URL: 'postgres://x@127.0.0.1/db' }, host(0, clone, state))).toBe(join(clone, '.data'));
   });
 });
 

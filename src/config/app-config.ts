@@ -5,7 +5,7 @@ import type { QuotaBudgets } from './quota-budgets.js';
 import { LocalSecrets, PROCESS_HOST, randomClientSecret, resolveDataDir, type Host } from './local-data.js';
 import { securityConfig, type SecurityConfig } from './security-config.js';
 import { TRACING_VARIABLES } from './tracing-variables.js';
-import { deepFreeze, stripSlash, type VaultKey } from './value-formats.js';
+import { deepFreeze, EMBEDDED_DATABASE, stripSlash, type VaultKey } from './value-formats.js';
 import { readVariable, readVariables, type Env, type Values } from './variable.js';
 import { SERVICE_VARIABLES } from './variables.js';
 
@@ -32,7 +32,7 @@ export interface AppConfig {
   port: number;
   publicUrl: string;
   dataDir: string;
-  /** null: an embedded PostgreSQL under dataDir is started (main.ts fills the URL in before the app boots). */
+  /** null (DATABASE_URL unset or `embedded`): an embedded PostgreSQL under dataDir is started (main.ts fills the URL in before the app boots). */
   databaseUrl: string | null;
   databasePoolSize: number;
   /** The first key is the active one; the others only decrypt. */
@@ -124,7 +124,8 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
   const nodeEnv = readVariable('NODE_ENV', SERVICE_VARIABLES.NODE_ENV, env.NODE_ENV);
   const production = nodeEnv === 'production';
   const v = readVariables(env, SERVICE_VARIABLES, production);
-  const dataDir = resolveDataDir(v.DATA_DIR, !v.DATABASE_URL, host);
+  const databaseUrl = v.DATABASE_URL === EMBEDDED_DATABASE ? null : (v.DATABASE_URL ?? null);
+  const dataDir = resolveDataDir(v.DATA_DIR, !databaseUrl, host);
   const local = production ? null : new LocalSecrets(dataDir);
 
   const vaultKeys = v.VAULT_KEYS ?? parseVaultKeys(generated(local, 'VAULT_KEYS').vaultKeys());
@@ -151,7 +152,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
     port: v.PORT,
     publicUrl: stripSlash(v.PUBLIC_URL ?? `http://localhost:${v.PORT}`),
     dataDir,
-    databaseUrl: v.DATABASE_URL ?? null,
+    databaseUrl,
     databasePoolSize: v.DATABASE_POOL_SIZE,
     vaultKeys,
     vaultKeysGenerated: !v.VAULT_KEYS,

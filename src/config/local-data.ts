@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'no
 import { basename, dirname, join, resolve } from 'node:path';
 import { sha256 } from '../common/hash.js';
 import { ConfigError } from './config-error.js';
+import { EMBEDDED_DATABASE } from './value-formats.js';
 
 // Local data outside production: DATA_DIR, and the secrets generated once into $DATA_DIR/secrets.json so
 // that a restart finds the same ones (the vault key, the operator key, the in-process sandbox's client secret).
@@ -26,7 +27,8 @@ export const PROCESS_HOST: Host = {
 
 /** DATA_DIR as the service resolves it: the variable, or the default below. Also read by the demo partner app. */
 export function localDataDir(env: Record<string, string | undefined>, host: Host = PROCESS_HOST): string {
-  return resolveDataDir(env.DATA_DIR?.trim() || undefined, !env.DATABASE_URL?.trim(), host);
+  const databaseUrl = env.DATABASE_URL?.trim();
+  return resolveDataDir(env.DATA_DIR?.trim() || undefined, !databaseUrl || databaseUrl === EMBEDDED_DATABASE, host);
 }
 
 /** DATA_DIR given (relative to the working directory), or the default with or without an embedded database. */

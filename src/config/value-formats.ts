@@ -46,9 +46,14 @@ export function otlpHeaders(raw: string): Record<string, string> {
   return headers;
 }
 
-/** DATABASE_URL: a PostgreSQL connection string (not repeated: it may hold a password). */
+/** DATABASE_URL's value that names this instance's own PostgreSQL under DATA_DIR instead of a server. */
+export const EMBEDDED_DATABASE = 'embedded';
+
+/** DATABASE_URL: a PostgreSQL connection string (not repeated: it may hold a password), or `embedded`. */
 export function postgresUrl(raw: string): string {
-  if (!/^postgres(ql)?:\/\//.test(raw)) throw new VariableProblem('must be a postgres:// or postgresql:// connection string');
+  if (raw === EMBEDDED_DATABASE) return raw;
+  if (!/^postgres(ql)?:\/\//.test(raw))
+    throw new VariableProblem("must be a postgres:// or postgresql:// connection string, or `embedded` (this instance's own PostgreSQL)");
   return raw;
 }
 

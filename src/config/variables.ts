@@ -37,9 +37,19 @@ export const SERVICE_VARIABLES = {
     defaultText: 'the process id and a random suffix',
   }),
 
-  DATABASE_URL: optional('database', parsedBy(postgresUrl), 'PostgreSQL connection string', {
-    defaultText: 'unset: an embedded PostgreSQL under `$DATA_DIR` is started and used',
-  }),
+  DATABASE_URL: optional(
+    'database',
+    parsedBy(postgresUrl),
+    "PostgreSQL connection string, or `embedded`: this instance's own PostgreSQL under `$DATA_DIR` (one database per instance)",
+    {
+      defaultText: '`embedded` outside production',
+      production: '**required**: a connection string, or `embedded` said explicitly',
+      productionCheck: (url) =>
+        url
+          ? null
+          : "is required when NODE_ENV=production: the shared PostgreSQL's postgres:// connection string, or `embedded` for this instance's own database",
+    },
+  ),
   DATABASE_POOL_SIZE: variable('database', int(2, 500), 20, "connections in this instance's pool"),
 
   VAULT_KEYS: optional(

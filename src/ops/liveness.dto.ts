@@ -4,7 +4,7 @@ export class LivenessDto {
   @ApiProperty({ enum: ['ok'] })
   status: 'ok';
 
-  @ApiProperty({ description: 'The semantic version of the running release (CHANGELOG.md).', example: '0.1.0' })
+  @ApiProperty({ description: 'The semantic version of the running release (CHANGELOG.md).', example: '0.2.0' })
   version: string;
 
   @ApiProperty({ description: 'The git commit the running build came from; `unknown` when the build could not tell.' })

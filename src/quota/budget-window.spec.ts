@@ -84,7 +84,7 @@ describe('BudgetWindow: one company class, as an instance sees it', () => {
     const first = attempt(w, 'interactive');
     await settle();
     expect(await first).toEqual({ outcome: 'sent', waited: true });
-    // The first second measures the rate (each call leases its own unit); from then on, units are leased ahead.
+    // The first calls measure the rate (each leases its own unit); from then on, units are leased ahead.
     let fromMemory = 0;
     for (let i = 0; i < 100; i++) {
       const r = await attempt(w, 'interactive');

@@ -1,27 +1,21 @@
 import type { Budget, QuotaClass } from '../config/quota-budgets.js';
 import { LANES, RANK, unitLifeMs, type QuotaLane } from './lane-policy.js';
 import { quotaRefusal } from './quota-refusal.js';
+import { HeldUnits } from './held-units.js';
 import type { WindowCounts, WindowHost } from './window-host.js';
 
 /** A lease asks for what this instance spends of a lane in this long (less for a short unit life). */
 const LEASE_AHEAD_MS = 500;
-/** A lane's rate here is measured over periods of at least this long. */
+/** A lane's rate here is measured over periods of a second, or as short as 100 ms once they hold 10 calls. */
 const RATE_MS = 1000;
+const RATE_MIN_MS = 100;
+const RATE_MIN_CALLS = 10;
 
 interface Waiter {
   lane: QuotaLane;
   deadline: number;
   resolve(): void;
   reject(e: unknown): void;
-}
-
-/** Units of one lease: for calls of `lane`, until `expires` (then given back). */
-interface Lot {
-  lane: QuotaLane;
-  units: number;
-  bucket: number;
-  expires: number;
-  budget: Budget;
 }
 
 /**
@@ -32,7 +26,7 @@ interface Lot {
  * last refused is refused here, without asking again, until the time the log named.
  */
 export class BudgetWindow {
-  private lots: Lot[] = [];
+  private readonly held = new HeldUnits((lot) => this.host.giveBack(this, lot.budget, lot.bucket, lot.lane, lot.units));
   /** Per lane (RANK): a lease in flight. Each lane leases on its own: people never wait behind an agents' lease. */
   private readonly leasing = [false, false, false];
   /** Per lane (RANK): the log had nothing for it until then (ms, this instance's clock). */
@@ -63,8 +57,8 @@ export class BudgetWindow {
   take(lane: QuotaLane, now: number): Promise<void> | null {
     this.lastUse = now;
     this.roll(now);
-    this.expire(now);
-    if (this.queues[RANK[lane]].length === 0 && this.pausedUntil <= now && this.spend(lane, now)) {
+    this.held.expire(now);
+    if (this.queues[RANK[lane]].length === 0 && this.pausedUntil <= now && this.held.spend(lane, now)) {
       this.served(lane, now, false);
       return null;
     }
@@ -80,7 +74,7 @@ export class BudgetWindow {
   /** A budget read again (a tenant's own changed): what is held under the old one goes back. */
   setBudget(budget: Budget, now: number): void {
     if (budget.calls === this.budget.calls && budget.windowMs === this.budget.windowMs) return;
-    this.release();
+    this.held.release();
     this.blockedUntil.fill(0);
     this.budget = budget;
     this.pump(now);
@@ -104,49 +98,28 @@ export class BudgetWindow {
   /** Every second (QuotaService): units past their life back to the log, figures to PostgreSQL. */
   tick(now: number): void {
     this.roll(now);
-    this.expire(now);
+    this.held.expire(now);
     this.flush();
   }
 
   /** Nothing held, waiting or unsaved: the window can be forgotten. */
   get idle(): boolean {
-    return this.lots.length === 0 && this.waiting === 0 && !this.leasing.includes(true) && !hasCounts(this.counts);
+    return this.held.empty && this.waiting === 0 && !this.leasing.includes(true) && !hasCounts(this.counts);
   }
 
   /** Gives back what is held and stops (shutdown). */
   close(): void {
-    this.release();
+    this.held.release();
     this.flush();
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
   }
 
-  /**
-   * Takes a unit for `lane` from one of its own lots, the soonest to expire first. A lane never spends another's:
-   * the log reads each lane's need from what it was granted (people's spent from agents' units would hide theirs).
-   */
-  private spend(lane: QuotaLane, now: number): boolean {
-    let best: Lot | null = null;
-    for (const lot of this.lots) {
-      if (lot.units === 0 || lot.expires <= now || lot.lane !== lane) continue;
-      if (best === null || lot.expires < best.expires) best = lot;
-    }
-    if (best === null) return false;
-    best.units--;
-    return true;
-  }
-
-  /** Units held that a call of `lane` may spend now. */
-  private usable(lane: QuotaLane, now: number): number {
-    let n = 0;
-    for (const lot of this.lots) if (lot.expires > now && lot.lane === lane) n += lot.units;
-    return n;
-  }
-
   private served(lane: QuotaLane, now: number, waited: boolean): void {
     const r = RANK[lane];
     this.taken[r]++;
-    if (now - this.mark[r].at >= RATE_MS) {
+    const elapsed = now - this.mark[r].at;
+    if (elapsed >= RATE_MS || (elapsed >= RATE_MIN_MS && this.taken[r] - this.mark[r].taken >= RATE_MIN_CALLS)) {
       if (this.mark[r].at > Number.NEGATIVE_INFINITY) this.rate[r] = (this.taken[r] - this.mark[r].taken) / (now - this.mark[r].at);
       this.mark[r] = { at: now, taken: this.taken[r] };
     }
@@ -156,7 +129,7 @@ export class BudgetWindow {
       this.counts.waited++;
       this.host.observe(this.cls, lane, 'waited');
     }
-    if (!this.leasing[r] && this.blockedUntil[r] <= now && this.usable(lane, now) <= this.slice[r] >> 1) {
+    if (!this.leasing[r] && this.blockedUntil[r] <= now && this.held.usable(lane, now) <= this.slice[r] >> 1) {
       const ahead = this.sliceSize(lane);
       if (ahead > 0) this.lease(now, lane, ahead);
     }
@@ -175,10 +148,10 @@ export class BudgetWindow {
 
   /** Serves the queue in lane order from what is held, refuses whoever cannot be served in time, leases and sets the timer. */
   private pump(now: number): void {
-    this.expire(now);
+    this.held.expire(now);
     if (this.pausedUntil <= now) {
       for (const queue of this.queues) {
-        while (queue.length > 0 && this.spend(queue[0].lane, now)) {
+        while (queue.length > 0 && this.held.spend(queue[0].lane, now)) {
           const w = queue.shift() as Waiter;
           this.waiting--;
           this.served(w.lane, now, true);
@@ -228,7 +201,7 @@ export class BudgetWindow {
 
   /**
    * Units for about LEASE_AHEAD_MS of this lane's calls here (half a unit's life, when shorter) at the rate they came
-   * over the last second, at most a twentieth of the budget; none when fewer than one call is expected within a
+   * over the last period measured, at most a twentieth of the budget; none when fewer than one call is expected within a
    * unit's life: a unit leased ahead would go back unspent, and until then the log would count it as spent
    * (people's need, which agents leave them, is read from what people were granted).
    */
@@ -251,8 +224,8 @@ export class BudgetWindow {
         const at = this.host.now();
         if (answer.units > 0) {
           const lot = { lane, units: answer.units, bucket: answer.bucket, expires, budget };
-          if (budget === this.budget && expires > at) this.lots.push(lot);
-          else this.giveBack(lot);
+          if (budget === this.budget && expires > at) this.held.add(lot);
+          else this.held.back(lot);
         }
         this.blockedUntil[RANK[lane]] = answer.units < want ? at + answer.waitMs : 0;
         if (answer.pausedUntil !== null && answer.pausedUntil > this.pausedUntil) this.pausedUntil = answer.pausedUntil;
@@ -271,26 +244,6 @@ export class BudgetWindow {
     for (const queue of this.queues) for (const w of queue.splice(0)) w.reject(e);
     this.waiting = 0;
     this.wakeAt(Number.POSITIVE_INFINITY, 0);
-  }
-
-  /** Lots past their life, or spent, are dropped; what they still held goes back to the log. */
-  private expire(now: number): void {
-    let kept = 0;
-    for (const lot of this.lots) {
-      if (lot.units > 0 && lot.expires > now) this.lots[kept++] = lot;
-      else if (lot.units > 0) this.giveBack(lot);
-    }
-    this.lots.length = kept;
-  }
-
-  private release(): void {
-    for (const lot of this.lots) if (lot.units > 0) this.giveBack(lot);
-    this.lots = [];
-  }
-
-  private giveBack(lot: Lot): void {
-    this.host.giveBack(this, lot.budget, lot.bucket, lot.lane, lot.units);
-    lot.units = 0;
   }
 
   /** A call in a new clock window: the figures so far go to the window they were counted in. */

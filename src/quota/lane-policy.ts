@@ -1,9 +1,27 @@
 import type { Budget } from '../config/quota-budgets.js';
-import type { LeaseRule, LogGeometry } from './window-host.js';
 
 /** Who a call is for, in the order served when a company's budget is short (routing's `Lane`; docs/quotas.md). */
 export const LANES = ['interactive', 'agent', 'background'] as const;
 export type QuotaLane = (typeof LANES)[number];
+
+/** A budget's log in PostgreSQL (`logOf`): the span every grant counts in, its buckets, the budget. */
+export interface LogGeometry {
+  spanMs: number;
+  bucketMs: number;
+  calls: number;
+}
+
+/** The constants of the lane rule (`leaseRuleOf`), applied by the lease in PostgreSQL. */
+export interface LeaseRule {
+  /** Units of every span people are assumed to need, however few they used. */
+  peopleFloor: number;
+  /** People's (and agents') pace is counted at this many times what they took. */
+  headroom: number;
+  /** A lane's pace is counted over the last 1/parts of the span... */
+  parts: number;
+  /** ...where it may take up to burst/parts of its share. */
+  burst: number;
+}
 
 /** A lane's place in LANES: 0 is served first. */
 export const RANK: Readonly<Record<QuotaLane, number>> = { interactive: 0, agent: 1, background: 2 };

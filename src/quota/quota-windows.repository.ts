@@ -4,8 +4,8 @@ import { DataSource } from 'typeorm';
 import { CHANGES_CHANNEL } from '../changes/change-feed.service.js';
 import type { QuotaClass } from '../config/quota-budgets.js';
 import { preparedQuery } from '../database/pg-pool.js';
-import type { QuotaLane } from './lane-policy.js';
-import type { LeaseAnswer, LeaseRule, LogGeometry, WindowCounts } from './window-host.js';
+import type { LeaseRule, LogGeometry, QuotaLane } from './lane-policy.js';
+import type { LeaseAnswer, WindowCounts } from './window-host.js';
 
 /** Windows kept per tenant and class: the current one and the two before it (the tenant shows the last two). */
 const KEPT_WINDOWS = 3;

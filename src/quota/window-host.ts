@@ -8,25 +8,6 @@ export interface WindowKey {
   readonly current: Budget;
 }
 
-/** A budget's log in PostgreSQL (lane-policy's `logOf`): the span every grant counts in, its buckets, the budget. */
-export interface LogGeometry {
-  spanMs: number;
-  bucketMs: number;
-  calls: number;
-}
-
-/** The constants of the lane rule (lane-policy's LEASE_RULE), applied by the lease in PostgreSQL. */
-export interface LeaseRule {
-  /** Units of every span people are assumed to need, however few they used. */
-  peopleFloor: number;
-  /** People's (and agents') need is what they used, times this. */
-  headroom: number;
-  /** A lane's pace is counted over the last 1/parts of the span... */
-  parts: number;
-  /** ...where it may take up to burst/parts of its share. */
-  burst: number;
-}
-
 /** What the log answers a lease: the units given now, the bucket they are filed under, when to ask again, the pause. */
 export interface LeaseAnswer {
   units: number;

@@ -9,7 +9,7 @@ import { oneLineNaming, runUntilExit } from './run-until-exit.js';
 
 /**
  * Every start-up failure is one line that names the variable and says what to do, with exit code 1 and no
- * stack: an unusable DATA_DIR, and a DATABASE_URL that refuses, does not resolve, rejects the password or
+ * stack: production without DATABASE_URL, an unusable DATA_DIR, and a DATABASE_URL that refuses, does not resolve, rejects the password or
  * names a missing database (against the test's own PostgreSQL, which asks for a password).
  */
 describe('start-up failures', () => {
@@ -30,12 +30,19 @@ describe('start-up failures', () => {
 
   const cases: Array<{ name: string; variable: string; env: () => Promise<Record<string, string>>; mentions: string }> = [
     {
-      name: 'DATA_DIR under a file (ENOTDIR), with the embedded database',
+      // Three instances behind a balancer must not quietly hold three databases: production names its choice.
+      name: 'production without DATABASE_URL (no embedded database unless named)',
+      variable: 'DATABASE_URL',
+      env: async () => ({ ...base }),
+      mentions: '`embedded`',
+    },
+    {
+      name: 'DATA_DIR under a file (ENOTDIR), with the embedded database named (DATABASE_URL=embedded)',
       variable: 'DATA_DIR',
       env: async () => {
         const file = join(mkdtempSync(join(tmpdir(), 'cws-start-')), 'a-file');
         writeFileSync(file, 'x');
-        return { ...base, DATA_DIR: join(file, 'data') };
+        return { ...base, DATABASE_URL: 'embedded', DATA_DIR: join(file, 'data') };
       },
       mentions: 'ENOTDIR',
     },

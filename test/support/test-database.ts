@@ -26,6 +26,20 @@ export async function createTestDatabase(): Promise<string> {
   return withDatabase(serverUrl, name);
 }
 
+/** An empty database (no migration applied), dropped with the run's others: what a first start of a release meets. */
+export async function createEmptyDatabase(): Promise<string> {
+  const serverUrl = required('TEST_PG_SERVER_URL');
+  const name = `cws_test_${required('TEST_RUN_ID')}_${randomBytes(5).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: withDatabase(serverUrl, 'postgres') });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  return withDatabase(serverUrl, name);
+}
+
 /** A plain pg pool on a test database, for assertions on what is stored. */
 export function openPool(databaseUrl: string): pg.Pool {
   return new pg.Pool({ connectionString: databaseUrl, max: 4 });

@@ -1205,7 +1205,7 @@ export interface components {
             status: "ok";
             /**
              * @description The semantic version of the running release (CHANGELOG.md).
-             * @example 0.1.0
+             * @example 0.2.0
              */
             version: string;
         };
