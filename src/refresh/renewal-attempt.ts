@@ -121,12 +121,7 @@ export class RenewalAttempt {
       );
       throw reauthRequired();
     }
-    this.metrics.record('lost_race', secondsSince(started));
-    await this.leases.releaseLease(row.id, me).catch(() => undefined);
-    const current = await this.repo.findInAnyTenant(row.id);
-    if (!current) throw connectionNotFound();
-    if (current.status !== 'active') throw reauthRequired();
-    return { connection: current, accessToken: null };
+    return this.lostRace(row, started);
   }
 
   /**
@@ -162,8 +157,13 @@ export class RenewalAttempt {
       throw tokensUnreadable();
     }
     // The row moved since it was read (a reconnect or a renewal replaced its tokens): a lost race.
+    return this.lostRace(row, started);
+  }
+
+  /** The row moved since it was read: the lease goes back, and the caller gets the row as it is now. */
+  private async lostRace(row: RenewalRow, started: number): Promise<Outcome> {
     this.metrics.record('lost_race', secondsSince(started));
-    await this.leases.releaseLease(row.id, me).catch(() => undefined);
+    await this.leases.releaseLease(row.id, this.config.instanceId).catch(() => undefined);
     const current = await this.repo.findInAnyTenant(row.id);
     if (!current) throw connectionNotFound();
     if (current.status !== 'active') throw reauthRequired();
