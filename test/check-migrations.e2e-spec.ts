@@ -88,7 +88,7 @@ describe('tools/check-migrations.mjs: migrations since the previous release only
 
   it('allows a contract step only on a name the previous release no longer mentions', () => {
     const read = checkWith(['ALTER TABLE connections DROP COLUMN upstream_email'], '// contract-step: connections.upstream_email');
-    expect(read.output).toMatch(/contract step on connections\.upstream_email, but v0\.1\.0 .* still mentions upstream_email in .*src\//);
+    expect(read.output).toMatch(/contract step on connections\.upstream_email, but v0\.2\.0 .* still mentions upstream_email in .*src\//);
     expect(read.code).toBe(1);
     const unread = checkWith(['ALTER TABLE connections DROP COLUMN legacy_region'], '// contract-step: connections.legacy_region');
     expect(unread.code).toBe(0);
@@ -102,6 +102,6 @@ describe('tools/check-migrations.mjs: migrations since the previous release only
     const { previousRelease } = (await import(pathToFileURL(resolve(ROOT, 'tools/previous-release.mjs')).href)) as {
       previousRelease(root: string): { version: string; commit: string | null } | null;
     };
-    expect(previousRelease(clone)).toEqual({ version: '0.1.0', commit: '146f1fc2bfcc2f6a7683650d996aca4532d84168' });
+    expect(previousRelease(clone)).toEqual({ version: '0.2.0', commit: 'cb056b7845c5948cd146f4f3f8d64d9cfccaee9f' });
   });
 });
