@@ -43,7 +43,7 @@ describe('tools/check-migrations.mjs: migrations since the previous release only
 
   it("passes this checkout's migrations", () => {
     const run = spawnSync(process.execPath, [CHECK], { cwd: ROOT, encoding: 'utf8' });
-    expect(run.stdout + run.stderr).toMatch(/since v0\.1\.0 \(146f1fc\), each expand-only/);
+    expect(run.stdout + run.stderr).toMatch(/since v0\.2\.0 \(cb056b7\), each expand-only/);
     expect(run.status).toBe(0);
   });
 
