@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
@@ -141,6 +141,11 @@ describe('an upgrade from the previous release, with its data', () => {
   let eventIds: string[] = [];
 
   const base = () => `http://127.0.0.1:${port}`;
+  /** The timestamps of the migrations the database has applied, in order. */
+  const appliedMigrations = async () =>
+    (await db.query<{ timestamp: string }>(`SELECT timestamp::text AS timestamp FROM migrations ORDER BY timestamp`)).rows.map(
+      (r) => r.timestamp,
+    );
   const env = (name: string) =>
     spawnedEnv(name, databaseUrl, sandbox, operatorKey, {
       VAULT_KEYS: vaultKeys,
@@ -229,26 +234,22 @@ describe('an upgrade from the previous release, with its data', () => {
     eventIds = delivered.map((d) => String(d.headers['webhook-id'])).sort();
     expect(eventIds).toHaveLength(2);
     await stop();
-    // Its own schema only: this release's tables do not exist yet.
-    const tables = await db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM pg_tables WHERE tablename IN ('audit_log', 'agent_sessions')`,
-    );
-    expect(tables.rows[0].n).toBe(0);
+    // Its own schema only: exactly the migrations it ships, none of this release's newer ones.
+    expect(await appliedMigrations()).toEqual(migrationsIn(release.dir));
   }, 180_000);
 
   it('this release migrates that database and serves all of it: key, tenant, connections (renewed, called), events (listed, redelivered)', async () => {
     expect(eventIds).toHaveLength(2);
     running = await start('current');
-    // This release says which it is, in its banner and on /health/live: package.json's version, not the previous one.
+    // This release says which it is, in its banner and on /health/live: package.json's version and this build's
+    // commit, not the previous release's (between releases the version is still the previous one's: the commit tells).
     const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
-    expect(version).not.toBe(release.version);
-    const live = await call<{ version: string }>(base(), 'GET', '/health/live', operatorKey);
+    const live = await call<{ version: string; commit: string }>(base(), 'GET', '/health/live', operatorKey);
     expect([live.status, live.body.version]).toEqual([200, version]);
+    expect(release.commit.startsWith(live.body.commit)).toBe(false);
     expect(running.output.join('')).toContain(`version ${version}, commit `);
-    const tables = await db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM pg_tables WHERE tablename IN ('audit_log', 'agent_sessions')`,
-    );
-    expect(tables.rows[0].n).toBe(2);
+    // Every migration of this checkout applied on top of the previous release's.
+    expect(await appliedMigrations()).toEqual(migrationsIn(ROOT));
 
     const tenant = await call<{ id: string; eventsTargetUrl: string }>(base(), 'GET', `/v1/tenants/${TENANT}`, tenantKey);
     expect([tenant.status, tenant.body.eventsTargetUrl]).toEqual([200, sink.url]);
@@ -349,3 +350,11 @@ describe('an upgrade from the previous release, with its data', () => {
     await stop();
   }, 120_000);
 });
+
+/** The timestamps of the migrations a checkout ships (`migrations/<unix-ms>-<Name>.ts`), in order. */
+function migrationsIn(dir: string): string[] {
+  return readdirSync(join(dir, 'migrations'))
+    .map((name) => /^(\d+)-\w+\.ts$/.exec(name)?.[1])
+    .filter((t): t is string => t !== undefined)
+    .sort();
+}
