@@ -276,8 +276,8 @@ describe('vault key rotation across a rolling restart', () => {
     const ahead = new TokenVault({ vaultKeys: parseVaultKeys(NEWEST) });
     await db.query(`UPDATE connections SET access_token_enc = $2, refresh_token_enc = $3, version = version + 1 WHERE id = $1`, [
       c.id,
-      ahead.seal('at_ahead', accessTokenRef(c.id)),
-      ahead.seal('rt_ahead', refreshTokenRef(c.id)),
+      await ahead.seal('at_ahead', accessTokenRef({ id: c.id, tenantId: 'acme' })),
+      await ahead.seal('rt_ahead', refreshTokenRef({ id: c.id, tenantId: 'acme' })),
     ]);
     // Two heartbeats: each instance has read the key store since.
     await sleep(2 * HEARTBEAT_MS + 100);

@@ -1,7 +1,8 @@
 import { Presets, SingleBar } from 'cli-progress';
 import { TokenVault } from '../vault/token-vault.service.js';
 import { VaultInstancesRepository } from '../vault/vault-instances.repository.js';
-import { HEARTBEATS_TO_EXPIRY } from '../vault/vault-instances.service.js';
+import { envelopeSealable, HEARTBEATS_TO_EXPIRY } from '../vault/vault-instances.service.js';
+import { TenantKeys } from '../vault/tenant-keys.service.js';
 import { type ReencryptResult, VaultReencryptService } from '../vault/vault-reencrypt.service.js';
 import type { CliCommand } from './cli-runtime.js';
 
@@ -15,13 +16,16 @@ export const vaultReencryptCommand: CliCommand = {
     const kid = (await runtime.get(TokenVault)).activeKid;
     // Moving values to a key that a live instance cannot open would fail that instance's calls: finish the roll first.
     const expiryMs = HEARTBEATS_TO_EXPIRY * runtime.config.vaultHeartbeatMs;
-    const lacking = (await (await runtime.get(VaultInstancesRepository)).live(expiryMs)).filter((i) => !i.keyIds.includes(kid));
+    const live = await (await runtime.get(VaultInstancesRepository)).live(expiryMs);
+    const lacking = live.filter((i) => !i.keyIds.includes(kid));
     if (lacking.length > 0) {
       console.error(
         `not re-encrypting: ${lacking.length} running instance(s) (${lacking.map((i) => i.instanceId).join(', ')}) cannot open key "${kid}" yet; restart them with this VAULT_KEYS first (docs/operations.md, "Key rotation").`,
       );
       return 1;
     }
+    // Values move to their tenants' data keys only when every running instance opens that format (else: to the ring's active key).
+    (await runtime.get(TenantKeys)).envelope = envelopeSealable(live);
     const service = await runtime.get(VaultReencryptService);
     const bar = new SingleBar(
       { stream: process.stderr, format: 're-encrypting [{bar}] {value}/{total} secrets, {eta_formatted} left', hideCursor: true },

@@ -6,6 +6,8 @@ import type { SealedColumn } from './sealed-columns.js';
 export interface SealedValue {
   id: string;
   value: string;
+  /** The owner tenant (SealedColumn.tenantColumn). */
+  tenantId: string;
 }
 
 export interface KeyCheck {
@@ -67,25 +69,49 @@ export class VaultRepository {
   /** One value sealed under `kid`, if any (a scan when there is none: only at start, for a key id that needs it). */
   async findOneUnderKey(col: SealedColumn, kid: string): Promise<SealedValue | null> {
     const rows = await this.db.query<SealedValue[]>(
-      `SELECT ${ident(col.idColumn)}::text AS id, ${ident(col.column)} AS value FROM ${ident(col.table)} WHERE ${ident(col.column)} LIKE $1 ESCAPE '\\' LIMIT 1`,
+      `SELECT ${ident(col.idColumn)}::text AS id, ${ident(col.column)} AS value, ${ident(col.tenantColumn)}::text AS "tenantId"
+         FROM ${ident(col.table)} WHERE ${ident(col.column)} LIKE $1 ESCAPE '\\' LIMIT 1`,
       [keyPrefixPattern(kid)],
     );
     return rows[0] ?? null;
   }
 
-  async countNotUnderKey(col: SealedColumn, kid: string): Promise<number> {
+  /** Rows whose value is in the ring's format and not under `kid`; with `allRing`, every value in the ring's format (a move to tenant keys). */
+  async countNotUnderKey(col: SealedColumn, kid: string, allRing = false): Promise<number> {
     const rows = await this.db.query<Array<{ n: number }>>(`SELECT count(*)::int AS n FROM ${ident(col.table)} WHERE ${notUnderKey(col)}`, [
       keyPrefixPattern(kid),
+      allRing,
     ]);
     return rows[0].n;
   }
 
-  /** The first `limit` rows (by id) whose value is not sealed under `kid`. */
-  async findNotUnderKey(col: SealedColumn, kid: string, limit: number): Promise<SealedValue[]> {
+  /** The first `limit` rows (by id) that countNotUnderKey counts. */
+  async findNotUnderKey(col: SealedColumn, kid: string, limit: number, allRing = false): Promise<SealedValue[]> {
     return this.db.query<SealedValue[]>(
-      `SELECT ${ident(col.idColumn)}::text AS id, ${ident(col.column)} AS value FROM ${ident(col.table)}
-        WHERE ${notUnderKey(col)} ORDER BY ${ident(col.idColumn)} LIMIT $2`,
-      [keyPrefixPattern(kid), limit],
+      `SELECT ${ident(col.idColumn)}::text AS id, ${ident(col.column)} AS value, ${ident(col.tenantColumn)}::text AS "tenantId"
+         FROM ${ident(col.table)} WHERE ${notUnderKey(col)} ORDER BY ${ident(col.idColumn)} LIMIT $3`,
+      [keyPrefixPattern(kid), allRing, limit],
+    );
+  }
+
+  /** Per tenant, how many values are in each format: `v1` (the ring) or `v2/<version>` (the tenant's data key). */
+  async formatsByTenant(col: SealedColumn): Promise<Array<{ tenantId: string; format: string; n: number }>> {
+    return this.db.query<Array<{ tenantId: string; format: string; n: number }>>(
+      `SELECT ${ident(col.tenantColumn)}::text AS "tenantId",
+              CASE WHEN ${ident(col.column)} LIKE 'v2.%' THEN 'v2/' || split_part(${ident(col.column)}, '.', 2) ELSE 'v1' END AS format,
+              count(*)::int AS n
+         FROM ${ident(col.table)} WHERE ${ident(col.column)} IS NOT NULL GROUP BY 1, 2`,
+    );
+  }
+
+  /** The first `limit` rows of the tenant sealed under a data key version other than `version` (keys rotate). */
+  async findUnderOtherVersion(col: SealedColumn, tenantId: string, version: number, limit: number): Promise<SealedValue[]> {
+    return this.db.query<SealedValue[]>(
+      `SELECT ${ident(col.idColumn)}::text AS id, ${ident(col.column)} AS value, ${ident(col.tenantColumn)}::text AS "tenantId"
+         FROM ${ident(col.table)}
+        WHERE ${ident(col.tenantColumn)}::text = $1 AND ${ident(col.column)} IS NOT NULL
+          AND NOT (${ident(col.column)} LIKE $2) ORDER BY ${ident(col.idColumn)} LIMIT $3`,
+      [tenantId, `v2.${version}.%`, limit],
     );
   }
 
@@ -108,8 +134,10 @@ export class VaultRepository {
   }
 }
 
+/** $1: the active kid's prefix; $2: whether every value in the ring's format counts (a move to tenant keys). */
 function notUnderKey(col: SealedColumn): string {
-  return `${ident(col.column)} IS NOT NULL AND ${ident(col.column)} NOT LIKE $1 ESCAPE '\\'`;
+  const c = ident(col.column);
+  return `${c} IS NOT NULL AND ${c} LIKE 'v1.%' AND ($2::boolean OR ${c} NOT LIKE $1 ESCAPE '\\')`;
 }
 
 function keyPrefixPattern(kid: string): string {
