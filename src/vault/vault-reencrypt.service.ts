@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { SEALED_COLUMNS, type SealedColumn } from './sealed-columns.js';
 import { type SealedRef, TokenVault, VaultError } from './token-vault.service.js';
-import { VaultRepository } from './vault.repository.js';
+import { type ReencryptTarget, VaultRepository } from './vault.repository.js';
 
 export interface ReencryptResult {
   /** Rows under an old key when the run started. */
@@ -15,6 +15,8 @@ export interface ReencryptResult {
 
 export interface ReencryptOptions {
   batchSize?: number;
+  /** Every value to the ring's active key (before a rollback to 0.2.0); the vault must seal with the ring then. */
+  toRing?: boolean;
   /** Checked between batches: an abort stops the run cleanly, with every finished row committed. */
   signal?: AbortSignal;
 }
@@ -35,19 +37,28 @@ export class VaultReencryptService {
   ) {}
 
   /** Rows per sealed column that are not under the active key (absent tables and columns are left out). */
-  async pending(): Promise<Array<{ column: SealedColumn; count: number }>> {
+  async pending(toRing = false): Promise<Array<{ column: SealedColumn; count: number }>> {
     const columns = await this.repository.existingColumns(SEALED_COLUMNS);
     const out: Array<{ column: SealedColumn; count: number }> = [];
     for (const column of columns) {
-      out.push({ column, count: await this.repository.countNotUnderKey(column, this.vault.activeKid, this.vault.sealsEnvelope) });
+      out.push({ column, count: await this.repository.countNotUnderKey(column, this.vault.activeKid, this.target(toRing)) });
     }
     return out;
+  }
+
+  private target(toRing: boolean): ReencryptTarget {
+    if (toRing) {
+      if (this.vault.sealsEnvelope) throw new Error('a move to the ring needs a vault that seals with the ring');
+      return 'ring';
+    }
+    return this.vault.sealsEnvelope ? 'tenant-keys' : 'ring-key';
   }
 
   async reencryptAll(onProgress?: (done: number, total: number) => void, options: ReencryptOptions = {}): Promise<ReencryptResult> {
     const batchSize = options.batchSize ?? 200;
     const kid = this.vault.activeKid;
-    const work = await this.pending();
+    const target = this.target(options.toRing ?? false);
+    const work = await this.pending(options.toRing ?? false);
     const result: ReencryptResult = { total: work.reduce((n, w) => n + w.count, 0), reencrypted: 0, skippedConcurrent: 0, complete: false };
     onProgress?.(0, result.total);
     for (const { column } of work) {
@@ -55,7 +66,7 @@ export class VaultReencryptService {
         if (options.signal?.aborted) return result;
         // Always from the start: finished rows no longer match, and a row that lost its compare-and-swap
         // comes back with its new value (or not at all, when a running instance already sealed it anew).
-        const batch = await this.repository.findNotUnderKey(column, kid, batchSize, this.vault.sealsEnvelope);
+        const batch = await this.repository.findNotUnderKey(column, kid, batchSize, target);
         if (batch.length === 0) break;
         const changes = [];
         for (const row of batch) {

@@ -4,6 +4,7 @@ import { APP_CONFIG } from '../config/config.module.js';
 import { MetricsModule } from '../telemetry/metrics.module.js';
 import { KEY_STORE, type KeyStore } from './key-store.js';
 import { LocalKeyStore } from './local-key-store.js';
+import { TenantKeysAdmin } from './tenant-keys-admin.service.js';
 import { TenantKeys } from './tenant-keys.service.js';
 import { TenantKeysRepository } from './tenant-keys.repository.js';
 import { TokenVault } from './token-vault.service.js';
@@ -31,8 +32,9 @@ async function keyStoreOf(config: AppConfig, vault: TokenVault): Promise<KeyStor
     VaultKeyCheck,
     TenantKeysRepository,
     TenantKeys,
+    TenantKeysAdmin,
     { provide: KEY_STORE, useFactory: keyStoreOf, inject: [APP_CONFIG, TokenVault] },
   ],
-  exports: [TokenVault, VaultRepository, VaultInstancesRepository, TenantKeys, TenantKeysRepository],
+  exports: [TokenVault, VaultRepository, VaultInstancesRepository, TenantKeys, TenantKeysRepository, TenantKeysAdmin],
 })
 export class VaultModule {}

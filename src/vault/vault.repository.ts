@@ -10,6 +10,14 @@ export interface SealedValue {
   tenantId: string;
 }
 
+/**
+ * What a re-encryption moves: `ring-key`, values in the ring's format not under the active key (a ring rotation while
+ * the ring seals); `tenant-keys`, every value in the ring's format, to its tenant's data key (after an upgrade);
+ * `ring`, every value under a tenant's data key and every ring value not under the active key, to the ring's active
+ * key (before a rollback to release 0.2.0, which reads only the ring's format).
+ */
+export type ReencryptTarget = 'ring-key' | 'tenant-keys' | 'ring';
+
 export interface KeyCheck {
   kid: string;
   /** null: recorded from existing data by the migration, not yet verified by a start with that key. */
@@ -76,21 +84,21 @@ export class VaultRepository {
     return rows[0] ?? null;
   }
 
-  /** Rows whose value is in the ring's format and not under `kid`; with `allRing`, every value in the ring's format (a move to tenant keys). */
-  async countNotUnderKey(col: SealedColumn, kid: string, allRing = false): Promise<number> {
+  /** Rows whose value `target` would move (see ReencryptTarget): in the ring's format not under `kid`, and so on. */
+  async countNotUnderKey(col: SealedColumn, kid: string, target: ReencryptTarget = 'ring-key'): Promise<number> {
     const rows = await this.db.query<Array<{ n: number }>>(`SELECT count(*)::int AS n FROM ${ident(col.table)} WHERE ${notUnderKey(col)}`, [
       keyPrefixPattern(kid),
-      allRing,
+      target,
     ]);
     return rows[0].n;
   }
 
   /** The first `limit` rows (by id) that countNotUnderKey counts. */
-  async findNotUnderKey(col: SealedColumn, kid: string, limit: number, allRing = false): Promise<SealedValue[]> {
+  async findNotUnderKey(col: SealedColumn, kid: string, limit: number, target: ReencryptTarget = 'ring-key'): Promise<SealedValue[]> {
     return this.db.query<SealedValue[]>(
       `SELECT ${ident(col.idColumn)}::text AS id, ${ident(col.column)} AS value, ${ident(col.tenantColumn)}::text AS "tenantId"
          FROM ${ident(col.table)} WHERE ${notUnderKey(col)} ORDER BY ${ident(col.idColumn)} LIMIT $3`,
-      [keyPrefixPattern(kid), allRing, limit],
+      [keyPrefixPattern(kid), target, limit],
     );
   }
 
@@ -102,6 +110,15 @@ export class VaultRepository {
               count(*)::int AS n
          FROM ${ident(col.table)} WHERE ${ident(col.column)} IS NOT NULL GROUP BY 1, 2`,
     );
+  }
+
+  /** How many of the tenant's values are sealed under version `version` of its data key. */
+  async countUnderVersion(col: SealedColumn, tenantId: string, version: number): Promise<number> {
+    const rows = await this.db.query<Array<{ n: number }>>(
+      `SELECT count(*)::int AS n FROM ${ident(col.table)} WHERE ${ident(col.tenantColumn)}::text = $1 AND ${ident(col.column)} LIKE $2`,
+      [tenantId, `v2.${version}.%`],
+    );
+    return rows[0].n;
   }
 
   /** The first `limit` rows of the tenant sealed under a data key version other than `version` (keys rotate). */
@@ -134,10 +151,11 @@ export class VaultRepository {
   }
 }
 
-/** $1: the active kid's prefix; $2: whether every value in the ring's format counts (a move to tenant keys). */
+/** $1: the active kid's prefix; $2: the ReencryptTarget. */
 function notUnderKey(col: SealedColumn): string {
   const c = ident(col.column);
-  return `${c} IS NOT NULL AND ${c} LIKE 'v1.%' AND ($2::boolean OR ${c} NOT LIKE $1 ESCAPE '\\')`;
+  return `${c} IS NOT NULL AND (
+    (${c} LIKE 'v1.%' AND ($2::text = 'tenant-keys' OR ${c} NOT LIKE $1 ESCAPE '\\')) OR ($2::text = 'ring' AND ${c} LIKE 'v2.%'))`;
 }
 
 function keyPrefixPattern(kid: string): string {
