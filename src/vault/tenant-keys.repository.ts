@@ -12,6 +12,12 @@ export interface TenantKeyRow {
   destroyedAt: Date | null;
 }
 
+/** Rows an UPDATE touched: TypeORM answers [rows, count] for an UPDATE (a plain pg client, in tests, its rows). */
+function updated(result: unknown): number {
+  if (Array.isArray(result) && result.length === 2 && Array.isArray(result[0]) && typeof result[1] === 'number') return result[1];
+  return Array.isArray(result) ? result.length : 0;
+}
+
 const COLUMNS = `tenant_id AS "tenantId", version, wrapped_key AS wrapped, kek_id AS "kekId", created_at AS "createdAt", destroyed_at AS "destroyedAt"`;
 
 /** The tenant_keys table: each tenant's data keys, wrapped by the key store's KEK (tenant-keys.service.ts). */
@@ -48,20 +54,21 @@ export class TenantKeysRepository {
 
   /** Erases the wrapped form of every live key of the tenant: nothing sealed under them opens again. Returns how many. */
   async destroyAll(tenantId: string): Promise<number> {
-    const rows = await this.db.query<unknown[]>(
-      `UPDATE tenant_keys SET wrapped_key = NULL, destroyed_at = now() WHERE tenant_id = $1 AND wrapped_key IS NOT NULL RETURNING 1`,
-      [tenantId],
+    return updated(
+      await this.db.query(
+        `UPDATE tenant_keys SET wrapped_key = NULL, destroyed_at = now() WHERE tenant_id = $1 AND wrapped_key IS NOT NULL`,
+        [tenantId],
+      ),
     );
-    return rows.length;
   }
 
   /** Erases one version's wrapped form (a retired version no row uses any more). */
   async destroy(tenantId: string, version: number): Promise<boolean> {
-    const rows = await this.db.query<unknown[]>(
-      `UPDATE tenant_keys SET wrapped_key = NULL, destroyed_at = now() WHERE tenant_id = $1 AND version = $2 AND wrapped_key IS NOT NULL RETURNING 1`,
+    const result: unknown = await this.db.query(
+      `UPDATE tenant_keys SET wrapped_key = NULL, destroyed_at = now() WHERE tenant_id = $1 AND version = $2 AND wrapped_key IS NOT NULL`,
       [tenantId, version],
     );
-    return rows.length === 1;
+    return updated(result) === 1;
   }
 
   /** Live keys not wrapped by `kekId`, by id (a resumable walk: rewrapped rows no longer match). */
@@ -74,12 +81,12 @@ export class TenantKeysRepository {
 
   /** Compare-and-swap: the new wrapped form only if the row still holds the one that was read. */
   async rewrap(row: TenantKeyRow, next: { wrapped: string; kekId: string }): Promise<boolean> {
-    const rows = await this.db.query<unknown[]>(
+    const result: unknown = await this.db.query(
       `UPDATE tenant_keys SET wrapped_key = $3, kek_id = $4, rewrapped_at = now()
-        WHERE tenant_id = $1 AND version = $2 AND wrapped_key = $5 RETURNING 1`,
+        WHERE tenant_id = $1 AND version = $2 AND wrapped_key = $5`,
       [row.tenantId, row.version, next.wrapped, next.kekId, row.wrapped],
     );
-    return rows.length === 1;
+    return updated(result) === 1;
   }
 
   /** Every key row, by tenant then version (keys status). */
