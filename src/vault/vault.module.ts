@@ -16,6 +16,7 @@ import { VaultRepository } from './vault.repository.js';
 /** KEY_STORE's implementation. */
 async function keyStoreOf(config: AppConfig, vault: TokenVault): Promise<KeyStore> {
   if (config.keys.store === 'pkcs11' && config.keys.pkcs11) {
+    // Loaded only then: the native binding is needed by no one else.
     const { Pkcs11KeyStore } = await import('./pkcs11-key-store.js');
     return Pkcs11KeyStore.open(config.keys.pkcs11);
   }
