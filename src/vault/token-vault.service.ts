@@ -327,20 +327,28 @@ export class TokenVault {
 }
 
 function aad(ref: KekRef): Buffer {
+  checkOwner(ref);
+  return Buffer.from(`${AAD_PREFIX}\0${ref.table}\0${ref.id}\0${ref.column}`, 'utf8');
+}
+
+function checkOwner(ref: KekRef): void {
   // NUL separates the fields, so no field may hold one: otherwise two different refs could encode alike.
-  if ([ref.table, ref.id, ref.column].some((f) => f.length === 0 || f.includes('\0'))) {
+  if (!fieldOk(ref.table) || !fieldOk(ref.id) || !fieldOk(ref.column)) {
     throw new VaultError(
       `invalid owner reference for ${ref.table.replace(/\0/g, '')}.${ref.column.replace(/\0/g, '')}`,
       ref.table,
       ref.column,
     );
   }
-  return Buffer.from(`${AAD_PREFIX}\0${ref.table}\0${ref.id}\0${ref.column}`, 'utf8');
+}
+
+function fieldOk(f: string): boolean {
+  return f.length > 0 && !f.includes('\0');
 }
 
 /** The envelope format's AAD: the tenant, the owner row and the key version, NUL separated (aad's rule). */
 function envelopeAad(ref: SealedRef, version: number): Buffer {
-  aad(ref);
+  checkOwner(ref);
   return Buffer.from(`${ENVELOPE_AAD_PREFIX}\0${ref.tenantId}\0${ref.table}\0${ref.id}\0${ref.column}\0${version}`, 'utf8');
 }
 
