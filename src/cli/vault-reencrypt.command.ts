@@ -2,6 +2,7 @@ import { Presets, SingleBar } from 'cli-progress';
 import { TokenVault } from '../vault/token-vault.service.js';
 import { VaultInstancesRepository } from '../vault/vault-instances.repository.js';
 import { envelopeSealable, HEARTBEATS_TO_EXPIRY } from '../vault/vault-instances.service.js';
+import { TenantKeysAdmin } from '../vault/tenant-keys-admin.service.js';
 import { TenantKeys } from '../vault/tenant-keys.service.js';
 import { type ReencryptResult, VaultReencryptService } from '../vault/vault-reencrypt.service.js';
 import type { CliCommand } from './cli-runtime.js';
@@ -83,6 +84,18 @@ export const vaultReencryptCommand: CliCommand = {
       const done = result ? ` after ${result.reencrypted} of ${result.total} secrets` : '';
       console.log(`stopped${done}. Every secret still opens with the current VAULT_KEYS; run vault:reencrypt again to finish.`);
       return STOPPED;
+    }
+    // KEY_STORE=local: the tenants' data keys are wrapped by the ring as well; the same run rewraps them under the
+    // active key (keys rotate-kek's work), so that the old key can leave VAULT_KEYS after one command, as before.
+    if (!toRing && (await runtime.get(TenantKeys)).store.kind === 'local') {
+      const rewrap = await (await runtime.get(TenantKeysAdmin)).rotateKek(runtime.signal);
+      if (!rewrap.complete) {
+        console.log(
+          `stopped after rewrapping ${rewrap.rewrapped} of ${rewrap.total} tenant data keys; run vault:reencrypt again to finish.`,
+        );
+        return STOPPED;
+      }
+      if (rewrap.rewrapped > 0) console.log(`rewrapped ${rewrap.rewrapped} tenant data keys under key "${kid}".`);
     }
     const where = toRing || !vault.sealsEnvelope ? `key "${kid}"` : "its tenant's data key";
     if (toRing) {

@@ -52,7 +52,7 @@ export class VaultKeyCheck implements OnModuleInit {
       if (await this.holdsValuesUnder(kid)) {
         throw new ConfigError(
           'VAULT_KEYS',
-          `the database holds secrets sealed under key "${kid}", which VAULT_KEYS lacks; add that key back (kid:base64 after the active one), and re-encrypt (npm run cli -- vault:reencrypt) before dropping it`,
+          `the database holds secrets sealed under key "${kid}", which VAULT_KEYS lacks; add that key back (kid:base64 after the active one), and re-encrypt (npm run cli -- vault:reencrypt, which also rewraps the tenants' data keys) before dropping it`,
         );
       }
       // Retired after re-encryption: nothing is sealed under it any more.
