@@ -44,7 +44,12 @@ export class Pkcs11KeyStore implements KeyStore {
     const module = new p11.PKCS11();
     try {
       module.load(settings.module);
-      module.C_Initialize();
+      try {
+        module.C_Initialize();
+      } catch (e) {
+        // Another store of this process opened the module first (a test, a CLI command beside the app): it is shared.
+        if (codeOf(e) !== 0x191 /* CKR_CRYPTOKI_ALREADY_INITIALIZED */) throw e;
+      }
     } catch (e) {
       return Promise.reject(
         new ConfigError('PKCS11_MODULE', `could not be loaded (${describe(e)}): expected a PKCS#11 module at ${settings.module}`),

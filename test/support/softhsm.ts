@@ -36,14 +36,27 @@ export interface SoftHsmToken {
  * A SoftHSM2 token of its own in a temporary directory (SOFTHSM2_CONF), with an AES-256 KEK generated on the token
  * (sensitive, not extractable), through pkcs11js in a child process of this project's Node.
  */
-export function createSoftHsmToken(label = 'cws-test', kekLabel = 'cws-kek'): SoftHsmToken {
+export function createSoftHsmToken(
+  label = 'cws-test',
+  kekLabel = 'cws-kek',
+  moreKeks: string[] = [],
+  where: 'own directory' | 'system token directory' = 'own directory',
+): SoftHsmToken {
   ensureSoftHsm();
-  const dir = mkdtempSync(join(tmpdir(), 'cws-softhsm-'));
-  mkdirSync(join(dir, 'tokens'));
-  const conf = join(dir, 'softhsm2.conf');
-  writeFileSync(conf, `directories.tokendir = ${join(dir, 'tokens')}\nobjectstore.backend = file\nlog.level = ERROR\n`);
+  // A token of its own (SOFTHSM2_CONF) for instances spawned as processes; a test that loads the module in jest's
+  // own process, where SOFTHSM2_CONF cannot be set for the C library, uses Debian's default token directory with
+  // a token label of its own, and destroys the token at the end.
+  let conf = '';
+  if (where === 'own directory') {
+    const dir = mkdtempSync(join(tmpdir(), 'cws-softhsm-'));
+    mkdirSync(join(dir, 'tokens'));
+    conf = join(dir, 'softhsm2.conf');
+    writeFileSync(conf, `directories.tokendir = ${join(dir, 'tokens')}\nobjectstore.backend = file\nlog.level = ERROR\n`);
+  }
   const pin = String(100000 + Math.floor(Math.random() * 900000));
-  const env = { ...process.env, SOFTHSM2_CONF: conf };
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  if (conf) env.SOFTHSM2_CONF = conf;
+  else delete env.SOFTHSM2_CONF;
   execFileSync('softhsm2-util', ['--init-token', '--free', '--label', label, '--pin', pin, '--so-pin', `${pin}0`], {
     env,
     stdio: 'ignore',
@@ -56,19 +69,21 @@ export function createSoftHsmToken(label = 'cws-test', kekLabel = 'cws-kek'): So
     const slot = m.C_GetSlotList(true).find((s) => m.C_GetTokenInfo(s).label.trim() === ${JSON.stringify(label)});
     const s = m.C_OpenSession(slot, p11.CKF_SERIAL_SESSION | p11.CKF_RW_SESSION);
     m.C_Login(s, p11.CKU_USER, process.env.TOKEN_PIN);
-    m.C_GenerateKey(s, { mechanism: p11.CKM_AES_KEY_GEN }, [
-      { type: p11.CKA_CLASS, value: p11.CKO_SECRET_KEY }, { type: p11.CKA_KEY_TYPE, value: p11.CKK_AES },
-      { type: p11.CKA_VALUE_LEN, value: 32 }, { type: p11.CKA_LABEL, value: ${JSON.stringify(kekLabel)} },
-      { type: p11.CKA_TOKEN, value: true }, { type: p11.CKA_ENCRYPT, value: true }, { type: p11.CKA_DECRYPT, value: true },
-      { type: p11.CKA_SENSITIVE, value: true }, { type: p11.CKA_EXTRACTABLE, value: false },
-    ]);
+    for (const kek of ${JSON.stringify([kekLabel, ...moreKeks])}) {
+      m.C_GenerateKey(s, { mechanism: p11.CKM_AES_KEY_GEN }, [
+        { type: p11.CKA_CLASS, value: p11.CKO_SECRET_KEY }, { type: p11.CKA_KEY_TYPE, value: p11.CKK_AES },
+        { type: p11.CKA_VALUE_LEN, value: 32 }, { type: p11.CKA_LABEL, value: kek },
+        { type: p11.CKA_TOKEN, value: true }, { type: p11.CKA_ENCRYPT, value: true }, { type: p11.CKA_DECRYPT, value: true },
+        { type: p11.CKA_SENSITIVE, value: true }, { type: p11.CKA_EXTRACTABLE, value: false },
+      ]);
+    }
     m.C_Logout(s);
     m.C_Finalize();`;
   execFileSync(process.execPath, ['-e', generate], { cwd: ROOT, env: { ...env, TOKEN_PIN: pin }, stdio: ['ignore', 'ignore', 'inherit'] });
   return {
     pin,
     env: {
-      SOFTHSM2_CONF: conf,
+      ...(conf ? { SOFTHSM2_CONF: conf } : {}),
       KEY_STORE: 'pkcs11',
       PKCS11_MODULE: SOFTHSM_MODULE,
       PKCS11_TOKEN_LABEL: label,

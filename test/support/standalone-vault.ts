@@ -14,7 +14,12 @@ import { TokenVault } from '../../src/vault/token-vault.service.js';
 export function standaloneVault(vaultKeys: string, db?: pg.Pool | pg.Client): TokenVault {
   const vault = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) });
   if (db) {
-    const source = { query: async (sql: string, params?: unknown[]) => (await db.query(sql, params)).rows } as unknown as DataSource;
+    // What TypeORM's DataSource.query answers: the rows, or [rows, count] for an UPDATE or a DELETE.
+    const query = async (sql: string, params?: unknown[]) => {
+      const r = await db.query(sql, params);
+      return r.command === 'UPDATE' || r.command === 'DELETE' ? [r.rows, r.rowCount] : r.rows;
+    };
+    const source = { query } as unknown as DataSource;
     new TenantKeys(
       { keys: { store: 'local', pkcs11: null, cacheTtlMs: 60_000, cacheGraceMs: 0 } },
       new LocalKeyStore(vault),
