@@ -53,7 +53,7 @@ export class TenantKeys {
   private storeDownUntil = 0;
   private lastStoreState: 'available' | 'unavailable' = 'available';
   private readonly unwraps: Counter<'store'> | null;
-  private readonly now: () => number;
+  private readonly now = Date.now;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'keys'>,
@@ -61,9 +61,7 @@ export class TenantKeys {
     @Inject(TenantKeysRepository) private readonly repo: TenantKeysRepository,
     @Inject(TokenVault) vault: TokenVault,
     @Optional() @Inject(MetricsService) metrics?: MetricsService,
-    @Optional() @Inject('TENANT_KEYS_CLOCK') clock?: () => number,
   ) {
-    this.now = clock ?? Date.now;
     this.unwraps = metrics
       ? new Counter({
           name: 'cws_key_store_unwraps_total',
