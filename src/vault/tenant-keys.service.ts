@@ -22,6 +22,8 @@ interface CachedKey {
   at: number;
   /** When it is unwrapped again: KEY_CACHE_TTL after `at`, minus up to 10% so that keys cached together do not all expire together. */
   freshUntil: number;
+  /** From then on a read starts the next unwrap in the background (the last 10% of its life): readers never wait for it. */
+  refreshFrom: number;
 }
 
 interface ActiveVersion {
@@ -37,7 +39,8 @@ export interface DataKey {
 
 /**
  * Each tenant's data key (envelope encryption): created on the tenant's first seal, stored only wrapped by the key
- * store's KEK (tenant_keys), unwrapped on demand and kept in memory for KEY_CACHE_TTL. While the store is
+ * store's KEK (tenant_keys), unwrapped on demand and kept in memory for KEY_CACHE_TTL (unwrapped again in the
+ * background during its last tenth, so a read never waits for a refresh). While the store is
  * unreachable a cached key keeps serving until KEY_CACHE_GRACE past its TTL; a tenant without one gets
  * `503 key_store_unavailable` (Retry-After) at once, and nothing is sealed half way. Concurrent misses of one key
  * share one unwrap.
@@ -114,7 +117,10 @@ export class TenantKeys {
     const id = keyRowId({ tenantId, version });
     const cached = this.keys.get(id);
     const now = this.now();
-    if (cached && now < cached.freshUntil) return cached.key;
+    if (cached && now < cached.freshUntil) {
+      if (now >= cached.refreshFrom && !this.loading.has(id)) void this.load(id, { tenantId, version }).catch(() => undefined);
+      return cached.key;
+    }
     try {
       return (await this.load(id, { tenantId, version }, row)).key;
     } catch (e) {
@@ -191,7 +197,8 @@ export class TenantKeys {
 
   private remember(id: string, key: KeyObject): CachedKey {
     const at = this.now();
-    const entry = { key, at, freshUntil: this.freshUntil(at) };
+    const freshUntil = this.freshUntil(at);
+    const entry = { key, at, freshUntil, refreshFrom: freshUntil - Math.floor(this.config.keys.cacheTtlMs * 0.1) };
     this.keys.set(id, entry);
     return entry;
   }
