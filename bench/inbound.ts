@@ -113,10 +113,11 @@ async function run(stack: Stack, vaultKeys: string): Promise<void> {
   await json(created);
   const receiverId = randomUUID();
   const authorization = `Bearer ${randomBytes(32).toString('base64url')}`;
-  const sealed = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) }).seal(authorization, {
+  const sealed = await new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) }).seal(authorization, {
     table: 'webhook_receivers',
     id: receiverId,
     column: 'secret_enc',
+    tenantId: 'bench',
   });
   const database = new URL(databaseUrl).pathname.slice(1);
   const db = new pg.Client({ connectionString: databaseUrl });

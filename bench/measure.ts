@@ -172,10 +172,11 @@ export async function startBenchApp(
 export async function addReceiver(db: pg.Client, vaultKeys: string, tenantId: string): Promise<{ id: string; authorization: string }> {
   const id = randomUUID();
   const authorization = `Bearer ${randomBytes(32).toString('base64url')}`;
-  const sealed = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) }).seal(authorization, {
+  const sealed = await new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) }).seal(authorization, {
     table: 'webhook_receivers',
     id,
     column: 'secret_enc',
+    tenantId,
   });
   await db.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, $2, 'bearer', $3)`, [
     id,

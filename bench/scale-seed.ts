@@ -39,7 +39,9 @@ export interface ScaleSeed {
 export async function seedTenants(db: pg.ClientBase, vaultKeys: string, count: number): Promise<void> {
   const vault = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) });
   const ids = Array.from({ length: count }, (_, i) => tenantId(i));
-  const secrets = ids.map((id) => vault.seal(`whsec_${randomUUID()}`, { table: 'tenants', id, column: 'events_secret_enc' }));
+  const secrets = await Promise.all(
+    ids.map((id) => vault.seal(`whsec_${randomUUID()}`, { table: 'tenants', id, column: 'events_secret_enc', tenantId: id })),
+  );
   await db.query(
     `INSERT INTO tenants (id, name, environment, allowed_return_urls, events_secret_enc, created_at, updated_at)
      SELECT t.id, 'Tenant ' || t.id, 'sandbox', '["http://localhost:5173/"]'::jsonb, t.secret, now() - (($3 - t.i) * interval '1 second'), now()
@@ -67,9 +69,10 @@ export async function seedConnections(db: pg.ClientBase, vaultKeys: string, seed
       const i = from + k;
       const id = randomUUID();
       // The refresh token is never used: only connections made due (makeDue) are renewed, with a fresh pair.
-      const sealed = sealTokens(vault, id, { accessToken: seed.accessToken, refreshToken: `unused-${i}` });
+      const tenant = tenantOf(i, seed.connections, seed.tenants);
+      const sealed = await sealTokens(vault, { id, tenantId: tenant }, { accessToken: seed.accessToken, refreshToken: `unused-${i}` });
       ids.push(id);
-      tenants.push(tenantOf(i, seed.connections, seed.tenants));
+      tenants.push(tenant);
       users.push(`u-${i}`);
       access.push(sealed.accessTokenEnc);
       refresh.push(sealed.refreshTokenEnc);
@@ -168,14 +171,18 @@ export async function makeDue(
   const ids: string[] = [];
   const access: string[] = [];
   const refresh: string[] = [];
-  pairs.forEach((pair, k) => {
+  for (const [k, pair] of pairs.entries()) {
     const id = byUser.get(users[k]);
     if (!id) throw new Error(`no connection ${users[k]}`);
-    const sealed = sealTokens(vault, id, { accessToken: pair.access_token, refreshToken: pair.refresh_token });
+    const sealed = await sealTokens(
+      vault,
+      { id, tenantId: BIG_TENANT },
+      { accessToken: pair.access_token, refreshToken: pair.refresh_token },
+    );
     ids.push(id);
     access.push(sealed.accessTokenEnc);
     refresh.push(sealed.refreshTokenEnc);
-  });
+  }
   const r = await db.query<{ at: Date }>(
     `WITH due AS (
        UPDATE connections c SET access_token_enc = v.at, refresh_token_enc = v.rt, status = 'active', refresh_due_at = now(),

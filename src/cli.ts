@@ -1,17 +1,18 @@
 import 'reflect-metadata';
 import { type CliCommand, CliRuntime } from './cli/cli-runtime.js';
+import { keysCommand } from './cli/keys.command.js';
 import { migrateCommand } from './cli/migrate.command.js';
 import { vaultReencryptCommand } from './cli/vault-reencrypt.command.js';
 import { type AppConfig, loadConfig } from './config/app-config.js';
 import { ConfigError } from './config/config-error.js';
 
 /** Every operator command; a new one is a CliCommand in src/cli/ and one line here. */
-const COMMANDS: readonly CliCommand[] = [migrateCommand, vaultReencryptCommand];
+const COMMANDS: readonly CliCommand[] = [migrateCommand, vaultReencryptCommand, keysCommand];
 
 function usage(): string {
   const width = Math.max(...COMMANDS.map((c) => c.name.length), 'help'.length) + 2;
   return [
-    'usage: npm run cli -- <command>',
+    'usage: npm run cli -- <command> [arguments]',
     '',
     'commands:',
     ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}${c.summary}`),

@@ -37,7 +37,9 @@ describe("an erasure racing inbound deliveries and the deliveries of the user's 
     };
     await newTenant(t, TENANT, { eventsTargetUrl: sink.url });
     // The receiver a self-targeted provisioning would create (provisioning itself: webhooks.e2e-spec.ts).
-    const sealed = t.app.get(TokenVault).seal(authorization, { table: 'webhook_receivers', id: receiverId, column: 'secret_enc' });
+    const sealed = await t.app
+      .get(TokenVault)
+      .seal(authorization, { table: 'webhook_receivers', id: receiverId, column: 'secret_enc', tenantId: TENANT });
     await t.db.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, $2, 'bearer', $3)`, [
       receiverId,
       TENANT,

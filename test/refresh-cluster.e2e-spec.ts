@@ -69,13 +69,15 @@ describe('renewal across three instances (separate processes)', () => {
     let unauthorized = 0;
     while (Date.now() < end) {
       await new Promise((r) => setTimeout(r, 1000));
-      const sample = await db.query<{ id: string; access_token_enc: string }>(
-        `SELECT id, access_token_enc FROM connections ORDER BY random() LIMIT 10`,
+      const sample = await db.query<{ id: string; tenant_id: string; access_token_enc: string }>(
+        `SELECT id, tenant_id, access_token_enc FROM connections ORDER BY random() LIMIT 10`,
       );
       await Promise.all(
         sample.rows.map(async (r) => {
           const res = await fetch(`${sandbox.url}/userinfo`, {
-            headers: { authorization: `Bearer ${openAccessToken(vaultKeys, r.id, r.access_token_enc)}` },
+            headers: {
+              authorization: `Bearer ${await openAccessToken(vaultKeys, db, { id: r.id, tenantId: r.tenant_id }, r.access_token_enc)}`,
+            },
           });
           await res.arrayBuffer();
           calls++;

@@ -66,7 +66,8 @@ describe('tenants and keys (API.md sections 2 to 4)', () => {
     expect(rotated.body.eventsSecret).not.toBe(created.body.eventsSecret);
 
     const stored = await t.db.query<{ events_secret_enc: string }>('SELECT events_secret_enc FROM tenants WHERE id = $1', ['crud-co']);
-    expect(stored.rows[0].events_secret_enc).toMatch(/^v1\./);
+    // Sealed with the tenant's own data key (the envelope format: docs/keys.md).
+    expect(stored.rows[0].events_secret_enc).toMatch(/^v2\.1\./);
     expect(stored.rows[0].events_secret_enc).not.toContain(rotated.body.eventsSecret.slice(6, 20));
 
     expect((await t.request('DELETE', '/v1/tenants/crud-co')).status).toBe(204);

@@ -319,7 +319,7 @@ describe('traces (OpenTelemetry over OTLP)', () => {
       id: receiverId,
       tenantId: 'acme',
       authMethod: 'bearer',
-      secretEnc: t.app.get(TokenVault).seal(authorization, receiverRef(receiverId)),
+      secretEnc: await t.app.get(TokenVault).seal(authorization, receiverRef('acme', receiverId)),
     });
     const upstreamTrace = randomBytes(16).toString('hex');
     const res = await fetch(`${t.url}/inbound/acme/${receiverId}`, {

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -335,6 +336,19 @@ describe('an upgrade from the previous release, with its data', () => {
   }, 120_000);
 
   it('the previous release, rolled back onto the migrated schema, still serves what both wrote', async () => {
+    // This release alone sealed with the tenants' data keys, which the previous release cannot open: the rollback's
+    // first step moves every value back to the ring (docs/keys.md, "Rolling upgrade from 0.2.0").
+    const back = spawnSync('npx', ['tsx', 'src/cli.ts', 'vault:reencrypt', '--to-ring'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', NODE_ENV: 'test', ...env('rollback') },
+    });
+    expect([back.status, back.stdout]).toEqual([0, expect.stringContaining('in the format release 0.2.0 reads')]);
+    const envelope = await db.query(
+      `SELECT 1 FROM connections WHERE access_token_enc LIKE 'v2.%' OR refresh_token_enc LIKE 'v2.%'
+       UNION ALL SELECT 1 FROM tenants WHERE events_secret_enc LIKE 'v2.%'`,
+    );
+    expect(envelope.rowCount).toBe(0);
     running = await start('previous');
     const list = await call<{ connections: Array<{ id: string; status: string }> }>(
       base(),

@@ -150,7 +150,7 @@ describe('a stored secret that does not open is its owner problem, not the insta
     for (let i = 0; i < 2; i++) {
       const id = randomUUID();
       const auth = `Bearer ${randomBytes(32).toString('base64url')}`;
-      const sealed = vault.seal(auth, { table: 'webhook_receivers', id, column: 'secret_enc' });
+      const sealed = await vault.seal(auth, { table: 'webhook_receivers', id, column: 'secret_enc', tenantId: 'acme' });
       await a.db.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, 'acme', 'bearer', $2)`, [
         id,
         sealed,

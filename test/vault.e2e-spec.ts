@@ -46,10 +46,10 @@ async function storedSecrets(db: pg.Pool): Promise<Stored[]> {
       [c.table, c.column],
     );
     if (exists.rowCount === 0) continue;
-    const rows = await db.query<{ id: string; value: string }>(
-      `SELECT "${c.idColumn}"::text AS id, "${c.column}" AS value FROM "${c.table}" WHERE "${c.column}" IS NOT NULL`,
+    const rows = await db.query<{ id: string; value: string; tenant: string }>(
+      `SELECT "${c.idColumn}"::text AS id, "${c.column}" AS value, "${c.tenantColumn}"::text AS tenant FROM "${c.table}" WHERE "${c.column}" IS NOT NULL`,
     );
-    for (const r of rows.rows) out.push({ ref: { table: c.table, id: r.id, column: c.column }, value: r.value });
+    for (const r of rows.rows) out.push({ ref: { table: c.table, id: r.id, column: c.column, tenantId: r.tenant }, value: r.value });
   }
   return out;
 }
@@ -102,21 +102,30 @@ describe('token vault and key rotation over real PostgreSQL (invariants 1 and 2)
     const vault = vaultOf(ring);
     for (const s of stored) {
       expect(s.value.startsWith(`v1.${kid}.`)).toBe(true);
-      expect(vault.open(s.value, s.ref)).toBe(plaintexts.get(keyOf(s.ref)));
+      await expect(vault.open(s.value, s.ref)).resolves.toBe(plaintexts.get(keyOf(s.ref)));
     }
   }
 
   beforeAll(async () => {
     dataDir = mkdtempSync(join(tmpdir(), 'cws-vault-e2e-'));
-    const app = await startTestApp({ env: { VAULT_KEYS: OLD } });
+    const app = await startTestApp({ env: { VAULT_KEYS: OLD, VAULT_HEARTBEAT_MS: '200' } });
     databaseUrl = app.databaseUrl;
     try {
+      // An instance of release 0.2.0 holding every key of these tests stays live throughout (its heartbeat is in the
+      // future): so every value here is sealed with the ring, in the format it reads. Tenant keys: tenant-keys.e2e-spec.ts.
+      await app.db.query(
+        `INSERT INTO vault_instances (instance_id, key_ids, last_seen) VALUES ('release-0.2.0', '{old,new,newest,final}', now() + interval '1 day')`,
+      );
+      await new Promise((r) => setTimeout(r, 600));
       for (const name of ['Acme', 'Globex', 'Initech']) {
         const res = await app.request<{ id: string; eventsSecret: string }>('POST', '/v1/tenants', {
           body: { name, environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] },
         });
         expect(res.status).toBe(201);
-        plaintexts.set(keyOf({ table: 'tenants', id: res.body.id, column: 'events_secret_enc' }), res.body.eventsSecret);
+        plaintexts.set(
+          keyOf({ table: 'tenants', id: res.body.id, column: 'events_secret_enc', tenantId: res.body.id }),
+          res.body.eventsSecret,
+        );
       }
     } finally {
       await app.close();
@@ -145,8 +154,8 @@ describe('token vault and key rotation over real PostgreSQL (invariants 1 and 2)
       },
     ];
     for (const c of connections) {
-      const access = { table: 'connections', id: c.id, column: 'access_token_enc' };
-      const refresh = { table: 'connections', id: c.id, column: 'refresh_token_enc' };
+      const access = { table: 'connections', id: c.id, column: 'access_token_enc', tenantId: c.tenant };
+      const refresh = { table: 'connections', id: c.id, column: 'refresh_token_enc', tenantId: c.tenant };
       await db.query(
         `INSERT INTO connections (id, tenant_id, kind, user_id, upstream_user_id, access_token_enc, refresh_token_enc) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
         [
@@ -155,8 +164,8 @@ describe('token vault and key rotation over real PostgreSQL (invariants 1 and 2)
           c.kind,
           c.userId,
           `up-${c.id}`,
-          vault.seal(c.access, access),
-          c.refresh === null ? null : vault.seal(c.refresh, refresh),
+          await vault.seal(c.access, access),
+          c.refresh === null ? null : await vault.seal(c.refresh, refresh),
         ],
       );
       plaintexts.set(keyOf(access), c.access);
@@ -189,9 +198,9 @@ describe('token vault and key rotation over real PostgreSQL (invariants 1 and 2)
       const copiedToRow = await db.query<{ v: string }>('SELECT events_secret_enc AS v FROM tenants WHERE id = $1', [b.ref.id]);
       const copiedToColumn = await db.query<{ v: string }>('SELECT access_token_enc AS v FROM connections WHERE id = $1', [token.ref.id]);
       expect(copiedToRow.rows[0].v).toBe(a.value);
-      expect(vault.open(a.value, a.ref)).toBe(plaintexts.get(keyOf(a.ref)));
-      expect(() => vault.open(copiedToRow.rows[0].v, b.ref)).toThrow(VaultError);
-      expect(() => vault.open(copiedToColumn.rows[0].v, token.ref)).toThrow(VaultError);
+      await expect(vault.open(a.value, a.ref)).resolves.toBe(plaintexts.get(keyOf(a.ref)));
+      await expect(vault.open(copiedToRow.rows[0].v, b.ref)).rejects.toThrow(VaultError);
+      await expect(vault.open(copiedToColumn.rows[0].v, token.ref)).rejects.toThrow(VaultError);
     } finally {
       await db.query('UPDATE tenants SET events_secret_enc = $1 WHERE id = $2', [b.value, b.ref.id]);
       await db.query('UPDATE connections SET access_token_enc = $1 WHERE id = $2', [token.value, token.ref.id]);
@@ -245,7 +254,7 @@ describe('token vault and key rotation over real PostgreSQL (invariants 1 and 2)
     const moved = midway.filter((s) => s.value.startsWith('v1.newest.'));
     expect(moved).toHaveLength(2);
     const vault = vaultOf(ring);
-    for (const s of midway) expect(vault.open(s.value, s.ref)).toBe(plaintexts.get(keyOf(s.ref)));
+    for (const s of midway) await expect(vault.open(s.value, s.ref)).resolves.toBe(plaintexts.get(keyOf(s.ref)));
 
     const rest = await reencrypt(ring);
     expect(rest).toEqual({ total: plaintexts.size - 2, reencrypted: plaintexts.size - 2, skippedConcurrent: 0, complete: true });
@@ -263,7 +272,7 @@ describe('token vault and key rotation over real PostgreSQL (invariants 1 and 2)
     try {
       await renewer.query('BEGIN');
       await renewer.query('UPDATE tenants SET events_secret_enc = $1 WHERE id = $2', [
-        vaultOf(NEWEST).seal(renewedPlaintext, target.ref),
+        await vaultOf(NEWEST).seal(renewedPlaintext, target.ref),
         target.ref.id,
       ]);
       const running = reencrypt(`${FINAL},${NEWEST}`);

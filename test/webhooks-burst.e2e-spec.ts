@@ -72,7 +72,7 @@ describe('webhooks under load: two instances, a failing partner, a SIGKILL (inva
     expect(created.status).toBe(201);
     // The receiver a self-targeted provisioning would create (provisioning itself: webhooks.e2e-spec.ts).
     const vault = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) });
-    const sealed = vault.seal(authorization, { table: 'webhook_receivers', id: receiverId, column: 'secret_enc' });
+    const sealed = await vault.seal(authorization, { table: 'webhook_receivers', id: receiverId, column: 'secret_enc', tenantId });
     await db.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, $2, 'bearer', $3)`, [
       receiverId,
       tenantId,

@@ -42,8 +42,12 @@ describe('webhooks: provisioning, inbound deliveries, signed forwarding (API.md 
 
   /** The Authorization a receiver expects, read the way the app reads it (tests only). */
   async function receiverAuthorization(receiverId: string): Promise<string> {
-    const row = await t.db.query<{ secret_enc: string }>('SELECT secret_enc FROM webhook_receivers WHERE id = $1', [receiverId]);
-    return t.app.get(TokenVault).open(row.rows[0].secret_enc, { table: 'webhook_receivers', id: receiverId, column: 'secret_enc' });
+    const row = await t.db.query<{ secret_enc: string; tenant_id: string }>(
+      'SELECT secret_enc, tenant_id FROM webhook_receivers WHERE id = $1',
+      [receiverId],
+    );
+    const ref = { table: 'webhook_receivers', id: receiverId, column: 'secret_enc', tenantId: row.rows[0].tenant_id };
+    return t.app.get(TokenVault).open(row.rows[0].secret_enc, ref);
   }
 
   async function webhookCalls(): Promise<number> {

@@ -46,6 +46,8 @@ export const ERROR_STATUS = {
   upstream_error: 502,
   upstream_unavailable: 502,
   service_unavailable: 503,
+  /** The key store (KEY_STORE) is unreachable and the tenant's data key is not cached (or past KEY_CACHE_GRACE): Retry-After says when to retry. */
+  key_store_unavailable: 503,
   upstream_timeout: 504,
 } as const;
 
@@ -56,7 +58,7 @@ export class AppError extends Error {
     readonly code: ErrorCode,
     message: string,
     readonly details?: Record<string, unknown>,
-    /** Seconds the caller should wait: answered as Retry-After (a 429). */
+    /** Seconds the caller should wait: answered as Retry-After (a 429 or a 503). */
     readonly retryAfterSeconds?: number,
   ) {
     super(message);

@@ -192,6 +192,34 @@ describe('loadConfig', () => {
     expect(e.message).toContain('json, pretty');
   });
 
+  it('reads the key store: local by default, pkcs11 only with its four variables, durations for the cache', () => {
+    const dir = tempDir();
+    const defaults = loadConfig({ ...base, DATA_DIR: dir });
+    expect(defaults.keys).toEqual({ store: 'local', pkcs11: null, cacheTtlMs: 300_000, cacheGraceMs: 600_000 });
+    const pkcs11 = {
+      KEY_STORE: 'pkcs11',
+      PKCS11_MODULE: '/usr/lib/softhsm/libsofthsm2.so',
+      PKCS11_TOKEN_LABEL: 'cws',
+      PKCS11_PIN: 'pin-1234-secret',
+      PKCS11_KEK_LABEL: 'kek',
+    };
+    const set = loadConfig({ ...base, DATA_DIR: dir, ...pkcs11, KEY_CACHE_TTL: '30s', KEY_CACHE_GRACE: '1h' });
+    expect(set.keys).toEqual({
+      store: 'pkcs11',
+      pkcs11: { module: pkcs11.PKCS11_MODULE, tokenLabel: 'cws', pin: 'pin-1234-secret', kekLabel: 'kek' },
+      cacheTtlMs: 30_000,
+      cacheGraceMs: 3_600_000,
+    });
+    const missing = configErrorOf(() => loadConfig({ ...base, DATA_DIR: dir, ...pkcs11, PKCS11_PIN: '' }));
+    expect(missing.message).toBe('PKCS11_PIN: is required when KEY_STORE=pkcs11');
+    expect(configErrorOf(() => loadConfig({ ...base, DATA_DIR: dir, KEY_STORE: 'kms' })).message).toMatch(
+      /^KEY_STORE: must be one of local, pkcs11/,
+    );
+    expect(configErrorOf(() => loadConfig({ ...base, DATA_DIR: dir, KEY_CACHE_TTL: 'soon' })).message).toMatch(
+      /^KEY_CACHE_TTL: must be a duration/,
+    );
+  });
+
   it('rejects a DATABASE_URL that is not PostgreSQL', () => {
     expect(configErrorOf(() => loadConfig({ ...base, DATABASE_URL: 'mysql://x@y/z' })).variable).toBe('DATABASE_URL');
   });

@@ -40,6 +40,8 @@ export interface AppConfig {
   vaultKeysGenerated: boolean;
   /** How often this instance records its key ids and re-reads the other instances' (vault-instances.service.ts). */
   vaultHeartbeatMs: number;
+  /** Envelope encryption (docs/security.md, "Keys"): where the KEK lives and how long unwrapped data keys are kept. */
+  keys: KeysConfig;
   operatorApiKey: string;
   operatorKeyGenerated: boolean;
   environments: Partial<Record<EnvironmentName, CwsEnvironment>>;
@@ -104,6 +106,14 @@ export interface AppConfig {
   security: SecurityConfig;
 }
 
+export interface KeysConfig {
+  store: 'local' | 'pkcs11';
+  /** With KEY_STORE=pkcs11; the PIN is a secret, never logged. */
+  pkcs11: { module: string; tokenLabel: string; pin: string; kekLabel: string } | null;
+  cacheTtlMs: number;
+  cacheGraceMs: number;
+}
+
 export interface TracingConfig {
   /** Where spans are POSTed: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces. */
   endpoint: string;
@@ -157,6 +167,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
     vaultKeys,
     vaultKeysGenerated: !v.VAULT_KEYS,
     vaultHeartbeatMs: v.VAULT_HEARTBEAT_MS,
+    keys: readKeys(v),
     operatorApiKey,
     operatorKeyGenerated: !v.OPERATOR_API_KEY,
     environments,
@@ -248,6 +259,22 @@ function checkTogether(config: AppConfig): void {
       'must not be more than FACADE_TENANT_MAX_IN_FLIGHT (an upload is also a call in flight)',
     );
   }
+}
+
+/** KEY_STORE and its family: the PKCS#11 variables are required together with `pkcs11`, and ignored otherwise. */
+function readKeys(v: Values<typeof SERVICE_VARIABLES>): KeysConfig {
+  let pkcs11: KeysConfig['pkcs11'] = null;
+  if (v.KEY_STORE === 'pkcs11') {
+    const missing = (['PKCS11_MODULE', 'PKCS11_TOKEN_LABEL', 'PKCS11_PIN', 'PKCS11_KEK_LABEL'] as const).find((name) => !v[name]);
+    if (missing) throw new ConfigError(missing, 'is required when KEY_STORE=pkcs11');
+    pkcs11 = {
+      module: v.PKCS11_MODULE ?? '',
+      tokenLabel: v.PKCS11_TOKEN_LABEL ?? '',
+      pin: v.PKCS11_PIN ?? '',
+      kekLabel: v.PKCS11_KEK_LABEL ?? '',
+    };
+  }
+  return { store: v.KEY_STORE, pkcs11, cacheTtlMs: v.KEY_CACHE_TTL, cacheGraceMs: v.KEY_CACHE_GRACE };
 }
 
 /** Local secrets for a variable left unset: only outside production, where VAULT_KEYS' and OPERATOR_API_KEY's rules allow it. */

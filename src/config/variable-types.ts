@@ -94,3 +94,20 @@ export function parsedBy<T>(parse: (raw: string) => T): z.ZodType<T, string> {
 
 /** What is wrong with a variable's value, said without its name (readVariables adds it). */
 export class VariableProblem extends Error {}
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** A duration as `<n>ms`, `<n>s`, `<n>m` or `<n>h` (a bare number is milliseconds), in milliseconds, within [minMs, maxMs]. */
+export function duration(minMs: number, maxMs: number): z.ZodType<number, string> {
+  return z.string().transform((raw, ctx) => {
+    const m = /^(\d+)(ms|s|m|h)?$/.exec(raw.toLowerCase());
+    const ms = m ? Number(m[1]) * DURATION_UNITS[m[2] ?? 'ms'] : NaN;
+    if (Number.isFinite(ms) && ms >= minMs && ms <= maxMs) return ms;
+    ctx.addIssue({
+      code: 'custom',
+      input: raw,
+      message: `must be a duration such as 30s, 5m or 1h, between ${minMs} ms and ${maxMs} ms, got "${raw}"`,
+    });
+    return z.NEVER;
+  });
+}

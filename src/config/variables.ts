@@ -3,7 +3,7 @@ import { AGENT_VARIABLES } from './agent-variables.js';
 import { TRACING_SWITCH } from './tracing-variables.js';
 import { estimatedBits, postgresUrl, trustProxy, vaultKeyRing } from './value-formats.js';
 import { optional, variable } from './variable.js';
-import { httpUrl, int, list, num, oneOf, onOff, parsedBy, text } from './variable-types.js';
+import { duration, httpUrl, int, list, num, oneOf, onOff, parsedBy, text } from './variable-types.js';
 
 // Every environment variable cws-connect reads, declared once: loadConfig (app-config.ts) reads them through
 // readVariables, and the configuration tables of docs/configuration.md and docs/api.md are made from them (config-tables.ts).
@@ -67,6 +67,38 @@ export const SERVICE_VARIABLES = {
     int(100, MINUTE),
     5000,
     "how often an instance records the vault key ids it holds and re-reads the others' (a key seals only once every live instance holds it; an instance unseen for 3 beats is gone), ms",
+  ),
+  KEY_STORE: variable(
+    'secrets',
+    oneOf(['local', 'pkcs11'] as const),
+    'local',
+    'where the key-encryption key (KEK) that wraps each tenant\'s data key lives: `local` (the `VAULT_KEYS` ring) or `pkcs11` (a PKCS#11 module: an HSM, SoftHSM2); docs/security.md, "Keys"',
+  ),
+  PKCS11_MODULE: optional('secrets', text(), 'with `KEY_STORE=pkcs11`: the path of the PKCS#11 module (a `.so`)', {
+    defaultText: 'unset (required with `pkcs11`)',
+  }),
+  PKCS11_TOKEN_LABEL: optional('secrets', text(), 'with `KEY_STORE=pkcs11`: the label of the token holding the KEK', {
+    defaultText: 'unset (required with `pkcs11`)',
+  }),
+  PKCS11_PIN: optional('secrets', text(), "with `KEY_STORE=pkcs11`: the token's user PIN (a secret: never logged)", {
+    defaultText: 'unset (required with `pkcs11`)',
+  }),
+  PKCS11_KEK_LABEL: optional('secrets', text(), 'with `KEY_STORE=pkcs11`: the label of the AES key on the token that wraps the data keys', {
+    defaultText: 'unset (required with `pkcs11`)',
+  }),
+  KEY_CACHE_TTL: variable(
+    'secrets',
+    duration(1000, 24 * HOUR),
+    5 * MINUTE,
+    "how long an unwrapped tenant data key is kept in an instance's memory before it is unwrapped again (`30s`, `5m`, `1h`)",
+    { defaultText: '`5m`' },
+  ),
+  KEY_CACHE_GRACE: variable(
+    'secrets',
+    duration(0, 7 * 24 * HOUR),
+    10 * MINUTE,
+    'how long past `KEY_CACHE_TTL` a cached data key may still serve while the key store is unreachable',
+    { defaultText: '`10m`' },
   ),
   // 128 bits: e.g. 22 random base64url characters, or 32 hex digits.
   OPERATOR_API_KEY: optional('secrets', text(32), 'the operator credential (manages tenants and keys), at least 32 characters', {

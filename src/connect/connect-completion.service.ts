@@ -30,13 +30,13 @@ export class ConnectCompletionService {
    */
   async save(session: ConnectSessionEntity, tokens: TokenSet, user: UpstreamUser, isAdmin: boolean, requestId: string): Promise<string> {
     const now = this.clock.now();
-    const fieldsFor = (id: string): ConnectedFields => ({
+    const fieldsFor = async (id: string): Promise<ConnectedFields> => ({
       upstreamUserId: user.id,
       upstreamEmail: user.email,
       upstreamUsername: user.username,
       isAdmin,
       scopes: tokens.scope ?? session.scopes,
-      ...this.tokens.fields(id, tokens, now),
+      ...(await this.tokens.fields({ id, tenantId: session.tenantId }, tokens, now)),
     });
     const audited = (action: 'connection.created' | 'connection.reconnected', id: string, m: EntityManager) =>
       this.audit.record(
@@ -61,7 +61,7 @@ export class ConnectCompletionService {
       let existing = await this.repo.findOwner(session.tenantId, session.kind, session.userId, m);
       if (!existing) {
         const id = randomUUID();
-        if (await this.repo.insert(m, session.tenantId, id, session.kind, session.userId, fieldsFor(id))) {
+        if (await this.repo.insert(m, session.tenantId, id, session.kind, session.userId, await fieldsFor(id))) {
           const created = { id, tenantId: session.tenantId, kind: session.kind, userId: session.userId, upstreamUserId: user.id };
           await this.events.record('connection.created', created, m);
           await audited('connection.created', id, m);
@@ -70,7 +70,7 @@ export class ConnectCompletionService {
         existing = await this.repo.findOwner(session.tenantId, session.kind, session.userId, m);
         if (!existing) throw new Error('connection vanished during a reconnect');
       }
-      await this.repo.replaceTokens(m, existing.id, fieldsFor(existing.id));
+      await this.repo.replaceTokens(m, existing.id, await fieldsFor(existing.id));
       await audited('connection.reconnected', existing.id, m);
       if (existing.status === 'reauth_required') await this.events.record('connection.recovered', existing, m);
       return existing.id;

@@ -17,37 +17,49 @@ export class ConnectionTokens {
     private readonly vault: TokenVault,
   ) {}
 
-  /** What a new pair stores on row `connectionId`, received at `now`. */
-  fields(connectionId: string, tokens: Pick<TokenSet, 'accessToken' | 'refreshToken' | 'expiresIn'>, now: Date): RenewedFields {
+  /** What a new pair stores on the connection row `owner` (its id and tenant), received at `now`. */
+  async fields(
+    owner: ConnectionOwner,
+    tokens: Pick<TokenSet, 'accessToken' | 'refreshToken' | 'expiresIn'>,
+    now: Date,
+  ): Promise<RenewedFields> {
     return {
-      ...sealTokens(this.vault, connectionId, tokens),
+      ...(await sealTokens(this.vault, owner, tokens)),
       accessTokenExpiresAt: new Date(now.getTime() + tokens.expiresIn * 1000),
       refreshDueAt: refreshDueAt(now, tokens.expiresIn, this.config.refresh.at),
       now,
     };
   }
 
-  openAccessToken(c: Pick<ConnectionEntity, 'id'> & { accessTokenEnc: string }): string {
-    return this.vault.open(c.accessTokenEnc, accessTokenRef(c.id));
+  /** Loads the key the connection's next pair will be sealed with: throws AppError('key_store_unavailable') when it cannot be had. */
+  prepareSeal(owner: ConnectionOwner): Promise<void> {
+    return this.vault.prepareSeal(owner.tenantId);
   }
 
-  openRefreshToken(c: Pick<ConnectionEntity, 'id'> & { refreshTokenEnc: string }): string {
-    return this.vault.open(c.refreshTokenEnc, refreshTokenRef(c.id));
+  openAccessToken(c: ConnectionOwner & { accessTokenEnc: string }): Promise<string> {
+    return this.vault.open(c.accessTokenEnc, accessTokenRef(c));
+  }
+
+  openRefreshToken(c: ConnectionOwner & { refreshTokenEnc: string }): Promise<string> {
+    return this.vault.open(c.refreshTokenEnc, refreshTokenRef(c));
   }
 }
 
-export function accessTokenRef(connectionId: string): SealedRef {
-  return { table: 'connections', id: connectionId, column: 'access_token_enc' };
+/** A connection row as its sealed tokens are bound to it: its id, and the tenant whose data key seals them. */
+export type ConnectionOwner = Pick<ConnectionEntity, 'id' | 'tenantId'>;
+
+export function accessTokenRef(c: ConnectionOwner): SealedRef {
+  return { table: 'connections', id: c.id, column: 'access_token_enc', tenantId: c.tenantId };
 }
 
-export function refreshTokenRef(connectionId: string): SealedRef {
-  return { table: 'connections', id: connectionId, column: 'refresh_token_enc' };
+export function refreshTokenRef(c: ConnectionOwner): SealedRef {
+  return { table: 'connections', id: c.id, column: 'refresh_token_enc', tenantId: c.tenantId };
 }
 
-export function sealTokens(vault: TokenVault, connectionId: string, tokens: Pick<TokenSet, 'accessToken' | 'refreshToken'>) {
+export async function sealTokens(vault: TokenVault, owner: ConnectionOwner, tokens: Pick<TokenSet, 'accessToken' | 'refreshToken'>) {
   return {
-    accessTokenEnc: vault.seal(tokens.accessToken, accessTokenRef(connectionId)),
-    refreshTokenEnc: vault.seal(tokens.refreshToken, refreshTokenRef(connectionId)),
+    accessTokenEnc: await vault.seal(tokens.accessToken, accessTokenRef(owner)),
+    refreshTokenEnc: await vault.seal(tokens.refreshToken, refreshTokenRef(owner)),
   };
 }
 

@@ -121,13 +121,13 @@ export class EventAttempt {
    * One signed POST to the target. An events secret that does not open (secret_unreadable) sends nothing
    * unsigned: a failed attempt, retried with backoff, so a rotation of the secret lets the event through.
    */
-  private post(target: string, tenant: TenantEntity, event: StoredEvent): Promise<AttemptOutcome> {
+  private async post(target: string, tenant: TenantEntity, event: StoredEvent): Promise<AttemptOutcome> {
     let secrets: string[];
     try {
-      secrets = this.tenants.signingSecretsOf(tenant);
+      secrets = await this.tenants.signingSecretsOf(tenant);
     } catch (e) {
       if (!(e instanceof AppError)) throw e;
-      return Promise.resolve({ ok: false, status: null, error: e.code, durationMs: 0, retryAfterMs: null });
+      return { ok: false, status: null, error: e.code, durationMs: 0, retryAfterMs: null };
     }
     return this.client.post(target, secrets, event);
   }

@@ -2,6 +2,7 @@ import { Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import { AppError } from '../common/app-error.js';
 import { databaseOutage, isDatabaseUnavailable } from '../common/database-outage.js';
+import { TenantKeys } from '../vault/tenant-keys.service.js';
 import { OpsRepository } from './ops.repository.js';
 
 /** A readiness probe must answer even when the database hangs instead of refusing. */
@@ -16,6 +17,7 @@ export class HealthService implements OnModuleInit, OnModuleDestroy {
     private readonly checks: HealthCheckService,
     private readonly indicators: HealthIndicatorService,
     private readonly repo: OpsRepository,
+    private readonly tenantKeys: TenantKeys,
   ) {}
 
   /** While the database is unreachable, the outage record probes it with this instance's pool to notice its return. */
@@ -52,6 +54,13 @@ export class HealthService implements OnModuleInit, OnModuleDestroy {
             if (isDatabaseUnavailable(e)) databaseOutage.report(e, 'background');
             return session.down({ message: isDatabaseUnavailable(e) ? 'unreachable' : e instanceof Error ? e.message : 'unreachable' });
           }
+        },
+        async () => {
+          // Named and reported, never a reason to leave the load balancer: every instance shares the key store, and
+          // while it is down tenants whose key is cached keep working here (KEY_CACHE_GRACE); the others get 503
+          // key_store_unavailable. Only the store's kind, the KEK's id and the state: never a key or a PIN.
+          const { store, kekId } = this.tenantKeys.store.describe();
+          return this.indicators.check('keyStore').up({ store, kekId, state: await this.tenantKeys.probe() });
         },
         async () => {
           const session = this.indicators.check('migrations');

@@ -6,10 +6,11 @@ import { MetricsModule } from '../telemetry/metrics.module.js';
 import { OpsController } from './ops.controller.js';
 import { OpsRepository } from './ops.repository.js';
 import { TracingLifecycle } from '../telemetry/tracing.js';
+import { VaultModule } from '../vault/vault.module.js';
 
 @Module({
   // Readiness failures are not logged per probe: a database outage is logged once (common/database-outage.ts).
-  imports: [TerminusModule.forRoot({ logger: false }), MetricsModule],
+  imports: [TerminusModule.forRoot({ logger: false }), MetricsModule, VaultModule],
   controllers: [OpsController],
   providers: [HealthService, OpsRepository, TracingLifecycle, MetricsAccess],
 })

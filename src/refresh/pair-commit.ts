@@ -39,7 +39,7 @@ export class PairCommit {
       id: row.id,
       tenantId: row.tenantId,
       version: row.version,
-      ...this.tokens.fields(row.id, tokens, this.clock.now()),
+      ...(await this.tokens.fields(row, tokens, this.clock.now())),
       // The renewal's line in the history, written by the save with the pair.
       durationMs: Math.round(performance.now() - started),
     };

@@ -50,6 +50,7 @@ function setup(answer: 'pair' | Error, opts: { marked?: boolean; current?: Parti
       if (opts.unreadable) throw opts.unreadable;
       return `opened(${c.refreshTokenEnc})`;
     },
+    prepareSeal: () => Promise.resolve(),
   } as unknown as ConnectionTokens;
   const sent: string[] = [];
   const tokenCall = {

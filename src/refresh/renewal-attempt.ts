@@ -86,12 +86,15 @@ export class RenewalAttempt {
         this.metrics.record('failure', secondsSince(started));
         throw this.environments.notConfigured(leased.environment);
       }
-      const refreshToken = this.tokens.openRefreshToken({ id: row.id, refreshTokenEnc: row.refreshTokenEnc });
+      const refreshToken = await this.tokens.openRefreshToken({ id: row.id, tenantId: row.tenantId, refreshTokenEnc: row.refreshTokenEnc });
+      // The new pair must be sealable once the upstream has issued it (a spent refresh token cannot be asked again):
+      // the tenant's data key is loaded now, or the renewal stops here with 503 key_store_unavailable.
+      await this.tokens.prepareSeal(row);
       tokens = await this.tokenCall.call(row, env, refreshToken, mode, takenAt, started);
     } catch (e) {
       if (e instanceof GrantRejected) return this.onRejected(row, started);
       if (e instanceof VaultError) return this.onUnreadable(row, e, started);
-      if (!(e instanceof AppError)) {
+      if (!(e instanceof AppError) || e.code === 'key_store_unavailable') {
         // Nothing was sent, or nothing was spent: the stored refresh token is still the valid one, so the
         // lease can go back. (After a successful token call we never get here.)
         await this.leases.releaseLease(row.id, me).catch(() => undefined);

@@ -176,7 +176,11 @@ export class RenewalService implements OnModuleDestroy {
     if (!connection.accessTokenEnc || !connection.accessTokenExpiresAt) throw reauthRequired();
     let token = accessToken;
     try {
-      token ??= this.tokens.openAccessToken({ id: connection.id, accessTokenEnc: connection.accessTokenEnc });
+      token ??= await this.tokens.openAccessToken({
+        id: connection.id,
+        tenantId: connection.tenantId,
+        accessTokenEnc: connection.accessTokenEnc,
+      });
     } catch (e) {
       if (!(e instanceof VaultError)) throw e;
       // Marks the connection (renewal-attempt.ts); comes back only when its tokens were replaced meanwhile.

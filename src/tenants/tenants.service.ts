@@ -7,6 +7,7 @@ import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { Environments } from '../config/environments.js';
 import { targetPolicy, targetProblem, type TargetPolicy } from '../common/target-policy.js';
+import { TenantKeys } from '../vault/tenant-keys.service.js';
 import { TokenVault, VaultError, type SealedRef } from '../vault/token-vault.service.js';
 import { budgetsInForce, parseBudget, QUOTA_CLASSES } from '../config/quota-budgets.js';
 import { QuotaService } from '../quota/quota.service.js';
@@ -28,6 +29,7 @@ export class TenantsService {
     private readonly environments: Environments,
     private readonly keys: ApiKeysService,
     private readonly quota: QuotaService,
+    private readonly tenantKeys: TenantKeys,
   ) {
     this.targets = targetPolicy(config.production, config.security.eventsTargetAllowPrivate);
   }
@@ -46,7 +48,7 @@ export class TenantsService {
         design: dto.design ?? 'admin+users',
         allowedReturnUrls: dto.allowedReturnUrls,
         eventsTargetUrl: dto.eventsTargetUrl ?? null,
-        eventsSecretEnc: this.vault.seal(eventsSecret, secretRef(id)),
+        eventsSecretEnc: await this.vault.seal(eventsSecret, secretRef(id)),
         eventsSecretPrevEnc: null,
         eventsSecretPrevUntil: null,
         eventTypes: dto.eventTypes ?? null,
@@ -102,12 +104,14 @@ export class TenantsService {
   /**
    * Deletes a tenant: from this moment it answers 404 and its keys are revoked; its rows (connections and their
    * tokens, sessions, receivers, events, attempts) are removed in the background in small batches
-   * (retention/tenant-purge.ts), so no transaction holds locks other tenants need.
+   * (retention/tenant-purge.ts), so no transaction holds locks other tenants need. Its data keys are destroyed at
+   * once: whatever of its rows survives anywhere (a backup taken from now on, a row not purged yet) no longer opens.
    */
   async delete(id: string): Promise<void> {
     const now = this.clock.now();
     if (!(await this.repo.markDeleted(id, now))) throw new AppError('tenant_not_found', 'No such tenant.');
     await this.keys.revokeAllOf(id, now);
+    await this.tenantKeys.destroy(id);
   }
 
   /** Its budgets in force per class, with the figures every instance saved (docs/quotas.md). */
@@ -136,8 +140,10 @@ export class TenantsService {
     const eventsSecret = newEventsSecret();
     const overlap = overlapSeconds > 0;
     await this.repo.update(id, {
-      eventsSecretEnc: this.vault.seal(eventsSecret, secretRef(id)),
-      eventsSecretPrevEnc: overlap ? this.vault.seal(this.openSecret(tenant.eventsSecretEnc, secretRef(id)), prevSecretRef(id)) : null,
+      eventsSecretEnc: await this.vault.seal(eventsSecret, secretRef(id)),
+      eventsSecretPrevEnc: overlap
+        ? await this.vault.seal(await this.openSecret(tenant.eventsSecretEnc, secretRef(id)), prevSecretRef(id))
+        : null,
       eventsSecretPrevUntil: overlap ? new Date(this.clock.now().getTime() + overlapSeconds * 1000) : null,
     });
     return eventsSecret;
@@ -147,18 +153,18 @@ export class TenantsService {
    * The plaintext secrets that sign this tenant's events now, the current one first; for the outbound delivery
    * only. Throws AppError('secret_unreadable') when one does not open: a rotation without overlap replaces it.
    */
-  signingSecretsOf(tenant: TenantEntity): string[] {
-    const secrets = [this.openSecret(tenant.eventsSecretEnc, secretRef(tenant.id))];
+  async signingSecretsOf(tenant: TenantEntity): Promise<string[]> {
+    const secrets = [await this.openSecret(tenant.eventsSecretEnc, secretRef(tenant.id))];
     if (tenant.eventsSecretPrevEnc && tenant.eventsSecretPrevUntil && tenant.eventsSecretPrevUntil > this.clock.now()) {
-      secrets.push(this.openSecret(tenant.eventsSecretPrevEnc, prevSecretRef(tenant.id)));
+      secrets.push(await this.openSecret(tenant.eventsSecretPrevEnc, prevSecretRef(tenant.id)));
     }
     return secrets;
   }
 
   /** The vault counted and logged a secret that does not open; the tenant's caller gets a code it can act on. */
-  private openSecret(sealed: string, ref: SealedRef): string {
+  private async openSecret(sealed: string, ref: SealedRef): Promise<string> {
     try {
-      return this.vault.open(sealed, ref);
+      return await this.vault.open(sealed, ref);
     } catch (e) {
       if (!(e instanceof VaultError)) throw e;
       if (e.ringBehind) throw new AppError('service_unavailable', 'This instance does not hold the key of the events secret yet; retry.');
@@ -184,11 +190,11 @@ export class TenantsService {
 }
 
 function secretRef(id: string): SealedRef {
-  return { table: 'tenants', id, column: 'events_secret_enc' };
+  return { table: 'tenants', id, column: 'events_secret_enc', tenantId: id };
 }
 
 function prevSecretRef(id: string): SealedRef {
-  return { table: 'tenants', id, column: 'events_secret_prev_enc' };
+  return { table: 'tenants', id, column: 'events_secret_prev_enc', tenantId: id };
 }
 
 /** Standard Webhooks secrets: "whsec_" and the base64 of the key bytes. */

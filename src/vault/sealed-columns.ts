@@ -7,12 +7,26 @@ export interface SealedColumn {
   table: string;
   idColumn: string;
   column: string;
+  /** The column naming the tenant whose data key seals the value (SealedRef.tenantId). */
+  tenantColumn: string;
 }
 
 export const SEALED_COLUMNS: readonly SealedColumn[] = Object.freeze([
-  { table: 'tenants', idColumn: 'id', column: 'events_secret_enc' },
-  { table: 'tenants', idColumn: 'id', column: 'events_secret_prev_enc' },
-  { table: 'connections', idColumn: 'id', column: 'access_token_enc' },
-  { table: 'connections', idColumn: 'id', column: 'refresh_token_enc' },
-  { table: 'webhook_receivers', idColumn: 'id', column: 'secret_enc' },
+  { table: 'tenants', idColumn: 'id', column: 'events_secret_enc', tenantColumn: 'id' },
+  { table: 'tenants', idColumn: 'id', column: 'events_secret_prev_enc', tenantColumn: 'id' },
+  { table: 'connections', idColumn: 'id', column: 'access_token_enc', tenantColumn: 'tenant_id' },
+  { table: 'connections', idColumn: 'id', column: 'refresh_token_enc', tenantColumn: 'tenant_id' },
+  { table: 'webhook_receivers', idColumn: 'id', column: 'secret_enc', tenantColumn: 'tenant_id' },
 ]);
+
+/**
+ * The tenants' data keys, wrapped: with KEY_STORE=local they are values of the VAULT_KEYS ring like any other, so
+ * the start-up key check counts them, but they are rewrapped by `keys rotate-kek`, never re-sealed by
+ * vault:reencrypt (a data key is never sealed with a data key).
+ */
+export const WRAPPED_KEYS: SealedColumn = Object.freeze({
+  table: 'tenant_keys',
+  idColumn: 'id',
+  column: 'wrapped_key',
+  tenantColumn: 'tenant_id',
+});

@@ -5,16 +5,16 @@ import { TokenVault, VaultError, type SealedRef } from './token-vault.service.js
 
 const oldKey = { kid: 'old', key: randomBytes(32) };
 const newKey = { kid: 'new', key: randomBytes(32) };
-const ref: SealedRef = { table: 'connections', id: 'c-1', column: 'access_token_enc' };
+const ref: SealedRef = { table: 'connections', id: 'c-1', column: 'access_token_enc', tenantId: 'acme' };
 const secret = 'at_3b1f9c0e7d2a4b6c8e0f1a2b3c4d5e6f';
 
 function vault(...keys: Array<{ kid: string; key: Buffer }>): TokenVault {
   return new TokenVault({ vaultKeys: keys });
 }
 
-function errorOf(fn: () => unknown): Error {
+async function errorOf(fn: () => Promise<unknown>): Promise<Error> {
   try {
-    fn();
+    await fn();
   } catch (e) {
     return e as Error;
   }
@@ -35,15 +35,15 @@ function flipFirstByte(part: string): string {
 }
 
 describe('TokenVault', () => {
-  it('opens what it sealed', () => {
+  it('opens what it sealed', async () => {
     const v = vault(oldKey);
-    expect(v.open(v.seal(secret, ref), ref)).toBe(secret);
-    expect(v.open(v.seal('', ref), ref)).toBe('');
-    expect(v.open(v.seal('ünïcødé ✓', ref), ref)).toBe('ünïcødé ✓');
+    expect(await v.open(await v.seal(secret, ref), ref)).toBe(secret);
+    expect(await v.open(await v.seal('', ref), ref)).toBe('');
+    expect(await v.open(await v.seal('ünïcødé ✓', ref), ref)).toBe('ünïcødé ✓');
   });
 
-  it('writes v1.<kid>.<iv>.<ciphertext>.<tag> with a 12-byte IV and a 16-byte tag, and no plaintext', () => {
-    const sealed = vault(oldKey).seal(secret, ref);
+  it('writes v1.<kid>.<iv>.<ciphertext>.<tag> with a 12-byte IV and a 16-byte tag, and no plaintext', async () => {
+    const sealed = await vault(oldKey).seal(secret, ref);
     const [version, kid, iv, ciphertext, tag, ...rest] = sealed.split('.');
     expect([version, kid, rest]).toEqual(['v1', 'old', []]);
     expect(Buffer.from(iv, 'base64url')).toHaveLength(12);
@@ -52,86 +52,86 @@ describe('TokenVault', () => {
     expect(sealed).not.toContain(secret);
   });
 
-  it('uses a fresh IV for every seal', () => {
+  it('uses a fresh IV for every seal', async () => {
     const v = vault(oldKey);
-    const a = v.seal(secret, ref);
-    const b = v.seal(secret, ref);
+    const a = await v.seal(secret, ref);
+    const b = await v.seal(secret, ref);
     expect(a).not.toBe(b);
     expect(a.split('.')[2]).not.toBe(b.split('.')[2]);
   });
 
-  it('never repeats an IV across refills of its random pool, and every value still opens', () => {
+  it('never repeats an IV across refills of its random pool, and every value still opens', async () => {
     const v = vault(oldKey);
     // The pool holds 512 IVs: 2,000 seals refill it three times.
-    const sealed = Array.from({ length: 2000 }, (_, i) => v.seal(`${secret}-${i}`, ref));
+    const sealed = await Promise.all(Array.from({ length: 2000 }, (_, i) => v.seal(`${secret}-${i}`, ref)));
     const ivs = sealed.map((s) => s.split('.')[2]);
     expect(new Set(ivs).size).toBe(ivs.length);
     expect(ivs).not.toContain(Buffer.alloc(12).toString('base64url'));
-    sealed.forEach((s, i) => expect(v.open(s, ref)).toBe(`${secret}-${i}`));
+    for (const [i, s] of sealed.entries()) expect(await v.open(s, ref)).toBe(`${secret}-${i}`);
   });
 
-  it('does not open a value moved to another row, column or table', () => {
+  it('does not open a value moved to another row, column or table', async () => {
     const v = vault(oldKey);
-    const sealed = v.seal(secret, ref);
-    expect(() => v.open(sealed, { ...ref, id: 'c-2' })).toThrow(VaultError);
-    expect(() => v.open(sealed, { ...ref, column: 'refresh_token_enc' })).toThrow(VaultError);
-    expect(() => v.open(sealed, { ...ref, table: 'webhook_receivers' })).toThrow(VaultError);
+    const sealed = await v.seal(secret, ref);
+    await expect(v.open(sealed, { ...ref, id: 'c-2' })).rejects.toThrow(VaultError);
+    await expect(v.open(sealed, { ...ref, column: 'refresh_token_enc' })).rejects.toThrow(VaultError);
+    await expect(v.open(sealed, { ...ref, table: 'webhook_receivers' })).rejects.toThrow(VaultError);
   });
 
-  it('binds the owner unambiguously: fields cannot be shifted across the separator', () => {
+  it('binds the owner unambiguously: fields cannot be shifted across the separator', async () => {
     const v = vault(oldKey);
-    const sealed = v.seal(secret, { table: 'a', id: 'b.c', column: 'd' });
-    expect(() => v.open(sealed, { table: 'a.b', id: 'c', column: 'd' })).toThrow(VaultError);
-    expect(() => v.seal(secret, { table: 'a', id: 'b\0c', column: 'd' })).toThrow(VaultError);
-    expect(() => v.seal(secret, { table: 'a', id: '', column: 'd' })).toThrow(VaultError);
+    const sealed = await v.seal(secret, { table: 'a', id: 'b.c', column: 'd', tenantId: 't' });
+    await expect(v.open(sealed, { table: 'a.b', id: 'c', column: 'd', tenantId: 't' })).rejects.toThrow(VaultError);
+    await expect(v.seal(secret, { table: 'a', id: 'b\0c', column: 'd', tenantId: 't' })).rejects.toThrow(VaultError);
+    await expect(v.seal(secret, { table: 'a', id: '', column: 'd', tenantId: 't' })).rejects.toThrow(VaultError);
   });
 
-  it('rejects a tampered ciphertext, tag or IV', () => {
+  it('rejects a tampered ciphertext, tag or IV', async () => {
     const v = vault(oldKey);
-    const sealed = v.seal(secret, ref);
+    const sealed = await v.seal(secret, ref);
     for (const index of [2, 3, 4]) {
-      expect(() => v.open(withPart(sealed, index, flipFirstByte), ref)).toThrow(VaultError);
+      await expect(v.open(withPart(sealed, index, flipFirstByte), ref)).rejects.toThrow(VaultError);
     }
-    expect(() =>
+    await expect(
       v.open(
         withPart(sealed, 4, (t) => t.slice(0, 10)),
         ref,
       ),
-    ).toThrow(/malformed/);
-    expect(() =>
+    ).rejects.toThrow(/malformed/);
+    await expect(
       v.open(
         withPart(sealed, 3, (c) => c + 'AA'),
         ref,
       ),
-    ).toThrow(VaultError);
+    ).rejects.toThrow(VaultError);
   });
 
-  it('rejects values that are not sealed text', () => {
+  it('rejects values that are not sealed text', async () => {
     const v = vault(oldKey);
     for (const bad of ['', secret, 'v1.old.x.y', 'v2.old.AAAA.AAAA.AAAA', 'v1.old.a+b.AAAA.AAAA', `v1.${secret}!.AAAA.AAAA.AAAA`]) {
-      const e = errorOf(() => v.open(bad, ref));
+      const e = await errorOf(() => v.open(bad, ref));
       expect(e).toBeInstanceOf(VaultError);
       expect(e.message).not.toContain(secret);
     }
   });
 
-  it('keeps opening values under an old key and seals new ones under the active key', () => {
+  it('keeps opening values under an old key and seals new ones under the active key', async () => {
     const before = vault(oldKey);
-    const underOld = before.seal(secret, ref);
+    const underOld = await before.seal(secret, ref);
     const rotated = vault(newKey, oldKey);
     expect(rotated.activeKid).toBe('new');
-    expect(rotated.open(underOld, ref)).toBe(secret);
+    expect(await rotated.open(underOld, ref)).toBe(secret);
     expect(rotated.isCurrent(underOld)).toBe(false);
-    const underNew = rotated.seal(secret, ref);
+    const underNew = await rotated.seal(secret, ref);
     expect(underNew.startsWith('v1.new.')).toBe(true);
     expect(rotated.isCurrent(underNew)).toBe(true);
-    expect(rotated.open(underNew, ref)).toBe(secret);
-    expect(() => before.open(underNew, ref)).toThrow(VaultError);
+    expect(await rotated.open(underNew, ref)).toBe(secret);
+    await expect(before.open(underNew, ref)).rejects.toThrow(VaultError);
   });
 
-  it('fails on an unknown kid with a message free of secrets', () => {
-    const sealed = vault(oldKey).seal(secret, ref);
-    const e = errorOf(() => vault(newKey).open(sealed, ref));
+  it('fails on an unknown kid with a message free of secrets', async () => {
+    const sealed = await vault(oldKey).seal(secret, ref);
+    const e = await errorOf(() => vault(newKey).open(sealed, ref));
     expect(e).toBeInstanceOf(VaultError);
     expect(e.message).toContain('"old"');
     expect(e.message).toContain('connections.access_token_enc');
@@ -148,10 +148,10 @@ describe('TokenVault', () => {
     expect(e).toMatchObject({ table: 'connections', column: 'access_token_enc', kid: 'old' });
   });
 
-  it('fails on a wrong key under a known kid with a message free of secrets', () => {
-    const sealed = vault(oldKey).seal(secret, ref);
+  it('fails on a wrong key under a known kid with a message free of secrets', async () => {
+    const sealed = await vault(oldKey).seal(secret, ref);
     const impostor = vault({ kid: 'old', key: randomBytes(32) });
-    const e = errorOf(() => impostor.open(sealed, ref));
+    const e = await errorOf(() => impostor.open(sealed, ref));
     expect(e).toBeInstanceOf(VaultError);
     for (const leak of [secret, sealed, ...sealed.split('.').slice(2)]) expect(e.message).not.toContain(leak);
     expect(e.cause).toBeUndefined();

@@ -6,11 +6,26 @@ import { APP_CONFIG } from '../config/config.module.js';
 import type { ContractFailure } from '../common/app-error.js';
 import { MetricsService } from '../telemetry/metrics.service.js';
 
-/** The owner of a sealed value: it is bound to the ciphertext as AAD, so the value opens only there. */
-export interface SealedRef {
+/** Where a value sealed directly with the VAULT_KEYS ring lives (its AAD): check values, wrapped data keys. */
+export interface KekRef {
   table: string;
   id: string;
   column: string;
+}
+
+/**
+ * The owner of a sealed value: it is bound to the ciphertext as AAD, so the value opens only there. `tenantId` is
+ * the tenant whose data key seals it (envelope encryption, docs/security.md "Keys"): every caller passes it.
+ */
+export interface SealedRef extends KekRef {
+  tenantId: string;
+}
+
+/** Anything with the fields of a tenant's data key (tenant-keys.service.ts); the vault only needs these two. */
+interface TenantKeySource {
+  readonly envelope: boolean;
+  activeKey(tenantId: string): Promise<{ version: number; key: KeyObject }>;
+  keyOf(tenantId: string, version: number): Promise<KeyObject>;
 }
 
 /**
@@ -54,6 +69,10 @@ export class VaultError extends Error implements ContractFailure {
 
 const VERSION = 'v1';
 const AAD_PREFIX = 'cws-connect/v1';
+/** The envelope format: sealed with the tenant's data key, `v2.<key version>.<iv>.<ciphertext>.<tag>`. */
+const ENVELOPE = 'v2';
+const ENVELOPE_AAD_PREFIX = 'cws-connect/v2';
+const KEY_VERSION = /^[1-9][0-9]{0,8}$/;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 /** IVs are cut from one random pool: a randomBytes(12) per seal would cost more than the encryption itself. */
@@ -63,10 +82,15 @@ const BASE64URL = /^[A-Za-z0-9_-]*$/;
 const KID = /^[A-Za-z0-9_-]{1,32}$/;
 
 /**
- * AES-256-GCM with a key ring. Sealed text: `v1.<kid>.<iv>.<ciphertext>.<tag>` (base64url parts), where
- * the kid selects the key that opens it, so keys can be rotated without a flag day: add a new key in
- * front of VAULT_KEYS, roll the instances (a key seals only once every live instance holds it:
- * vault-instances.service.ts), re-encrypt (`npm run cli -- vault:reencrypt`), then drop the old key.
+ * AES-256-GCM, in two formats that every release from this one on opens, told apart by their first part:
+ * - `v1.<kid>.<iv>.<ciphertext>.<tag>` (base64url parts): sealed with a key of the VAULT_KEYS ring, the kid
+ *   selecting the key that opens it, so keys can be rotated without a flag day: add a new key in front of
+ *   VAULT_KEYS, roll the instances (a key seals only once every live instance holds it: vault-instances.service.ts),
+ *   re-encrypt (`npm run cli -- vault:reencrypt`), then drop the old key. Release 0.2.0 reads only this format.
+ * - `v2.<version>.<iv>.<ciphertext>.<tag>`: the envelope format, sealed with version `version` of the owner
+ *   tenant's data key (tenant-keys.service.ts), the tenant in the AAD too. New values are sealed so only while
+ *   every live instance advertises that it opens it (vault-instances.service.ts), so a 0.2.0 instance running
+ *   beside this one during a rolling upgrade never meets one.
  */
 @Injectable()
 export class TokenVault {
@@ -80,6 +104,8 @@ export class TokenVault {
   private elsewhere: ReadonlySet<string> = new Set();
   private readonly openFailures: Counter<'table' | 'column'> | null;
   private readonly logger = new Logger('TokenVault');
+  /** null: a vault built on its own (tests, benches, seeding tools): it seals with the ring only. */
+  private tenantKeys: TenantKeySource | null = null;
 
   constructor(@Inject(APP_CONFIG) config: Pick<AppConfig, 'vaultKeys'>, @Optional() @Inject(MetricsService) metrics?: MetricsService) {
     if (config.vaultKeys.length === 0) throw new Error('the vault needs at least one key');
@@ -96,8 +122,35 @@ export class TokenVault {
       : null;
   }
 
-  seal(plaintext: string, ref: SealedRef): string {
-    return this.sealWith(this.sealing, plaintext, ref);
+  /** TenantKeys registers itself here (it needs the ring for the local key store, so the vault cannot inject it). */
+  useTenantKeys(keys: TenantKeySource): void {
+    this.tenantKeys = keys;
+  }
+
+  /**
+   * Seals `plaintext` for its owner `ref`: with the tenant's data key while every live instance opens the envelope
+   * format, else with the ring's sealing key. Throws AppError('key_store_unavailable') when the tenant's key cannot be
+   * had (nothing is sealed then).
+   */
+  async seal(plaintext: string, ref: SealedRef): Promise<string> {
+    if (!this.tenantKeys?.envelope) return this.sealWith(this.sealing, plaintext, ref);
+    checkTenant(ref);
+    const { version, key } = await this.tenantKeys.activeKey(ref.tenantId);
+    return this.encrypt(key, envelopeAad(ref, version), `${ENVELOPE}.${version}`, plaintext);
+  }
+
+  /**
+   * Loads the key the tenant's next values will be sealed with (a no-op while the ring seals): a caller that must
+   * not fail to seal after an irreversible step (a renewal, once the upstream has spent the refresh token) calls
+   * it before that step. Throws AppError('key_store_unavailable') like seal.
+   */
+  async prepareSeal(tenantId: string): Promise<void> {
+    if (this.tenantKeys?.envelope) await this.tenantKeys.activeKey(tenantId);
+  }
+
+  /** Whether new values are sealed with the tenants' data keys now. */
+  get sealsEnvelope(): boolean {
+    return this.tenantKeys?.envelope ?? false;
   }
 
   /** The key id new values are sealed with now. */
@@ -116,13 +169,17 @@ export class TokenVault {
     this.sealing = kid;
   }
 
-  /** Seals under a given key of the ring (the start-up key check writes one check value per key). */
-  sealWith(kid: string, plaintext: string, ref: SealedRef): string {
+  /** Seals under a given key of the ring, in the ring's format (the start-up key check, the local key store). */
+  sealWith(kid: string, plaintext: string, ref: KekRef): string {
+    return this.encrypt(this.key(kid, ref), aad(ref), `${VERSION}.${kid}`, plaintext);
+  }
+
+  private encrypt(key: KeyObject, additional: Buffer, head: string, plaintext: string): string {
     const iv = this.nextIv();
-    const cipher = createCipheriv('aes-256-gcm', this.key(kid, ref), iv, { authTagLength: TAG_BYTES });
-    cipher.setAAD(aad(ref));
+    const cipher = createCipheriv('aes-256-gcm', key, iv, { authTagLength: TAG_BYTES });
+    cipher.setAAD(additional);
     const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
-    return [VERSION, kid, b64(iv), b64(ciphertext), b64(cipher.getAuthTag())].join('.');
+    return [head, b64(iv), b64(ciphertext), b64(cipher.getAuthTag())].join('.');
   }
 
   /** The key ids of the ring, the active one first. */
@@ -135,9 +192,9 @@ export class TokenVault {
    * and logged once, here, with the owner's table, column, row id and key id, never the value: it is the
    * owner's problem (that connection, receiver or tenant), not the instance's, so readiness ignores it.
    */
-  open(sealed: string, ref: SealedRef): string {
+  async open(sealed: string, ref: SealedRef): Promise<string> {
     try {
-      return this.decrypt(sealed, ref);
+      return sealed.startsWith(`${ENVELOPE}.`) ? await this.openEnvelope(sealed, ref) : this.decrypt(sealed, ref);
     } catch (e) {
       if (e instanceof VaultError) {
         this.openFailures?.inc({ table: ref.table, column: ref.column });
@@ -150,8 +207,13 @@ export class TokenVault {
     }
   }
 
+  /** A value sealed with the ring (a wrapped data key): its plaintext, or a VaultError; neither counted nor logged. */
+  openKek(sealed: string, ref: KekRef): string {
+    return this.decrypt(sealed, ref);
+  }
+
   /** The plaintext, or null when the value does not open; neither counted nor logged (the start-up key check). */
-  tryOpen(sealed: string, ref: SealedRef): string | null {
+  tryOpen(sealed: string, ref: KekRef): string | null {
     try {
       return this.decrypt(sealed, ref);
     } catch (e) {
@@ -160,13 +222,52 @@ export class TokenVault {
     }
   }
 
-  private decrypt(sealed: string, ref: SealedRef): string {
+  private async openEnvelope(sealed: string, ref: SealedRef): Promise<string> {
+    const parts = sealed.split('.');
+    if (parts.length !== 5 || !KEY_VERSION.test(parts[1]) || !parts.slice(2).every((p) => BASE64URL.test(p))) {
+      throw new VaultError(`the sealed value in ${ref.table}.${ref.column} is malformed`, ref.table, ref.column);
+    }
+    if (!this.tenantKeys) {
+      throw new VaultError(
+        `the sealed value in ${ref.table}.${ref.column} is under a tenant data key, which this vault cannot reach`,
+        ref.table,
+        ref.column,
+      );
+    }
+    checkTenant(ref);
+    const version = Number(parts[1]);
+    const key = await this.tenantKeys.keyOf(ref.tenantId, version).catch((e: unknown) => {
+      if (e instanceof VaultError) {
+        throw new VaultError(
+          `the sealed value in ${ref.table}.${ref.column} does not open: ${e.message}`,
+          ref.table,
+          ref.column,
+          `tenant/${version}`,
+        );
+      }
+      throw e;
+    });
+    return this.decipher(key, envelopeAad(ref, version), parts[2], parts[3], parts[4], ref, `tenant/${version}`);
+  }
+
+  private decrypt(sealed: string, ref: KekRef): string {
     const parts = sealed.split('.');
     if (parts.length !== 5 || parts[0] !== VERSION || !KID.test(parts[1]) || !parts.slice(2).every((p) => BASE64URL.test(p))) {
       throw new VaultError(`the sealed value in ${ref.table}.${ref.column} is malformed`, ref.table, ref.column);
     }
     const [, kid, ivText, ciphertextText, tagText] = parts;
-    const key = this.key(kid, ref);
+    return this.decipher(this.key(kid, ref), aad(ref), ivText, ciphertextText, tagText, ref, kid);
+  }
+
+  private decipher(
+    key: KeyObject,
+    additional: Buffer,
+    ivText: string,
+    ciphertextText: string,
+    tagText: string,
+    ref: KekRef,
+    kid: string,
+  ): string {
     const iv = Buffer.from(ivText, 'base64url');
     const tag = Buffer.from(tagText, 'base64url');
     if (iv.length !== IV_BYTES || tag.length !== TAG_BYTES) {
@@ -174,7 +275,7 @@ export class TokenVault {
     }
     try {
       const decipher = createDecipheriv('aes-256-gcm', key, iv, { authTagLength: TAG_BYTES });
-      decipher.setAAD(aad(ref));
+      decipher.setAAD(additional);
       decipher.setAuthTag(tag);
       const plaintext = Buffer.concat([decipher.update(Buffer.from(ciphertextText, 'base64url')), decipher.final()]).toString('utf8');
       return plaintext;
@@ -210,7 +311,7 @@ export class TokenVault {
     return iv;
   }
 
-  private key(kid: string, ref: SealedRef): KeyObject {
+  private key(kid: string, ref: KekRef): KeyObject {
     const key = this.keys.get(kid);
     if (!key) {
       throw new VaultError(
@@ -225,16 +326,36 @@ export class TokenVault {
   }
 }
 
-function aad(ref: SealedRef): Buffer {
+function aad(ref: KekRef): Buffer {
+  checkOwner(ref);
+  return Buffer.from(`${AAD_PREFIX}\0${ref.table}\0${ref.id}\0${ref.column}`, 'utf8');
+}
+
+function checkOwner(ref: KekRef): void {
   // NUL separates the fields, so no field may hold one: otherwise two different refs could encode alike.
-  if ([ref.table, ref.id, ref.column].some((f) => f.length === 0 || f.includes('\0'))) {
+  if (!fieldOk(ref.table) || !fieldOk(ref.id) || !fieldOk(ref.column)) {
     throw new VaultError(
       `invalid owner reference for ${ref.table.replace(/\0/g, '')}.${ref.column.replace(/\0/g, '')}`,
       ref.table,
       ref.column,
     );
   }
-  return Buffer.from(`${AAD_PREFIX}\0${ref.table}\0${ref.id}\0${ref.column}`, 'utf8');
+}
+
+function fieldOk(f: string): boolean {
+  return f.length > 0 && !f.includes('\0');
+}
+
+/** The envelope format's AAD: the tenant, the owner row and the key version, NUL separated (aad's rule). */
+function envelopeAad(ref: SealedRef, version: number): Buffer {
+  checkOwner(ref);
+  return Buffer.from(`${ENVELOPE_AAD_PREFIX}\0${ref.tenantId}\0${ref.table}\0${ref.id}\0${ref.column}\0${version}`, 'utf8');
+}
+
+function checkTenant(ref: SealedRef): void {
+  if (typeof ref.tenantId !== 'string' || ref.tenantId.length === 0 || ref.tenantId.includes('\0') || ref.tenantId.includes('/')) {
+    throw new VaultError(`invalid tenant for ${ref.table}.${ref.column}`, ref.table, ref.column);
+  }
 }
 
 function b64(buf: Buffer): string {

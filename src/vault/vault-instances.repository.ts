@@ -38,6 +38,18 @@ export class VaultInstancesRepository {
     return rows.map((r) => ({ instanceId: r.instance_id, keyIds: r.key_ids }));
   }
 
+  /**
+   * A row that stays live until it is removed (last_seen 'infinity'): `vault:reencrypt --to-ring` records one holding
+   * the ring's key ids without the envelope format, so running instances seal with the ring until it is removed.
+   */
+  async hold(instanceId: string, keyIds: readonly string[]): Promise<void> {
+    await this.db.query(
+      `INSERT INTO vault_instances (instance_id, key_ids, last_seen) VALUES ($1, $2::text[], 'infinity')
+       ON CONFLICT (instance_id) DO UPDATE SET key_ids = EXCLUDED.key_ids, last_seen = 'infinity'`,
+      [instanceId, keyIds],
+    );
+  }
+
   async remove(instanceId: string): Promise<void> {
     await this.db.query(`DELETE FROM vault_instances WHERE instance_id = $1`, [instanceId]);
   }

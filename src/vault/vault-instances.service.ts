@@ -1,12 +1,26 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
+import { TenantKeys } from './tenant-keys.service.js';
 import { TokenVault } from './token-vault.service.js';
 import { type LiveInstance, VaultInstancesRepository } from './vault-instances.repository.js';
 import { VaultRepository } from './vault.repository.js';
 
 /** An instance unseen for this many heartbeats is gone: its row is ignored, then deleted. */
 export const HEARTBEATS_TO_EXPIRY = 3;
+
+/**
+ * What an instance lists among its key ids to say that it opens the envelope format (values sealed with a tenant's
+ * data key). Not a key id (a kid has no ':'), so a release that only compares key ids ignores it. It lives in
+ * key_ids rather than a column of its own because release 0.2.0 rewrites key_ids at every heartbeat: an instance
+ * downgraded under the same INSTANCE_ID stops advertising at its first beat.
+ */
+export const ENVELOPE_CAPABILITY = 'format:envelope-v2';
+
+/** Whether every live instance opens the envelope format: only then may new values be sealed in it. */
+export function envelopeSealable(live: readonly LiveInstance[]): boolean {
+  return live.every((i) => i.keyIds.includes(ENVELOPE_CAPABILITY));
+}
 
 /**
  * The first key of `ring` that every live instance holds (their key ids in `live`), else null. The active key
@@ -26,7 +40,11 @@ export function sealingKeyOf(ring: readonly string[], live: readonly LiveInstanc
  * + 1 heartbeats after a crash. A periodic re-read rather than the change feed: the bound is simple and a
  * few rows are read every few seconds.
  *
- * Limit, stated: an instance that does not register (an older release) is invisible here, so upgrade every
+ * The same heartbeat decides the format of new values: each instance advertises ENVELOPE_CAPABILITY, and values
+ * are sealed with the tenants' data keys only while every live instance does (release 0.2.0 registers without it,
+ * so while one of those runs, values stay in the ring's format it reads).
+ *
+ * Limit, stated: an instance that does not register (a release before 0.2.0) is invisible here, so upgrade every
  * instance before rotating. An instance whose heartbeat stalls for HEARTBEATS_TO_EXPIRY beats while it still
  * serves can meet a value under a key it lacks; it answers 503 for it (TokenVault's ringBehind) and marks nothing.
  */
@@ -42,6 +60,7 @@ export class VaultInstances implements OnModuleInit, BeforeApplicationShutdown {
     @Inject(TokenVault) private readonly vault: TokenVault,
     @Inject(VaultInstancesRepository) private readonly instances: VaultInstancesRepository,
     @Inject(VaultRepository) private readonly keyChecks: VaultRepository,
+    @Inject(TenantKeys) private readonly tenantKeys: TenantKeys,
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -71,7 +90,12 @@ export class VaultInstances implements OnModuleInit, BeforeApplicationShutdown {
   /** Records this instance, re-reads the others, and picks the key to seal with. */
   async beat(): Promise<void> {
     const ring = this.vault.keyIds();
-    const live = await this.instances.heartbeat(this.config.instanceId, ring, HEARTBEATS_TO_EXPIRY * this.config.vaultHeartbeatMs);
+    const live = await this.instances.heartbeat(
+      this.config.instanceId,
+      [...ring, ENVELOPE_CAPABILITY],
+      HEARTBEATS_TO_EXPIRY * this.config.vaultHeartbeatMs,
+    );
+    this.tenantKeys.envelope = envelopeSealable(live);
     const recorded = await this.keyChecks.listKeyChecks();
     this.vault.knownElsewhere([...live.flatMap((i) => i.keyIds), ...recorded.map((c) => c.kid)]);
     const kid = sealingKeyOf(ring, live);

@@ -1,12 +1,12 @@
 import { Inject, Injectable, OnModuleInit } from '@nestjs/common';
 import { ConfigError } from '../config/config-error.js';
-import { SEALED_COLUMNS } from './sealed-columns.js';
-import { type SealedRef, TokenVault } from './token-vault.service.js';
+import { SEALED_COLUMNS, WRAPPED_KEYS } from './sealed-columns.js';
+import { type KekRef, TokenVault } from './token-vault.service.js';
 import { VaultRepository } from './vault.repository.js';
 
 const CHECK_PLAINTEXT = 'cws-connect vault key check';
 
-function checkRef(kid: string): SealedRef {
+function checkRef(kid: string): KekRef {
   return { table: 'vault_key_checks', id: kid, column: 'check_enc' };
 }
 
@@ -52,7 +52,7 @@ export class VaultKeyCheck implements OnModuleInit {
       if (await this.holdsValuesUnder(kid)) {
         throw new ConfigError(
           'VAULT_KEYS',
-          `the database holds secrets sealed under key "${kid}", which VAULT_KEYS lacks; add that key back (kid:base64 after the active one), and re-encrypt (npm run cli -- vault:reencrypt) before dropping it`,
+          `the database holds secrets sealed under key "${kid}", which VAULT_KEYS lacks; add that key back (kid:base64 after the active one), and re-encrypt (npm run cli -- vault:reencrypt, which also rewraps the tenants' data keys) before dropping it`,
         );
       }
       // Retired after re-encryption: nothing is sealed under it any more.
@@ -66,7 +66,7 @@ export class VaultKeyCheck implements OnModuleInit {
 
   /** A key id found in existing data (by the migration): one of its values must open before its check value is written. */
   private async verifyAgainstData(kid: string): Promise<void> {
-    for (const col of await this.repo.existingColumns(SEALED_COLUMNS)) {
+    for (const col of await this.repo.existingColumns([...SEALED_COLUMNS, WRAPPED_KEYS])) {
       const sample = await this.repo.findOneUnderKey(col, kid);
       if (!sample) continue;
       if (this.vault.tryOpen(sample.value, { table: col.table, id: sample.id, column: col.column }) === null) {
@@ -80,7 +80,8 @@ export class VaultKeyCheck implements OnModuleInit {
   }
 
   private async holdsValuesUnder(kid: string): Promise<boolean> {
-    for (const col of await this.repo.existingColumns(SEALED_COLUMNS)) if (await this.repo.findOneUnderKey(col, kid)) return true;
+    for (const col of await this.repo.existingColumns([...SEALED_COLUMNS, WRAPPED_KEYS]))
+      if (await this.repo.findOneUnderKey(col, kid)) return true;
     return false;
   }
 }

@@ -45,38 +45,40 @@ class MemoryVaultRepository implements Pick<
         // A column a row does not set is NULL, as in SQL.
         .filter(([, row]) => row[col.column] != null && !row[col.column]?.startsWith(`v1.${kid}.`))
         .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-        .map(([id, row]) => ({ id, value: row[col.column] as string }))
+        .map(([id, row]) => ({ id, value: row[col.column] as string, tenantId: id }))
     );
   }
 }
 
-function tenantsTable(count: number): Map<string, Record<string, string | null>> {
+const secretRef = (id: string) => ({ table: 'tenants', id, column: 'events_secret_enc', tenantId: id });
+
+async function tenantsTable(count: number): Promise<Map<string, Record<string, string | null>>> {
   const rows = new Map<string, Record<string, string | null>>();
   for (let i = 0; i < count; i++) {
     const id = `t${String(i).padStart(3, '0')}`;
-    rows.set(id, { events_secret_enc: oldVault.seal(`whsec_${id}`, { table: 'tenants', id, column: 'events_secret_enc' }) });
+    rows.set(id, { events_secret_enc: await oldVault.seal(`whsec_${id}`, secretRef(id)) });
   }
   return rows;
 }
 
-function setup(count: number): { repo: MemoryVaultRepository; service: VaultReencryptService } {
+async function setup(count: number): Promise<{ repo: MemoryVaultRepository; service: VaultReencryptService }> {
   const repo = new MemoryVaultRepository();
-  repo.tables.set('tenants', tenantsTable(count));
+  repo.tables.set('tenants', await tenantsTable(count));
   return { repo, service: new VaultReencryptService(ring, repo as unknown as VaultRepository) };
 }
 
-function assertAllCurrent(repo: MemoryVaultRepository): void {
+async function assertAllCurrent(repo: MemoryVaultRepository): Promise<void> {
   for (const [id, row] of repo.tables.get('tenants') ?? []) {
     const sealed = row.events_secret_enc;
     if (sealed === null) continue;
     expect(sealed.startsWith('v1.new.')).toBe(true);
-    expect(ring.open(sealed, { table: 'tenants', id, column: 'events_secret_enc' })).toBe(`whsec_${id}`);
+    expect(await ring.open(sealed, secretRef(id))).toBe(`whsec_${id}`);
   }
 }
 
 describe('VaultReencryptService', () => {
   it('moves every row to the active key in batches, skipping tables that do not exist yet', async () => {
-    const { repo, service } = setup(7);
+    const { repo, service } = await setup(7);
     repo.tables.get('tenants')?.set('t999', { events_secret_enc: null });
     const progress: Array<[number, number]> = [];
     const result = await service.reencryptAll((done, total) => progress.push([done, total]), { batchSize: 3 });
@@ -87,7 +89,7 @@ describe('VaultReencryptService', () => {
       [6, 7],
       [7, 7],
     ]);
-    assertAllCurrent(repo);
+    await assertAllCurrent(repo);
     expect(repo.tables.get('tenants')?.get('t999')?.events_secret_enc).toBeNull();
     expect(await service.reencryptAll()).toEqual({ total: 0, reencrypted: 0, skippedConcurrent: 0, complete: true });
   });
@@ -103,23 +105,24 @@ describe('VaultReencryptService', () => {
   });
 
   it('never overwrites a value rewritten concurrently, and still finishes', async () => {
-    const { repo, service } = setup(4);
+    const renewedT001 = await oldVault.seal('whsec_t001', secretRef('t001'));
+    const { repo, service } = await setup(4);
     let renewed = false;
     repo.beforeSwap = (_col, id) => {
       if (id !== 't001' || renewed) return;
       renewed = true;
       // A running instance on the old ring renews this secret between our read and our write.
       const row = repo.tables.get('tenants')?.get(id);
-      if (row) row.events_secret_enc = oldVault.seal('whsec_t001', { table: 'tenants', id, column: 'events_secret_enc' });
+      if (row) row.events_secret_enc = renewedT001;
     };
     const result = await service.reencryptAll(undefined, { batchSize: 2 });
     expect(result).toMatchObject({ total: 4, reencrypted: 4, skippedConcurrent: 1, complete: true });
-    assertAllCurrent(repo);
+    await assertAllCurrent(repo);
   });
 
   it('leaves a row alone when a running instance already sealed it under the active key', async () => {
-    const { repo, service } = setup(2);
-    const fresh = ring.seal('whsec_renewed', { table: 'tenants', id: 't000', column: 'events_secret_enc' });
+    const { repo, service } = await setup(2);
+    const fresh = await ring.seal('whsec_renewed', secretRef('t000'));
     repo.beforeSwap = (_col, id) => {
       const row = repo.tables.get('tenants')?.get(id);
       if (id === 't000' && row) row.events_secret_enc = fresh;
@@ -130,17 +133,17 @@ describe('VaultReencryptService', () => {
   });
 
   it('stops between batches on abort and a re-run completes the work', async () => {
-    const { repo, service } = setup(10);
+    const { repo, service } = await setup(10);
     const stop = new AbortController();
     const first = await service.reencryptAll((done) => done >= 4 && stop.abort(), { batchSize: 4, signal: stop.signal });
     expect(first).toEqual({ total: 10, reencrypted: 4, skippedConcurrent: 0, complete: false });
     const second = await service.reencryptAll(undefined, { batchSize: 4 });
     expect(second).toEqual({ total: 6, reencrypted: 6, skippedConcurrent: 0, complete: true });
-    assertAllCurrent(repo);
+    await assertAllCurrent(repo);
   });
 
   it('stops on a row that does not open, naming where it is but not what it holds', async () => {
-    const { repo, service } = setup(3);
+    const { repo, service } = await setup(3);
     const row = repo.tables.get('tenants')?.get('t001');
     const moved = repo.tables.get('tenants')?.get('t002')?.events_secret_enc ?? null;
     if (row) row.events_secret_enc = moved;

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { SEALED_COLUMNS, type SealedColumn } from './sealed-columns.js';
 import { type SealedRef, TokenVault, VaultError } from './token-vault.service.js';
-import { VaultRepository } from './vault.repository.js';
+import { type ReencryptTarget, VaultRepository } from './vault.repository.js';
 
 export interface ReencryptResult {
   /** Rows under an old key when the run started. */
@@ -15,12 +15,17 @@ export interface ReencryptResult {
 
 export interface ReencryptOptions {
   batchSize?: number;
+  /** Every value to the ring's active key (before a rollback to 0.2.0); the vault must seal with the ring then. */
+  toRing?: boolean;
   /** Checked between batches: an abort stops the run cleanly, with every finished row committed. */
   signal?: AbortSignal;
 }
 
 /**
- * Moves every sealed secret to the active key, one committed batch at a time, each row a compare-and-swap.
+ * Moves every sealed secret to the active key, one committed batch at a time, each row a compare-and-swap; while
+ * the vault seals with the tenants' data keys (every live instance opens that format), it moves every value still
+ * in the ring's format to its tenant's data key instead (an upgrade from 0.2.0). Values already under a tenant's
+ * data key are left alone: `keys rotate` moves those.
  * The run can stop at any point (Ctrl-C, a crash, a failed batch) and leaves every row readable under the
  * ring, under its old key or its new one; a re-run picks up what is left.
  */
@@ -32,17 +37,28 @@ export class VaultReencryptService {
   ) {}
 
   /** Rows per sealed column that are not under the active key (absent tables and columns are left out). */
-  async pending(): Promise<Array<{ column: SealedColumn; count: number }>> {
+  async pending(toRing = false): Promise<Array<{ column: SealedColumn; count: number }>> {
     const columns = await this.repository.existingColumns(SEALED_COLUMNS);
     const out: Array<{ column: SealedColumn; count: number }> = [];
-    for (const column of columns) out.push({ column, count: await this.repository.countNotUnderKey(column, this.vault.activeKid) });
+    for (const column of columns) {
+      out.push({ column, count: await this.repository.countNotUnderKey(column, this.vault.activeKid, this.target(toRing)) });
+    }
     return out;
+  }
+
+  private target(toRing: boolean): ReencryptTarget {
+    if (toRing) {
+      if (this.vault.sealsEnvelope) throw new Error('a move to the ring needs a vault that seals with the ring');
+      return 'ring';
+    }
+    return this.vault.sealsEnvelope ? 'tenant-keys' : 'ring-key';
   }
 
   async reencryptAll(onProgress?: (done: number, total: number) => void, options: ReencryptOptions = {}): Promise<ReencryptResult> {
     const batchSize = options.batchSize ?? 200;
     const kid = this.vault.activeKid;
-    const work = await this.pending();
+    const target = this.target(options.toRing ?? false);
+    const work = await this.pending(options.toRing ?? false);
     const result: ReencryptResult = { total: work.reduce((n, w) => n + w.count, 0), reencrypted: 0, skippedConcurrent: 0, complete: false };
     onProgress?.(0, result.total);
     for (const { column } of work) {
@@ -50,12 +66,13 @@ export class VaultReencryptService {
         if (options.signal?.aborted) return result;
         // Always from the start: finished rows no longer match, and a row that lost its compare-and-swap
         // comes back with its new value (or not at all, when a running instance already sealed it anew).
-        const batch = await this.repository.findNotUnderKey(column, kid, batchSize);
+        const batch = await this.repository.findNotUnderKey(column, kid, batchSize, target);
         if (batch.length === 0) break;
-        const changes = batch.map((row) => {
-          const ref = { table: column.table, id: row.id, column: column.column };
-          return { id: row.id, previous: row.value, next: this.vault.seal(this.open(row.value, ref), ref) };
-        });
+        const changes = [];
+        for (const row of batch) {
+          const ref = { table: column.table, id: row.id, column: column.column, tenantId: row.tenantId };
+          changes.push({ id: row.id, previous: row.value, next: await this.vault.seal(await this.open(row.value, ref), ref) });
+        }
         const updated = await this.repository.replaceIfUnchanged(column, changes);
         result.reencrypted += updated;
         result.skippedConcurrent += changes.length - updated;
@@ -67,9 +84,9 @@ export class VaultReencryptService {
     return result;
   }
 
-  private open(sealed: string, ref: SealedRef): string {
+  private async open(sealed: string, ref: SealedRef): Promise<string> {
     try {
-      return this.vault.open(sealed, ref);
+      return await this.vault.open(sealed, ref);
     } catch (e) {
       // Stop rather than skip: an unreadable row means the ring is missing a key (or the row is damaged),
       // and the operator must know before retiring any key. The row id says where to look.

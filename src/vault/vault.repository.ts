@@ -6,7 +6,17 @@ import type { SealedColumn } from './sealed-columns.js';
 export interface SealedValue {
   id: string;
   value: string;
+  /** The owner tenant (SealedColumn.tenantColumn). */
+  tenantId: string;
 }
+
+/**
+ * What a re-encryption moves: `ring-key`, values in the ring's format not under the active key (a ring rotation while
+ * the ring seals); `tenant-keys`, every value in the ring's format, to its tenant's data key (after an upgrade);
+ * `ring`, every value under a tenant's data key and every ring value not under the active key, to the ring's active
+ * key (before a rollback to release 0.2.0, which reads only the ring's format).
+ */
+export type ReencryptTarget = 'ring-key' | 'tenant-keys' | 'ring';
 
 export interface KeyCheck {
   kid: string;
@@ -67,25 +77,58 @@ export class VaultRepository {
   /** One value sealed under `kid`, if any (a scan when there is none: only at start, for a key id that needs it). */
   async findOneUnderKey(col: SealedColumn, kid: string): Promise<SealedValue | null> {
     const rows = await this.db.query<SealedValue[]>(
-      `SELECT ${ident(col.idColumn)}::text AS id, ${ident(col.column)} AS value FROM ${ident(col.table)} WHERE ${ident(col.column)} LIKE $1 ESCAPE '\\' LIMIT 1`,
+      `SELECT ${ident(col.idColumn)}::text AS id, ${ident(col.column)} AS value, ${ident(col.tenantColumn)}::text AS "tenantId"
+         FROM ${ident(col.table)} WHERE ${ident(col.column)} LIKE $1 ESCAPE '\\' LIMIT 1`,
       [keyPrefixPattern(kid)],
     );
     return rows[0] ?? null;
   }
 
-  async countNotUnderKey(col: SealedColumn, kid: string): Promise<number> {
+  /** Rows whose value `target` would move (see ReencryptTarget): in the ring's format not under `kid`, and so on. */
+  async countNotUnderKey(col: SealedColumn, kid: string, target: ReencryptTarget = 'ring-key'): Promise<number> {
     const rows = await this.db.query<Array<{ n: number }>>(`SELECT count(*)::int AS n FROM ${ident(col.table)} WHERE ${notUnderKey(col)}`, [
       keyPrefixPattern(kid),
+      target,
     ]);
     return rows[0].n;
   }
 
-  /** The first `limit` rows (by id) whose value is not sealed under `kid`. */
-  async findNotUnderKey(col: SealedColumn, kid: string, limit: number): Promise<SealedValue[]> {
+  /** The first `limit` rows (by id) that countNotUnderKey counts. */
+  async findNotUnderKey(col: SealedColumn, kid: string, limit: number, target: ReencryptTarget = 'ring-key'): Promise<SealedValue[]> {
     return this.db.query<SealedValue[]>(
-      `SELECT ${ident(col.idColumn)}::text AS id, ${ident(col.column)} AS value FROM ${ident(col.table)}
-        WHERE ${notUnderKey(col)} ORDER BY ${ident(col.idColumn)} LIMIT $2`,
-      [keyPrefixPattern(kid), limit],
+      `SELECT ${ident(col.idColumn)}::text AS id, ${ident(col.column)} AS value, ${ident(col.tenantColumn)}::text AS "tenantId"
+         FROM ${ident(col.table)} WHERE ${notUnderKey(col)} ORDER BY ${ident(col.idColumn)} LIMIT $3`,
+      [keyPrefixPattern(kid), target, limit],
+    );
+  }
+
+  /** Per tenant, how many values are in each format: `v1` (the ring) or `v2/<version>` (the tenant's data key). */
+  async formatsByTenant(col: SealedColumn): Promise<Array<{ tenantId: string; format: string; n: number }>> {
+    return this.db.query<Array<{ tenantId: string; format: string; n: number }>>(
+      `SELECT ${ident(col.tenantColumn)}::text AS "tenantId",
+              CASE WHEN ${ident(col.column)} LIKE 'v2.%' THEN 'v2/' || split_part(${ident(col.column)}, '.', 2) ELSE 'v1' END AS format,
+              count(*)::int AS n
+         FROM ${ident(col.table)} WHERE ${ident(col.column)} IS NOT NULL GROUP BY 1, 2`,
+    );
+  }
+
+  /** How many of the tenant's values are sealed under version `version` of its data key. */
+  async countUnderVersion(col: SealedColumn, tenantId: string, version: number): Promise<number> {
+    const rows = await this.db.query<Array<{ n: number }>>(
+      `SELECT count(*)::int AS n FROM ${ident(col.table)} WHERE ${ident(col.tenantColumn)}::text = $1 AND ${ident(col.column)} LIKE $2`,
+      [tenantId, `v2.${version}.%`],
+    );
+    return rows[0].n;
+  }
+
+  /** The first `limit` rows of the tenant sealed under a data key version other than `version` (keys rotate). */
+  async findUnderOtherVersion(col: SealedColumn, tenantId: string, version: number, limit: number): Promise<SealedValue[]> {
+    return this.db.query<SealedValue[]>(
+      `SELECT ${ident(col.idColumn)}::text AS id, ${ident(col.column)} AS value, ${ident(col.tenantColumn)}::text AS "tenantId"
+         FROM ${ident(col.table)}
+        WHERE ${ident(col.tenantColumn)}::text = $1 AND ${ident(col.column)} IS NOT NULL
+          AND NOT (${ident(col.column)} LIKE $2) ORDER BY ${ident(col.idColumn)} LIMIT $3`,
+      [tenantId, `v2.${version}.%`, limit],
     );
   }
 
@@ -108,8 +151,11 @@ export class VaultRepository {
   }
 }
 
+/** $1: the active kid's prefix; $2: the ReencryptTarget. */
 function notUnderKey(col: SealedColumn): string {
-  return `${ident(col.column)} IS NOT NULL AND ${ident(col.column)} NOT LIKE $1 ESCAPE '\\'`;
+  const c = ident(col.column);
+  return `${c} IS NOT NULL AND (
+    (${c} LIKE 'v1.%' AND ($2::text = 'tenant-keys' OR ${c} NOT LIKE $1 ESCAPE '\\')) OR ($2::text = 'ring' AND ${c} LIKE 'v2.%'))`;
 }
 
 function keyPrefixPattern(kid: string): string {

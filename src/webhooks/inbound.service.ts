@@ -146,7 +146,7 @@ export class InboundService {
     if (!receiver) return null;
     let secret: string;
     try {
-      secret = this.vault.open(receiver.secretEnc, receiverRef(receiver.id));
+      secret = await this.vault.open(receiver.secretEnc, receiverRef(tenantId, receiver.id));
     } catch (e) {
       if (e instanceof VaultError) throw unreadableReceiver(e);
       throw e;

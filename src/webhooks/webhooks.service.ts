@@ -31,8 +31,8 @@ const MAX_ANSWER_BYTES = 1024 * 1024;
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,200}$/;
 const BASIC_USER = 'cws-connect';
 
-export function receiverRef(id: string): SealedRef {
-  return { table: 'webhook_receivers', id, column: 'secret_enc' };
+export function receiverRef(tenantId: string, id: string): SealedRef {
+  return { table: 'webhook_receivers', id, column: 'secret_enc', tenantId };
 }
 
 /**
@@ -72,7 +72,12 @@ export class WebhooksService {
     const secret = randomBytes(32).toString('base64url');
     const authorization = authorizationValue(auth, secret);
     // Committed before the upstream call: once the upstream knows the webhook, its receiver must exist.
-    await this.receivers.insert({ id, tenantId, authMethod: auth, secretEnc: this.vault.seal(authorization, receiverRef(id)) });
+    await this.receivers.insert({
+      id,
+      tenantId,
+      authMethod: auth,
+      secretEnc: await this.vault.seal(authorization, receiverRef(tenantId, id)),
+    });
     const targetURL = `${this.config.publicUrl}/inbound/${encodeURIComponent(tenantId)}/${id}`;
     let answer: UpstreamAnswer;
     try {

@@ -73,7 +73,7 @@ describe('a database outage', () => {
     const vault = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) });
     await db.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, 'acme', 'bearer', $2)`, [
       receiverId,
-      vault.seal(inboundAuthorization, receiverRef(receiverId)),
+      await vault.seal(inboundAuthorization, receiverRef('acme', receiverId)),
     ]);
   }, 120_000);
 

@@ -81,12 +81,13 @@ describe('a wrong VAULT_KEYS', () => {
     app = await spawnApp({ ...env, VAULT_KEYS: right }, { readyTimeoutMs: 60_000 });
     // A pair sealed with other bytes under the same key id, as a restore from another installation would leave.
     const foreign = new TokenVault({ vaultKeys: parseVaultKeys(key('k1')) });
-    const { rows } = await db.query<{ id: string }>(`SELECT id FROM connections WHERE user_id = 'u-alice'`);
+    const { rows } = await db.query<{ id: string; tenant_id: string }>(`SELECT id, tenant_id FROM connections WHERE user_id = 'u-alice'`);
     const id = rows[0].id;
+    const owner = { id, tenantId: rows[0].tenant_id };
     await db.query(`UPDATE connections SET access_token_enc = $2, refresh_token_enc = $3 WHERE id = $1`, [
       id,
-      foreign.seal('not-a-token', accessTokenRef(id)),
-      foreign.seal('not-a-token', refreshTokenRef(id)),
+      await foreign.seal('not-a-token', accessTokenRef(owner)),
+      await foreign.seal('not-a-token', refreshTokenRef(owner)),
     ]);
     const refreshesBefore = sandbox.stats().refreshes;
 

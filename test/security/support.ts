@@ -21,7 +21,7 @@ export async function newReceiver(t: TestApp, tenantId: string): Promise<Receive
   const authorization = `Bearer ${randomBytes(32).toString('base64url')}`;
   await t.app
     .get(WebhookReceiversRepository)
-    .insert({ id, tenantId, authMethod: 'bearer', secretEnc: t.app.get(TokenVault).seal(authorization, receiverRef(id)) });
+    .insert({ id, tenantId, authMethod: 'bearer', secretEnc: await t.app.get(TokenVault).seal(authorization, receiverRef(tenantId, id)) });
   return { path: `/inbound/${tenantId}/${id}`, authorization };
 }
 

@@ -45,7 +45,7 @@ export async function prepareCluster(
   const receiverId = randomUUID();
   const receiverAuth = `Bearer ${randomBytes(32).toString('base64url')}`;
   const vault = new TokenVault({ vaultKeys: parseVaultKeys(o.vaultKeys) });
-  const sealed = vault.seal(receiverAuth, { table: 'webhook_receivers', id: receiverId, column: 'secret_enc' });
+  const sealed = await vault.seal(receiverAuth, { table: 'webhook_receivers', id: receiverId, column: 'secret_enc', tenantId });
   await db.query(`INSERT INTO webhook_receivers (id, tenant_id, auth_method, secret_enc) VALUES ($1, $2, 'bearer', $3)`, [
     receiverId,
     tenantId,

@@ -3,6 +3,7 @@ import pg from 'pg';
 import { parseVaultKeys } from '../../src/config/app-config.js';
 import { refreshDueAt, sealTokens } from '../../src/connections/connection-tokens.js';
 import { TokenVault } from '../../src/vault/token-vault.service.js';
+import { standaloneVault } from './standalone-vault.js';
 
 /** A token pair as the sandbox's issueTokens (or POST /_sandbox/tokens) hands it out. */
 export interface IssuedPair {
@@ -54,7 +55,8 @@ export async function seedConnections(
       const id = randomUUID();
       const issuedAt = item.issuedAt ?? new Date();
       const expiresAt = new Date(issuedAt.getTime() + item.tokens.expiresIn * 1000);
-      const sealed = sealTokens(vault, id, { accessToken: item.tokens.access_token, refreshToken: item.tokens.refresh_token });
+      const tokens = { accessToken: item.tokens.access_token, refreshToken: item.tokens.refresh_token };
+      const sealed = await sealTokens(vault, { id, tenantId: item.tenantId }, tokens);
       const p = values.length;
       tuples.push(
         `($${p + 1}, $${p + 2}, 'user', $${p + 3}, $${p + 4}, $${p + 5}, 'active', $${p + 6}::jsonb, $${p + 7}, $${p + 8}, $${p + 9}, $${p + 10}, $${p + 11}, $${p + 11})`,
@@ -84,8 +86,20 @@ export async function seedConnections(
   return out;
 }
 
-/** Opens a stored access token (for a resource call in a test, never for output). */
-export function openAccessToken(vaultKeys: string, connectionId: string, sealed: string): string {
-  const vault = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) });
-  return vault.open(sealed, { table: 'connections', id: connectionId, column: 'access_token_enc' });
+/**
+ * Opens a stored access token (for a resource call in a test, never for output), in either format: a value
+ * sealed with the tenant's data key is opened through tenant_keys, read with `db`.
+ */
+export function openAccessToken(
+  vaultKeys: string,
+  db: pg.Pool | pg.Client,
+  connection: { id: string; tenantId: string },
+  sealed: string,
+): Promise<string> {
+  return standaloneVault(vaultKeys, db).open(sealed, {
+    table: 'connections',
+    id: connection.id,
+    column: 'access_token_enc',
+    tenantId: connection.tenantId,
+  });
 }
