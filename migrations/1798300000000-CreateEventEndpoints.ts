@@ -8,8 +8,8 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  *   the failure clock (`failing_since`, `failing_events`) and `not_before` (the last Retry-After) in the database.
  * - `endpoint_deliveries`: one row per event and endpoint: state (`pending`, `delivered`, `failed`, `missed`),
  *   attempts, next attempt, the lease of the attempt running (its fence). Kept as long as its event.
- * - `endpoint_attempts`: each attempt's status, duration and error class (health, the attempts log). Kept as long
- *   as its event.
+ * - `endpoint_attempts`: each attempt's start (as the rate limit counted it), end, status, duration and error class
+ *   (health). Kept as long as its event.
  * - `endpoint_rate_log`: the start of each attempt in the last second per endpoint (rateLimitPerSecond over any
  *   second, across instances): at most rateLimitPerSecond rows per endpoint, older ones deleted at each claim.
  * - `endpoint_fanout`: the outbox of events not fanned out to the added endpoints yet, filled by a trigger on
@@ -75,6 +75,7 @@ export class CreateEventEndpoints1798300000000 implements MigrationInterface {
       id bigserial PRIMARY KEY,
       endpoint_id uuid NOT NULL REFERENCES event_endpoints(id) ON DELETE CASCADE,
       event_id uuid NOT NULL,
+      started_at timestamptz NOT NULL,
       at timestamptz NOT NULL,
       status integer,
       duration_ms integer NOT NULL,

@@ -29,6 +29,8 @@ export interface ClaimedDelivery {
   fence: string;
   retryFrom: Date;
   firstFailedAt: Date | null;
+  /** When the claim counted the attempt's start (the database's clock; the rate limit's log). */
+  startedAt: Date;
 }
 
 export type EndpointDeliveryState = 'pending' | 'delivered' | 'failed' | 'missed';
@@ -140,17 +142,26 @@ export class EndpointDeliveriesRepository {
                WHERE endpoint_id = $1 AND state = 'pending' AND next_attempt_at <= clock_timestamp()
                  AND (lease_until IS NULL OR lease_until <= clock_timestamp())
                ORDER BY next_attempt_at, received_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-            RETURNING d.event_id, d.received_at, d.attempts, d.fence::text AS fence, d.retry_from, d.first_failed_at`,
+            RETURNING d.event_id, d.received_at, d.attempts, d.fence::text AS fence, d.retry_from, d.first_failed_at,
+              clock_timestamp() AS started_at`,
           [e.id, take, leaseMs],
         )) as [
-          Array<{ event_id: string; received_at: Date; attempts: number; fence: string; retry_from: Date; first_failed_at: Date | null }>,
+          Array<{
+            event_id: string;
+            received_at: Date;
+            attempts: number;
+            fence: string;
+            retry_from: Date;
+            first_failed_at: Date | null;
+            started_at: Date;
+          }>,
           number,
         ];
         if (rows.length === 0) continue;
         if (e.rate_limit_per_second !== null)
-          await m.query(`INSERT INTO endpoint_rate_log (endpoint_id, at) SELECT $1, clock_timestamp() FROM generate_series(1, $2)`, [
+          await m.query(`INSERT INTO endpoint_rate_log (endpoint_id, at) SELECT $1, unnest($2::timestamptz[])`, [
             e.id,
-            rows.length,
+            rows.map((r) => r.started_at),
           ]);
         for (const r of rows)
           claimed.push({
@@ -161,6 +172,7 @@ export class EndpointDeliveriesRepository {
             fence: r.fence,
             retryFrom: r.retry_from,
             firstFailedAt: r.first_failed_at,
+            startedAt: r.started_at,
           });
       }
       return claimed;
@@ -179,14 +191,18 @@ export class EndpointDeliveriesRepository {
     after: (m: EntityManager) => Promise<void>,
   ): Promise<'recorded' | 'lost' | 'gone'> {
     return this.db.transaction(async (m) => {
+      // The endpoint's row first, as a claim takes it: the same order everywhere, so two recordings (or a recording
+      // and a claim) never wait for each other in a cycle (the attempts log's key share on it would otherwise be
+      // upgraded by the failure clock's lock).
+      await m.query(`SELECT 1 FROM event_endpoints WHERE id = $1 FOR UPDATE`, [c.endpointId]);
       const rows = (await m.query(
         `SELECT fence::text AS fence, state FROM endpoint_deliveries WHERE endpoint_id = $1 AND event_id = $2 FOR UPDATE`,
         [c.endpointId, c.eventId],
       )) as Array<{ fence: string; state: string }>;
       if (rows.length === 0) return 'gone';
       await m.query(
-        `INSERT INTO endpoint_attempts (endpoint_id, event_id, at, status, duration_ms, error) VALUES ($1, $2, $3, $4, $5, $6)`,
-        [c.endpointId, c.eventId, log.at, log.status, log.durationMs, log.error],
+        `INSERT INTO endpoint_attempts (endpoint_id, event_id, started_at, at, status, duration_ms, error) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+        [c.endpointId, c.eventId, c.startedAt, log.at, log.status, log.durationMs, log.error],
       );
       const mine = rows[0].fence === c.fence;
       if (!mine && outcome.kind !== 'delivered') return 'lost';
