@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { SandboxServer } from '../src/sandbox-server.js';
 import type { SandboxDelivery, SandboxStats } from '../src/types.js';
-import { call, waitFor, type Answer } from './helpers.js';
+import { call, multipartBody, waitFor, type Answer } from './helpers.js';
 
 interface Wf {
   id: string;
@@ -353,6 +353,40 @@ describe('POST /_sandbox/workflows/bulk', () => {
     const one = await call<Wf & { creator: { id: string } }>(sandbox.url, 'GET', `/workflows/${answer.body.lastId}`, { token: carol });
     expect(one.body).toMatchObject({ name: 'Bulk workflow 200000', step: 'Create', versionNumber: 1, creator: { id: 'carol' } });
     expect((await call<Wf[]>(sandbox.url, 'GET', '/workflows', { token: sandbox.issueTokens('bob').access_token })).body).toEqual([]);
+
+    // They share their empty parts: a change to one is its own.
+    sandbox.setWorkflowAttribute(answer.body.lastId, 'region', 'EU');
+    sandbox.setWorkflowStep(answer.body.lastId, 'Sign');
+    const upload = multipartBody([{ name: 'file', fileName: 'signed.pdf', contentType: 'application/pdf', data: Buffer.from('%PDF') }]);
+    const signed = await call<{ signedDocuments: Array<{ name: string }> }>(
+      sandbox.url,
+      'POST',
+      `/workflows/${answer.body.lastId}/upload-signed`,
+      {
+        token: carol,
+        body: upload.body,
+        headers: { 'content-type': upload.contentType },
+      },
+    );
+    expect([signed.status, signed.body.signedDocuments.map((d) => d.name)]).toEqual([200, ['signed.pdf']]);
+    const changed = await call<{ attributes: unknown; signedDocuments: unknown[] }>(
+      sandbox.url,
+      'GET',
+      `/workflows/${answer.body.lastId}`,
+      {
+        token: carol,
+      },
+    );
+    const untouched = await call<{ attributes: unknown; signedDocuments: unknown[] }>(
+      sandbox.url,
+      'GET',
+      `/workflows/${answer.body.firstId}`,
+      {
+        token: carol,
+      },
+    );
+    expect([changed.body.attributes, changed.body.signedDocuments.length]).toEqual([{ region: 'EU' }, 1]);
+    expect([untouched.body.attributes, untouched.body.signedDocuments]).toEqual([{}, []]);
   });
 
   it('validates its body strictly', async () => {
