@@ -281,8 +281,9 @@ export class WorkflowStore {
 }
 
 function sees(entry: Entry, user: SandboxUser): boolean {
-  const override = entry.sight === null ? undefined : entry.sight.get(user.id);
-  return override ?? canSee(entry.workflow, user);
+  const { sight } = entry;
+  if (sight === null) return canSee(entry.workflow, user);
+  return sight.get(user.id) ?? canSee(entry.workflow, user);
 }
 
 /** The rule without the visibility control: the creator, the approvers and the company admin. */
