@@ -17,7 +17,7 @@ function notFound(): SandboxHttpError {
 
 /**
  * GET /workflows: what the token's user may see (spec 1 rule 4); `?step=` filters, other parameters are ignored.
- * Paged (a JSON array and a `Link` header) when the listing control sets a page size.
+ * Paged (the same `{"workflows"}` shape and a `Link` header) when the listing control sets a page size.
  */
 export function handleListWorkflows(call: SandboxCall, rt: SandboxRuntime): void {
   const principal = authenticate(call, rt, READ);

@@ -189,7 +189,7 @@ export class WorkflowStore {
   }
 
   /**
-   * A JSON array of at most `pageSize` workflows the user may see (optionally in one step), in creation order,
+   * `{"workflows": [...]}` (the unpaged answer's shape) with at most `pageSize` workflows the user may see (optionally in one step), in creation order,
    * starting at the index `from`; `next` is the index of the first one of the next page, null when none remains.
    */
   listPage(user: SandboxUser, step: WorkflowStep | undefined, from: number, pageSize: number): ListedPage {
@@ -198,10 +198,10 @@ export class WorkflowStore {
     for (let i = from; i < ordered.length; i++) {
       const entry = ordered[i];
       if ((step !== undefined && entry.workflow.step !== step) || !sees(entry, user)) continue;
-      if (parts.length === pageSize) return { json: `[${parts.join(',')}]`, next: i };
+      if (parts.length === pageSize) return { json: `{"workflows":[${parts.join(',')}]}`, next: i };
       parts.push(this.jsonOf(entry));
     }
-    return { json: `[${parts.join(',')}]`, next: null };
+    return { json: `{"workflows":[${parts.join(',')}]}`, next: null };
   }
 
   /**

@@ -15,6 +15,11 @@ interface Wf {
   Author: { type: string };
 }
 
+/** GET /workflows, paged or not. */
+interface Page {
+  workflows: Wf[];
+}
+
 const REDIRECT = ['http://127.0.0.1:9/cb'];
 
 /** The `rel="next"` target of a Link header (RFC 8288), or null. */
@@ -31,10 +36,10 @@ async function walk(sandbox: SandboxServer, token: string, first = '/workflows')
   const pages: string[][] = [];
   let url: string | null = sandbox.url + first;
   while (url !== null) {
-    const answer: Answer<Wf[]> = await call<Wf[]>(url, 'GET', '', { token });
+    const answer: Answer<Page> = await call<Page>(url, 'GET', '', { token });
     if (answer.status !== 200) throw new Error(`page ${pages.length + 1} answered ${answer.status}`);
-    expect(Array.isArray(answer.body)).toBe(true);
-    pages.push(answer.body.map((w) => w.id));
+    expect(Array.isArray(answer.body.workflows)).toBe(true);
+    pages.push(answer.body.workflows.map((w) => w.id));
     url = nextLink(answer);
     if (url !== null) expect(url.startsWith(`${sandbox.url}/workflows?page=`)).toBe(true);
   }
@@ -68,10 +73,10 @@ describe('paged GET /workflows', () => {
   });
 
   it('keeps the order stable when workflows are created during a walk: they come on a later page', async () => {
-    const first = await call<Wf[]>(sandbox.url, 'GET', '/workflows', { token: alice });
+    const first = await call<Page>(sandbox.url, 'GET', '/workflows', { token: alice });
     const late = await call<Wf>(sandbox.url, 'POST', '/workflows', { token: alice, json: { name: 'Late' } });
     const rest = await walk(sandbox, alice, nextLink(first)!.slice(sandbox.url.length));
-    expect([first.body.map((w) => w.id), ...rest].flat()).toEqual([...created, late.body.id]);
+    expect([first.body.workflows.map((w) => w.id), ...rest].flat()).toEqual([...created, late.body.id]);
     created.push(late.body.id);
   });
 
@@ -80,7 +85,7 @@ describe('paged GET /workflows', () => {
     sandbox.setWorkflowStep(created[3], 'Review');
     sandbox.setWorkflowStep(created[4], 'Review');
     expect(await walk(sandbox, alice, '/workflows?step=Review')).toEqual([[created[1], created[3]], [created[4]]]);
-    const first = await call<Wf[]>(sandbox.url, 'GET', '/workflows?step=Review', { token: alice });
+    const first = await call<Page>(sandbox.url, 'GET', '/workflows?step=Review', { token: alice });
     const next = nextLink(first)!;
     expect((await call(next + '&step=Review', 'GET', '', { token: alice })).status).toBe(200);
     const token = new URL(next).searchParams.get('page')!;
@@ -103,15 +108,15 @@ describe('paged GET /workflows', () => {
   it('fails the k-th page `times` times, then answers it normally', async () => {
     const set = await control('POST', 'listing', { pageSize: 3, fail: { page: 2, status: 503, times: 2 } });
     expect(set.body).toEqual({ pageSize: 3, fail: { page: 2, status: 503, times: 2 } });
-    const first = await call<Wf[]>(sandbox.url, 'GET', '/workflows', { token: alice });
-    expect([first.status, first.body.length]).toEqual([200, 3]);
+    const first = await call<Page>(sandbox.url, 'GET', '/workflows', { token: alice });
+    expect([first.status, first.body.workflows.length]).toEqual([200, 3]);
     const second = nextLink(first)!;
     const failed = await call<{ error: string }>(second, 'GET', '', { token: alice });
     expect([failed.status, failed.body.error]).toEqual([503, 'sandbox_fault']);
     expect((await control('GET', 'listing')).body).toEqual({ pageSize: 3, fail: { page: 2, status: 503, times: 1 } });
     expect((await call(second, 'GET', '', { token: alice })).status).toBe(503);
-    const ok = await call<Wf[]>(second, 'GET', '', { token: alice });
-    expect([ok.status, ok.body.map((w) => w.id)]).toEqual([200, created.slice(3, 6)]);
+    const ok = await call<Page>(second, 'GET', '', { token: alice });
+    expect([ok.status, ok.body.workflows.map((w) => w.id)]).toEqual([200, created.slice(3, 6)]);
     expect(nextLink(ok)).toBeNull();
     expect((await control('GET', 'listing')).body).toEqual({ pageSize: 3, fail: null });
     expect(sandbox.records().filter((r) => r.outcome === 'listing_fault')).toHaveLength(2);
@@ -150,11 +155,11 @@ describe('paged GET /workflows', () => {
     expect(all.body.workflows.map((w) => w.id)).toEqual(created);
   });
 
-  it('answers an empty array and no Link for a user who sees nothing', async () => {
+  it('answers an empty list and no Link for a user who sees nothing', async () => {
     sandbox.setListing({ pageSize: 2 });
     const dave = sandbox.issueTokens('dave').access_token;
-    const answer = await call<Wf[]>(sandbox.url, 'GET', '/workflows', { token: dave });
-    expect([answer.status, answer.body, answer.headers.get('link')]).toEqual([200, [], null]);
+    const answer = await call<Page>(sandbox.url, 'GET', '/workflows', { token: dave });
+    expect([answer.status, answer.body, answer.headers.get('link')]).toEqual([200, { workflows: [] }, null]);
   });
 });
 
@@ -352,7 +357,9 @@ describe('POST /_sandbox/workflows/bulk', () => {
     expect([ids.length, new Set(ids).size, ids[0], ids.at(-1)]).toEqual([200_000, 200_000, answer.body.firstId, answer.body.lastId]);
     const one = await call<Wf & { creator: { id: string } }>(sandbox.url, 'GET', `/workflows/${answer.body.lastId}`, { token: carol });
     expect(one.body).toMatchObject({ name: 'Bulk workflow 200000', step: 'Create', versionNumber: 1, creator: { id: 'carol' } });
-    expect((await call<Wf[]>(sandbox.url, 'GET', '/workflows', { token: sandbox.issueTokens('bob').access_token })).body).toEqual([]);
+    expect((await call<Page>(sandbox.url, 'GET', '/workflows', { token: sandbox.issueTokens('bob').access_token })).body).toEqual({
+      workflows: [],
+    });
 
     // They share their empty parts: a change to one is its own.
     sandbox.setWorkflowAttribute(answer.body.lastId, 'region', 'EU');
