@@ -150,7 +150,7 @@ describe('event endpoints (API.md section 13): routes, validation, signed delive
     });
     expect(filter.status).toBe(400);
     expect(filter.body.error.code).toBe('validation_failed');
-    expect(filter.body.error.message).toContain('$and.1.data.m.$regex');
+    expect(filter.body.error.message).toContain('filter.$and[1].data.m.$regex');
     const unknown = await t.request<ErrorBody>('GET', '/v1/tenants/acme/endpoints/not-a-uuid');
     expect(unknown.status).toBe(404);
   });

@@ -260,7 +260,7 @@ export class EndpointsService {
   private checkFilter(filter: unknown): void {
     if (filter === undefined || filter === null) return;
     const compiled = compileEndpointFilter(filter);
-    if (!compiled.ok) throw new AppError('validation_failed', `filter.${compiled.path}: ${compiled.message}`, { path: compiled.path });
+    if (!compiled.ok) throw new AppError('validation_failed', `${compiled.path}: ${compiled.message}`, { path: compiled.path });
   }
 }
 
