@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { EventsRepository } from '../src/events/events.repository.js';
-import { startTestApp, type TestApp } from './support/test-app.js';
+import { startSecondInstance, startTestApp, type TestApp } from './support/test-app.js';
 import { verifySignature, waitUntil, WebhookSink, type SinkDelivery } from './support/webhook-sink.js';
 
 interface ErrorBody {
@@ -29,6 +29,16 @@ interface Endpoint {
 }
 
 const FIRST = '00000000-0000-0000-0000-000000000000';
+const CLOCK_ENV = {
+  EVENTS_RETRY_BASE_MS: '100',
+  EVENTS_RETRY_MAX_MS: '300',
+  EVENTS_RETRY_SPAN_MS: '3000',
+  EVENTS_RELAY_INTERVAL_MS: '100',
+  EVENTS_POLL_INTERVAL_MS: '500',
+  EVENTS_MAINTENANCE_SECONDS: '1',
+  ENDPOINTS_PER_TENANT: '4',
+  ENDPOINT_DISABLE_AFTER: '10s',
+};
 
 describe('event endpoints (API.md section 13): routes, validation, signed delivery, disable and recovery', () => {
   let t: TestApp;
@@ -72,18 +82,7 @@ describe('event endpoints (API.md section 13): routes, validation, signed delive
   beforeAll(async () => {
     target = await WebhookSink.start();
     sinks.push(target);
-    t = await startTestApp({
-      env: {
-        EVENTS_RETRY_BASE_MS: '100',
-        EVENTS_RETRY_MAX_MS: '300',
-        EVENTS_RETRY_SPAN_MS: '3000',
-        EVENTS_RELAY_INTERVAL_MS: '100',
-        EVENTS_POLL_INTERVAL_MS: '500',
-        EVENTS_MAINTENANCE_SECONDS: '1',
-        ENDPOINTS_PER_TENANT: '4',
-        ENDPOINT_DISABLE_AFTER: '10s',
-      },
-    });
+    t = await startTestApp({ env: CLOCK_ENV });
     await tenant('acme', { eventsTargetUrl: target.url });
   });
   afterAll(async () => {
@@ -365,4 +364,49 @@ describe('event endpoints (API.md section 13): routes, validation, signed delive
     );
     expect(audit.rows.map((r) => r.action)).toEqual(expect.arrayContaining(['endpoint.failing', 'endpoint.disabled']));
   }, 60_000);
+  it('the first endpoint is eventsTargetUrl: changed, disabled, enabled and removed through the endpoint routes', async () => {
+    const s = await sink();
+    await tenant('first', { eventsTargetUrl: target.url });
+    const changed = await t.request<Endpoint>('PATCH', `/v1/tenants/first/endpoints/${FIRST}`, {
+      body: { url: s.url, eventTypes: ['record.changed'] },
+    });
+    expect(changed.status).toBe(200);
+    expect(changed.body).toMatchObject({ id: FIRST, url: s.url, eventTypes: ['record.changed'] });
+    const tenantRow = await t.request<{ eventsTargetUrl: string; eventTypes: string[] }>('GET', '/v1/tenants/first');
+    expect(tenantRow.body).toMatchObject({ eventsTargetUrl: s.url, eventTypes: ['record.changed'] });
+    const refused = await t.request<ErrorBody>('PATCH', `/v1/tenants/first/endpoints/${FIRST}`, { body: { maxInFlight: 2 } });
+    expect([refused.status, refused.body.error.code]).toEqual([400, 'validation_failed']);
+    await emit('first', 'record.changed', { n: 1 });
+    const [d] = await waitUntil('the first endpoint delivery', () => (s.accepted().length ? s.accepted() : null));
+    const listed = await t.request<{ events: Array<{ id: string }> }>('GET', '/v1/tenants/first/events');
+    expect(d.headers['webhook-id']).toBe(listed.body.events[0].id);
+    const off = await t.request<Endpoint>('PATCH', `/v1/tenants/first/endpoints/${FIRST}`, { body: { disabled: true } });
+    expect(off.body.disabled).toBe(true);
+    expect(off.body.health.state).toBe('disabled');
+    const on = await t.request<Endpoint>('PATCH', `/v1/tenants/first/endpoints/${FIRST}`, { body: { disabled: false } });
+    expect(on.body.disabled).toBe(false);
+    expect((await t.request('DELETE', `/v1/tenants/first/endpoints/${FIRST}`)).status).toBe(204);
+    const list = await t.request<{ endpoints: Endpoint[] }>('GET', '/v1/tenants/first/endpoints');
+    expect(list.body.endpoints).toEqual([]);
+    expect((await t.request<{ eventsTargetUrl: string | null }>('GET', '/v1/tenants/first')).body.eventsTargetUrl).toBeNull();
+  });
+
+  it('keeps the failure clock across a restart', async () => {
+    const failing = await sink();
+    failing.respond = () => 500;
+    await tenant('restart');
+    const ep = await create('restart', { url: failing.url });
+    await emit('restart', 'record.changed', { n: 1 });
+    const since = await waitUntil('the failure clock', async () => (await get('restart', ep.id)).health.failingSince);
+    const old = t;
+    t = await startSecondInstance(old, CLOCK_ENV);
+    await old.close();
+    const seen = failing.received.length;
+    await emit('restart', 'record.changed', { n: 2 });
+    await waitUntil('a failure after the restart', () => failing.received.length > seen + 1);
+    const after = await get('restart', ep.id);
+    expect(after.health).toMatchObject({ state: 'failing', failingSince: since });
+    const row = await t.db.query<{ failing_events: number }>('SELECT failing_events FROM event_endpoints WHERE id = $1', [ep.id]);
+    expect(row.rows[0].failing_events).toBe(2);
+  }, 30_000);
 });
