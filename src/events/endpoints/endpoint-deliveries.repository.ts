@@ -107,7 +107,8 @@ export class EndpointDeliveriesRepository {
    * endpoint's row is locked with SKIP LOCKED (an endpoint another instance is claiming for is skipped, never waited
    * for); per endpoint at most maxInFlight deliveries are leased at once over all instances (the leases running
    * are counted in the database), at most rateLimitPerSecond attempts start in any second (the sliding log), and
-   * none before its Retry-After floor. Each claimed delivery's fence goes up and its lease runs `leaseMs`.
+   * none before its Retry-After floor; nothing for a deleted tenant (its rows go with it). Each claimed delivery's
+   * fence goes up and its lease runs `leaseMs`.
    */
   async claim(room: number, leaseMs: number): Promise<ClaimedDelivery[]> {
     if (room <= 0) return [];
@@ -115,6 +116,7 @@ export class EndpointDeliveriesRepository {
       const endpoints = (await m.query(
         `SELECT e.id, e.max_in_flight, e.rate_limit_per_second FROM event_endpoints e
           WHERE NOT e.disabled AND (e.not_before IS NULL OR e.not_before <= clock_timestamp())
+            AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = e.tenant_id AND t.deleted_at IS NOT NULL)
             AND EXISTS (SELECT 1 FROM endpoint_deliveries d WHERE d.endpoint_id = e.id AND d.state = 'pending'
                           AND d.next_attempt_at <= clock_timestamp() AND (d.lease_until IS NULL OR d.lease_until <= clock_timestamp()))
           ORDER BY random() LIMIT 64 FOR UPDATE OF e SKIP LOCKED`,
