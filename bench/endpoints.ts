@@ -70,7 +70,12 @@ finish(
       await call('POST', '/v1/tenants/added/endpoints', { url: sink.url, maxInFlight: 16 });
       await record('single', 200, true);
       await record('added', 200, false);
-      await waitUntil('the warm-up', () => delivered() >= 400, 120_000);
+      await waitUntil('the warm-up', () => delivered() >= 400, 60_000).catch(async (e: unknown) => {
+        const events = await db.query(`SELECT tenant_id, delivery_state, count(*)::int AS n FROM events GROUP BY 1, 2`);
+        const added = await db.query(`SELECT state, count(*)::int AS n FROM endpoint_deliveries GROUP BY 1`);
+        console.log('delivered', delivered(), JSON.stringify(events.rows), JSON.stringify(added.rows));
+        throw e;
+      });
 
       const floor: number[] = [];
       const added: number[] = [];

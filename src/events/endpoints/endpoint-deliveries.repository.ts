@@ -62,25 +62,25 @@ export class EndpointDeliveriesRepository {
   /**
    * The fan-out: takes up to `limit` events from the outbox (SKIP LOCKED: instances share it), lets `plan` say
    * which endpoint takes which (it reads the endpoints in this transaction), and writes every delivery of every
-   * event in one multi-row INSERT in the same transaction that empties the outbox. Answers how many deliveries.
+   * event in one multi-row INSERT in the same transaction that empties the outbox. Answers how many outbox rows it
+   * took (an event removed meanwhile is dropped from it) and how many deliveries it wrote.
    */
   async fanOut(
     limit: number,
     plan: (m: EntityManager, events: FanoutEvent[]) => Promise<NewDelivery[]>,
   ): Promise<{ events: number; deliveries: number }> {
     return this.db.transaction(async (m) => {
-      const taken = (await m.query(
-        `DELETE FROM endpoint_fanout WHERE seq IN (SELECT seq FROM endpoint_fanout ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
-         RETURNING event_id, received_at`,
-        [limit],
-      )) as [Array<{ event_id: string; received_at: Date }>, number];
-      const rows = taken[0];
-      if (rows.length === 0) return { events: 0, deliveries: 0 };
+      // One statement: the receipt times go from the outbox to the join as PostgreSQL holds them (microseconds), never
+      // through the driver's millisecond dates; the receipt time keeps the lookup to the event's one partition.
       const events = (await m.query(
-        `SELECT e.id, e.tenant_id, e.type, e.payload, e.received_at FROM events e
-          JOIN unnest($1::uuid[], $2::timestamptz[]) AS f(id, received_at) ON e.id = f.id AND e.received_at = f.received_at`,
-        [rows.map((r) => r.event_id), rows.map((r) => r.received_at)],
-      )) as Array<{ id: string; tenant_id: string; type: string; payload: unknown; received_at: Date }>;
+        `WITH taken AS (
+           DELETE FROM endpoint_fanout WHERE seq IN (SELECT seq FROM endpoint_fanout ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
+           RETURNING event_id, received_at)
+         SELECT e.id, e.tenant_id, e.type, e.payload, e.received_at, (SELECT count(*) FROM taken)::int AS taken
+           FROM taken f JOIN events e ON e.id = f.event_id AND e.received_at = f.received_at`,
+        [limit],
+      )) as Array<{ id: string; tenant_id: string; type: string; payload: unknown; received_at: Date; taken: number }>;
+      if (events.length === 0) return { events: 0, deliveries: 0 };
       const deliveries = await plan(
         m,
         events.map((e) => ({ id: e.id, tenantId: e.tenant_id, type: e.type, payload: e.payload, receivedAt: e.received_at })),
@@ -98,7 +98,7 @@ export class EndpointDeliveriesRepository {
             deliveries.map((d) => d.state),
           ],
         );
-      return { events: events.length, deliveries: deliveries.length };
+      return { events: events[0].taken, deliveries: deliveries.length };
     });
   }
 
