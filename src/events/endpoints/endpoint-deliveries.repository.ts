@@ -1,6 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import { EVENT_COLUMNS, type StoredEvent, toEvent } from '../events.repository.js';
+import { ENDPOINT_COLUMNS, type EndpointRow, toEndpoint } from './endpoint.js';
 
 /** An event to fan out to the tenant's added endpoints (what the fan-out needs of it). */
 export interface FanoutEvent {
@@ -31,6 +33,9 @@ export interface ClaimedDelivery {
   firstFailedAt: Date | null;
   /** When the claim counted the attempt's start (the database's clock; the rate limit's log). */
   startedAt: Date;
+  /** The endpoint as the claim read it (its row locked), and the event; null when the event is gone. */
+  endpoint: EndpointRow;
+  event: StoredEvent | null;
 }
 
 export type EndpointDeliveryState = 'pending' | 'delivered' | 'failed' | 'missed';
@@ -114,13 +119,13 @@ export class EndpointDeliveriesRepository {
     if (room <= 0) return [];
     return this.db.transaction(async (m) => {
       const endpoints = (await m.query(
-        `SELECT e.id, e.max_in_flight, e.rate_limit_per_second FROM event_endpoints e
+        `SELECT ${ENDPOINT_COLUMNS.replace(/(\w+)/g, 'e.$1')} FROM event_endpoints e
           WHERE NOT e.disabled AND (e.not_before IS NULL OR e.not_before <= clock_timestamp())
             AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = e.tenant_id AND t.deleted_at IS NOT NULL)
             AND EXISTS (SELECT 1 FROM endpoint_deliveries d WHERE d.endpoint_id = e.id AND d.state = 'pending'
                           AND d.next_attempt_at <= clock_timestamp() AND (d.lease_until IS NULL OR d.lease_until <= clock_timestamp()))
           ORDER BY random() LIMIT 64 FOR UPDATE OF e SKIP LOCKED`,
-      )) as Array<{ id: string; max_in_flight: number; rate_limit_per_second: number | null }>;
+      )) as Array<Record<string, unknown> & { id: string; max_in_flight: number; rate_limit_per_second: number | null }>;
       const claimed: ClaimedDelivery[] = [];
       for (const e of endpoints) {
         if (claimed.length >= room) break;
@@ -175,8 +180,20 @@ export class EndpointDeliveriesRepository {
             retryFrom: r.retry_from,
             firstFailedAt: r.first_failed_at,
             startedAt: r.started_at,
+            endpoint: toEndpoint(e),
+            event: null,
           });
       }
+      if (claimed.length === 0) return claimed;
+      // The events, in one statement for the whole claim; the receipt times keep it to their partitions.
+      const times = claimed.map((c) => c.receivedAt.getTime());
+      const events = (await m.query(
+        `SELECT ${EVENT_COLUMNS} FROM events WHERE id = ANY($1::uuid[])
+            AND received_at >= $2::timestamptz - interval '1 millisecond' AND received_at < $3::timestamptz + interval '1 millisecond'`,
+        [claimed.map((c) => c.eventId), new Date(Math.min(...times)), new Date(Math.max(...times))],
+      )) as Array<Record<string, unknown>>;
+      const byId = new Map(events.map((r) => [r.id as string, toEvent(r)]));
+      for (const c of claimed) c.event = byId.get(c.eventId) ?? null;
       return claimed;
     });
   }
@@ -184,19 +201,20 @@ export class EndpointDeliveriesRepository {
   /**
    * Records a claimed attempt in one transaction: its attempts log entry, the delivery's new state (only under its
    * own fence, except a success, which always counts), then lets `after` update the endpoint in the same
-   * transaction (its failure clock). Answers `recorded`, `lost` (another attempt took the delivery over) or `gone`.
+   * transaction (its failure clock); `before` locks the endpoint's row first. Answers `recorded`, `lost` (another attempt took the delivery over) or `gone`.
    */
   async finish(
     c: ClaimedDelivery,
     log: EndpointAttempt,
     outcome: { kind: 'delivered' } | { kind: 'retry'; next: Date } | { kind: 'failed' },
+    before: (m: EntityManager) => Promise<void>,
     after: (m: EntityManager) => Promise<void>,
   ): Promise<'recorded' | 'lost' | 'gone'> {
     return this.db.transaction(async (m) => {
       // The endpoint's row first, as a claim takes it: the same order everywhere, so two recordings (or a recording
       // and a claim) never wait for each other in a cycle (the attempts log's key share on it would otherwise be
       // upgraded by the failure clock's lock).
-      await m.query(`SELECT 1 FROM event_endpoints WHERE id = $1 FOR UPDATE`, [c.endpointId]);
+      await before(m);
       const rows = (await m.query(
         `SELECT fence::text AS fence, state FROM endpoint_deliveries WHERE endpoint_id = $1 AND event_id = $2 FOR UPDATE`,
         [c.endpointId, c.eventId],

@@ -21,7 +21,7 @@ import {
   type NewDelivery,
 } from './endpoint-deliveries.repository.js';
 import { EndpointSecrets } from './endpoint-secrets.js';
-import { type ClockChange, EndpointsRepository } from './endpoints.repository.js';
+import { type ClockChange, type ClockRow, EndpointsRepository } from './endpoints.repository.js';
 
 const FANOUT_BATCH = 500;
 /** Attempts one instance runs at once over all endpoints; each endpoint holds at most its maxInFlight of them. */
@@ -215,9 +215,8 @@ export class EndpointDeliveryService implements OnApplicationBootstrap, OnModule
 
   /** One attempt of a claimed delivery. */
   private async attempt(c: ClaimedDelivery): Promise<void> {
-    const [event, ep] = await Promise.all([this.events.findInAnyTenant(c.eventId), this.endpoints.findById(c.endpointId)]);
-    if (!event || !ep) return this.deliveries.release(c, event ? null : 'failed');
-    if (ep.disabled) return this.deliveries.release(c, 'missed');
+    const { event, endpoint: ep } = c;
+    if (!event) return this.deliveries.release(c, 'failed');
     let secrets: string[];
     try {
       secrets = this.secrets.signingSecretsOf(ep);
@@ -243,16 +242,25 @@ export class EndpointDeliveryService implements OnApplicationBootstrap, OnModule
     }
     const notBefore = outcome.retryAfterMs !== null ? new Date(now.getTime() + outcome.retryAfterMs) : null;
     let change: ClockChange = { kind: 'none' };
-    const done = await this.deliveries.finish(c, log, result, async (m) => {
-      change = await this.endpoints.applyOutcome(m, ep.id, {
-        ok: outcome.ok,
-        gone,
-        firstFailedAt: c.firstFailedAt,
-        notBefore,
-        disableAfterMs: this.config.endpoints.disableAfterMs,
-      });
-      await this.announce(m, ep, change);
-    });
+    let clock: ClockRow | null = null;
+    const done = await this.deliveries.finish(
+      c,
+      log,
+      result,
+      async (m) => {
+        clock = await this.endpoints.lockClock(m, ep.id);
+      },
+      async (m) => {
+        change = await this.endpoints.applyOutcome(m, ep.id, clock, {
+          ok: outcome.ok,
+          gone,
+          firstFailedAt: c.firstFailedAt,
+          notBefore,
+          disableAfterMs: this.config.endpoints.disableAfterMs,
+        });
+        await this.announce(m, ep, change);
+      },
+    );
     if (done === 'lost')
       this.logger.warn(
         { endpointId: ep.id, eventId: event.id, tenantId: ep.tenantId },

@@ -42,6 +42,10 @@ export function typeMatches(types: readonly string[] | null, type: string): bool
   return false;
 }
 
+/** The columns toEndpoint reads. */
+export const ENDPOINT_COLUMNS = `id, tenant_id, url, description, event_types, filter, rate_limit_per_second, max_in_flight, disabled, disabled_reason,
+  disabled_at, secret_enc, secret_prev_enc, secret_prev_until, failing_since, failing_events, created_at, updated_at`;
+
 export function toEndpoint(r: Record<string, unknown>): EndpointRow {
   return {
     id: r.id as string,

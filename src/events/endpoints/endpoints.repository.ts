@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
-import { type DisabledReason, type EndpointRow, toEndpoint } from './endpoint.js';
+import { ENDPOINT_COLUMNS as COLUMNS, type DisabledReason, type EndpointRow, toEndpoint } from './endpoint.js';
 
 export interface NewEndpoint {
   id: string;
@@ -26,9 +26,6 @@ export type ClockChange =
   | { kind: 'failing'; since: Date; hours: number }
   | { kind: 'disabled'; reason: DisabledReason; since: Date | null }
   | { kind: 'recovered' };
-
-const COLUMNS = `id, tenant_id, url, description, event_types, filter, rate_limit_per_second, max_in_flight, disabled, disabled_reason,
-  disabled_at, secret_enc, secret_prev_enc, secret_prev_until, failing_since, failing_events, created_at, updated_at`;
 
 /**
  * The event_endpoints table (docs/endpoints.md): the tenant's added endpoints, their sealed secrets, and the
@@ -170,24 +167,23 @@ export class EndpointsRepository {
    * if it is not running, counts the event when this is its first failure since the clock started (`firstFailedAt`:
    * when the delivery first failed before this attempt, null if never), and answers the warning or the disable due.
    * `gone` (a 410) disables at once; `notBefore` (a Retry-After) holds every attempt to the endpoint until then.
+   * `r`: the clock as lockClock read it in this transaction.
    */
-  async applyOutcome(
-    m: EntityManager,
-    id: string,
-    o: { ok: boolean; gone: boolean; firstFailedAt: Date | null; notBefore: Date | null; disableAfterMs: number },
-  ): Promise<ClockChange> {
+  /** Locks the endpoint's row for a recording (the first lock it takes: the same order as a claim) and reads its clock. */
+  async lockClock(m: EntityManager, id: string): Promise<ClockRow | null> {
     const rows = (await m.query(
       `SELECT failing_since, failing_events, failing_warned, recovery_due, disabled, now() AS now FROM event_endpoints WHERE id = $1 FOR UPDATE`,
       [id],
-    )) as Array<{
-      failing_since: Date | null;
-      failing_events: number;
-      failing_warned: number;
-      recovery_due: boolean;
-      disabled: boolean;
-      now: Date;
-    }>;
-    const r = rows[0];
+    )) as ClockRow[];
+    return rows[0] ?? null;
+  }
+
+  async applyOutcome(
+    m: EntityManager,
+    id: string,
+    r: ClockRow | null,
+    o: { ok: boolean; gone: boolean; firstFailedAt: Date | null; notBefore: Date | null; disableAfterMs: number },
+  ): Promise<ClockChange> {
     if (!r) return { kind: 'none' };
     if (o.ok) {
       if (r.failing_since === null && !r.recovery_due) return { kind: 'none' };
@@ -228,6 +224,16 @@ export class EndpointsRepository {
     );
     return change;
   }
+}
+
+/** The failure clock of an endpoint's row, read under its lock (lockClock). */
+export interface ClockRow {
+  failing_since: Date | null;
+  failing_events: number;
+  failing_warned: number;
+  recovery_due: boolean;
+  disabled: boolean;
+  now: Date;
 }
 
 /** An endpoint is disabled for failure only when the failures span at least this many events. */
