@@ -12,6 +12,8 @@
 //   as an inbound group commit writes them, so that only delivery is measured.
 // - Fan-out: one event to BENCH_FANOUT endpoints: its deliveries are written by one transaction (all rows share one
 //   xmin), and the time from recording the event to every endpoint having received it.
+// - Isolation: event to first attempt (p50, p99) over 10 healthy endpoints, idle and while an endpoint of the same
+//   tenant hangs with BENCH_BACKLOG (10000) events queued for it.
 // - A filter's evaluation cost is bench/json-filter.ts's. Not part of `npm test`.
 import pg from 'pg';
 import { v7 as timeOrderedUuid } from 'uuid';
@@ -22,6 +24,7 @@ const EVENTS = Number(process.env.BENCH_EVENTS ?? 2000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const FANOUT = Number(process.env.BENCH_FANOUT ?? 200);
 const TARGET_RATIO = 1.2;
+const ISOLATION_BACKLOG = Number(process.env.BENCH_BACKLOG ?? 10_000);
 
 const APP_ENV = {
   NODE_ENV: 'development', // http to the local sink is allowed outside production only
@@ -117,6 +120,47 @@ finish(
         `  deliveries written by ${rows.rows.length} transaction(s) (${rows.rows.map((r) => r.n).join(', ')} rows): ${rows.rows.length === 1 ? 'ok' : 'SPLIT'}`,
       );
       console.log(`  from recording to all ${FANOUT} received: ${allMs.toFixed(0)} ms`);
+
+      // Isolation: the time from recording an event to its first attempt arriving, over 10 healthy endpoints, idle
+      // and then while another endpoint of the same tenant hangs (never answers) with ISOLATION_BACKLOG events queued.
+      const healthy = await WebhookSink.start();
+      const hanging = await WebhookSink.start();
+      hanging.wait = () => new Promise(() => undefined);
+      try {
+        await tenant('iso');
+        for (let i = 0; i < 10; i++)
+          await call('POST', '/v1/tenants/iso/endpoints', { url: `${healthy.url}?e=${i}`, eventTypes: ['fresh'] });
+        const latencies = async (label: string): Promise<void> => {
+          const from = healthy.received.length;
+          for (let i = 0; i < 20; i++) {
+            const n = Date.now();
+            await db.query(
+              `INSERT INTO events (id, tenant_id, source, type, payload, received_at, delivery_state, next_attempt_at)
+               VALUES ($1, 'iso', 'service', 'fresh', jsonb_build_object('k', $2::int), now(), 'no_target', now())`,
+              [timeOrderedUuid(), n],
+            );
+            await new Promise((r) => setTimeout(r, 50));
+          }
+          await waitUntil('the healthy deliveries', () => healthy.received.length - from >= 200, 120_000, 5);
+          const arrivals = healthy.received.slice(from).map((d) => d.arrivedAt - (d.body.data as { k: number }).k);
+          const sorted = arrivals.sort((a, b) => a - b);
+          const p = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+          console.log(`  ${label}: event to first attempt p50 ${p(0.5)} ms, p99 ${p(0.99)} ms (${sorted.length} attempts)`);
+        };
+        console.log('isolation, 10 healthy endpoints, 20 events each:');
+        await latencies('idle');
+        await call('POST', '/v1/tenants/iso/endpoints', { url: hanging.url, eventTypes: ['backlog'], maxInFlight: 4 });
+        for (let i = 0; i < ISOLATION_BACKLOG; i += 500)
+          await db.query(
+            `INSERT INTO events (id, tenant_id, source, type, payload, received_at, delivery_state, next_attempt_at)
+             SELECT gen_random_uuid(), 'iso', 'service', 'backlog', '{}'::jsonb, now(), 'no_target', now() FROM generate_series(1, 500)`,
+          );
+        await waitUntil('the hanging endpoint busy', () => hanging.received.length >= 4, 60_000);
+        await latencies(`one endpoint hanging with ${ISOLATION_BACKLOG} queued`);
+      } finally {
+        await healthy.close();
+        await hanging.close();
+      }
     } finally {
       await db.end();
       await sink.close();
