@@ -136,7 +136,7 @@ finish(
             const n = Date.now();
             await db.query(
               `INSERT INTO events (id, tenant_id, source, type, payload, received_at, delivery_state, next_attempt_at)
-               VALUES ($1, 'iso', 'service', 'fresh', jsonb_build_object('k', $2::int), now(), 'no_target', now())`,
+               VALUES ($1, 'iso', 'service', 'fresh', jsonb_build_object('k', $2::bigint), now(), 'no_target', now())`,
               [timeOrderedUuid(), n],
             );
             await new Promise((r) => setTimeout(r, 50));
