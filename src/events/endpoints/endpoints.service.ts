@@ -100,10 +100,7 @@ export class EndpointsService {
     if (dto.url !== undefined) this.checkUrl(dto.url);
     if (dto.filter !== undefined) this.checkFilter(dto.filter);
     const { disabled, ...fields } = dto;
-    let ep = await this.repo.update(tenantId, id, {
-      ...fields,
-      ...(dto.maxInFlight === null ? { maxInFlight: DEFAULT_MAX_IN_FLIGHT } : {}),
-    });
+    let ep = await this.repo.update(tenantId, id, fields);
     if (disabled !== undefined) ep = await this.repo.setDisabled(tenantId, id, disabled);
     if (!ep) throw endpointNotFound();
     if (disabled === false) this.delivery.kickClaim();
