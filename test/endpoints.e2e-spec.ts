@@ -394,6 +394,25 @@ describe('event endpoints (API.md section 13): routes, validation, signed delive
     expect((await t.request<{ eventsTargetUrl: string | null }>('GET', '/v1/tenants/first')).body.eventsTargetUrl).toBeNull();
   });
 
+  it('a 410 from eventsTargetUrl is announced to the added endpoints and audited', async () => {
+    const gone = await sink();
+    const watcher = await sink();
+    gone.respond = () => 410;
+    await tenant('firstgone', { eventsTargetUrl: gone.url });
+    await create('firstgone', { url: watcher.url, eventTypes: ['endpoint.*'] });
+    await emit('firstgone', 'record.changed', { n: 1 });
+    const [note] = await waitUntil('endpoint.disabled', () =>
+      ofType(watcher, 'endpoint.disabled').length ? ofType(watcher, 'endpoint.disabled') : null,
+    );
+    expect(note.body.data).toMatchObject({ endpointId: FIRST, reason: 'gone' });
+    expect((await get('firstgone', FIRST)).health).toMatchObject({ state: 'disabled', disabledReason: 'gone' });
+    const audit = await t.db.query<{ target: string }>(
+      `SELECT target FROM audit_log WHERE tenant_id = 'firstgone' AND action = 'endpoint.disabled'`,
+    );
+    expect(audit.rows).toEqual([{ target: `endpoints/${FIRST}` }]);
+    expect(gone.received).toHaveLength(1);
+  });
+
   it('keeps the failure clock across a restart', async () => {
     const failing = await sink();
     failing.respond = () => 500;

@@ -12,7 +12,7 @@ import { retryDelayMs } from '../event-attempt.js';
 import { EventDeliveryService } from '../event-delivery.service.js';
 import { EventTargetClient } from '../event-target-client.js';
 import { EventsRepository } from '../events.repository.js';
-import { type EndpointRow, typeMatches } from './endpoint.js';
+import { type EndpointRow, FIRST_ENDPOINT_ID, typeMatches } from './endpoint.js';
 import { compileEndpointFilter, type EndpointFilter } from './endpoint-filter.js';
 import {
   type ClaimedDelivery,
@@ -75,6 +75,30 @@ export class EndpointDeliveryService implements OnApplicationBootstrap, OnModule
   ) {
     this.client = new EventTargetClient(config, clock);
     this.leaseMs = config.events.attemptTimeoutMs + LEASE_MARGIN_MS;
+    primary.onTargetGone = (tenantId) => this.firstGone(tenantId);
+  }
+
+  /**
+   * eventsTargetUrl answered 410 and is disabled: when the tenant has added endpoints, an `endpoint.disabled` event
+   * for those that take it, and an audit row. Logged, never thrown: the attempt is recorded already.
+   */
+  private async firstGone(tenantId: string): Promise<void> {
+    try {
+      if ((await this.endpoints.countOfTenant(tenantId)) === 0) return;
+      const payload = { endpointId: FIRST_ENDPOINT_ID, description: 'eventsTargetUrl', reason: 'gone', failingSince: null };
+      await this.events.record({ tenantId, source: 'service', type: 'endpoint.disabled', payload });
+      await this.audit.recordAfter({
+        action: 'endpoint.disabled',
+        actor: { kind: 'service', id: null },
+        tenantId,
+        target: `endpoints/${FIRST_ENDPOINT_ID}`,
+        requestId: null,
+        outcome: 'success',
+      });
+      this.kickFanout();
+    } catch (e) {
+      this.background(e, 'could not announce that eventsTargetUrl is disabled');
+    }
   }
 
   onApplicationBootstrap(): void {
