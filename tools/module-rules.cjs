@@ -13,7 +13,7 @@ const MODULES = {
   cli: ['database', 'vault'],
   audit: ['auth', 'database'],
   tenants: ['audit', 'auth', 'database', 'quota', 'vault'],
-  events: ['database', 'telemetry', 'tenants'],
+  events: ['audit', 'auth', 'database', 'telemetry', 'tenants', 'vault'],
   connections: ['audit', 'database', 'events', 'tenants', 'upstream', 'vault'],
   connect: ['audit', 'auth', 'connections', 'tenants', 'upstream'],
   refresh: ['connections', 'events', 'telemetry', 'upstream', 'vault'],

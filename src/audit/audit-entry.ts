@@ -9,6 +9,13 @@ export const AUDIT_ACTIONS = [
   'api_key.created',
   'api_key.revoked',
   'events_secret.rotated',
+  'endpoint.created',
+  'endpoint.updated',
+  'endpoint.deleted',
+  'endpoint.secret_rotated',
+  'endpoint.failing',
+  'endpoint.disabled',
+  'endpoint.recovered',
   'webhook.provisioned',
   'connection.created',
   'connection.reconnected',
@@ -22,13 +29,14 @@ export const AUDIT_ACTIONS = [
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
-export const ACTOR_KINDS = ['operator', 'tenant_key', 'console', 'connect_session', 'agent_session'] as const;
+export const ACTOR_KINDS = ['operator', 'tenant_key', 'console', 'connect_session', 'agent_session', 'service'] as const;
 export type ActorKind = (typeof ACTOR_KINDS)[number];
 
 /**
  * Who acted, never by a secret: the operator key is `operator` (the key itself names nobody else), a tenant
  * key by its id, a console session by its id (null for a sign-in that failed: there is no session), and the
- * browser that completed a connect session by that session's id, an AI agent by its agent session's id.
+ * browser that completed a connect session by that session's id, an AI agent by its agent session's id; cws-connect
+ * itself (`service`, id null) for what it does on its own (an event endpoint disabled after failing, docs/endpoints.md).
  */
 export interface AuditActor {
   kind: ActorKind;

@@ -13,6 +13,7 @@ export const ERROR_STATUS = {
   api_key_not_found: 404,
   connection_not_found: 404,
   event_not_found: 404,
+  endpoint_not_found: 404,
   agent_session_not_found: 404,
   route_not_found: 404,
   method_not_allowed: 405,
@@ -28,6 +29,8 @@ export const ERROR_STATUS = {
   secret_unreadable: 409,
   /** A tenant or one of its users holds the most live agent sessions (AGENT_SESSIONS_PER_USER, AGENT_SESSIONS_PER_TENANT). */
   agent_session_limit: 409,
+  /** The tenant holds ENDPOINTS_PER_TENANT event endpoints (docs/endpoints.md). */
+  endpoint_limit: 409,
   /** The event is older than its tenant's retention window: kept no longer. */
   event_expired: 410,
   environment_not_configured: 422,

@@ -92,6 +92,8 @@ export interface AppConfig {
     /** EVENT_RETENTION_DAYS: days events and their attempts are kept, unless the tenant sets its own window. */
     retentionDays: number;
   };
+  /** Event endpoints (docs/endpoints.md): ENDPOINT_DISABLE_AFTER in ms, ENDPOINTS_PER_TENANT. */
+  endpoints: { disableAfterMs: number; perTenant: number };
   /** The audit trail (docs/observability.md, "Audit trail"): rows older than this many days are swept away. */
   audit: { retentionDays: number };
   /** Agent sessions and their tools (docs/agents.md). */
@@ -219,6 +221,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
       inboundCommitsInFlight: v.INBOUND_COMMITS_IN_FLIGHT,
       retentionDays: v.EVENT_RETENTION_DAYS,
     },
+    endpoints: { disableAfterMs: v.ENDPOINT_DISABLE_AFTER, perTenant: v.ENDPOINTS_PER_TENANT },
     audit: { retentionDays: v.AUDIT_RETENTION_DAYS },
     agents: {
       perUser: v.AGENT_SESSIONS_PER_USER,

@@ -119,3 +119,14 @@ export function deepFreeze<T>(o: T): T {
   }
   return o;
 }
+
+const DURATION_UNITS_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** ENDPOINT_DISABLE_AFTER: a duration `<n>s`, `<n>m`, `<n>h` or `<n>d`, at least 10 s and at most 365 d; in ms. */
+export function endpointDisableAfter(raw: string): number {
+  const m = /^(\d{1,9})(s|m|h|d)$/.exec(raw.trim());
+  if (!m) throw new VariableProblem(`must be a duration such as 5d, 36h, 90m or 10s, got "${raw}"`);
+  const ms = Number(m[1]) * DURATION_UNITS_MS[m[2]];
+  if (ms < 10_000 || ms > 365 * 86_400_000) throw new VariableProblem('must be between 10s and 365d');
+  return ms;
+}

@@ -1,7 +1,7 @@
 import { parseAllowEntry } from '../common/target-policy.js';
 import { AGENT_VARIABLES } from './agent-variables.js';
 import { TRACING_SWITCH } from './tracing-variables.js';
-import { estimatedBits, postgresUrl, trustProxy, vaultKeyRing } from './value-formats.js';
+import { endpointDisableAfter, estimatedBits, postgresUrl, trustProxy, vaultKeyRing } from './value-formats.js';
 import { optional, variable } from './variable.js';
 import { duration, httpUrl, int, list, num, oneOf, onOff, parsedBy, text } from './variable-types.js';
 
@@ -315,6 +315,20 @@ export const SERVICE_VARIABLES = {
     int(1, 400),
     30,
     'days events and their delivery attempts are kept, unless a tenant sets its own `eventRetentionDays` (1–400); see `docs/data-retention.md`',
+  ),
+
+  ENDPOINT_DISABLE_AFTER: variable(
+    'events to the partner',
+    parsedBy(endpointDisableAfter),
+    5 * DAY,
+    'an added event endpoint whose every attempt has failed for this long (over at least 10 events) is disabled: `10s` to `365d` (see `docs/endpoints.md`)',
+    { defaultText: '`5d`' },
+  ),
+  ENDPOINTS_PER_TENANT: variable(
+    'events to the partner',
+    int(1, 1000),
+    20,
+    'most event endpoints per tenant, eventsTargetUrl included (1–1000)',
   ),
 
   AUDIT_RETENTION_DAYS: variable(

@@ -47,6 +47,8 @@ export class EventAttempt {
     private readonly client: EventTargetClient,
     private readonly metrics: DeliveryMetrics,
     private readonly enqueue: Enqueue,
+    /** Told once when a 410 disables the target (the event endpoints announce it: docs/endpoints.md); never throws. */
+    private readonly onTargetGone?: (tenantId: string) => Promise<void>,
   ) {
     this.leaseMs = config.events.attemptTimeoutMs + LEASE_MARGIN_MS;
   }
@@ -86,8 +88,9 @@ export class EventAttempt {
     const error = outcome.error ?? 'network';
     if (outcome.status === 410) {
       // The partner says this target is gone for good: stop sending anything there until it sets one again.
-      await this.tenants.disableEventsTarget(event.tenantId, target);
+      const disabled = await this.tenants.disableEventsTarget(event.tenantId, target);
       await this.record(event, job, fence, log, { kind: 'dead', error });
+      if (disabled) await this.onTargetGone?.(event.tenantId);
       this.logger.warn(
         { eventId: event.id, tenantId: event.tenantId },
         'the events target answered 410 Gone: delivery to it is disabled until eventsTargetUrl is set again',

@@ -198,4 +198,32 @@ export class EventDeliveryRepository {
       .filter((r) => r.at !== null)
       .map((r) => ({ at: r.at!, status: r.status, durationMs: Number(r.duration_ms), error: r.error }));
   }
+  /**
+   * The eventsTargetUrl's health figures (docs/endpoints.md): its attempts of the last 24 h (events received within
+   * the last 24 h plus the retry span), and the tenant's events waiting for it.
+   */
+  async targetHealth(
+    tenantId: string,
+    retrySpanMs: number,
+  ): Promise<{ attempts24h: number; succeeded24h: number; p99Ms24h: number | null; pending: number; oldestPendingSeconds: number }> {
+    const [a] = (await this.db.query(
+      `SELECT count(*)::int AS attempts, count(*) FILTER (WHERE a.error IS NULL)::int AS ok,
+              percentile_disc(0.99) WITHIN GROUP (ORDER BY a.duration_ms) AS p99
+         FROM events e JOIN event_attempts a ON a.event_id = e.id AND a.at >= now() - interval '24 hours'
+        WHERE e.tenant_id = $1 AND e.received_at >= now() - interval '24 hours' - $2 * interval '1 millisecond'`,
+      [tenantId, retrySpanMs],
+    )) as Array<{ attempts: number; ok: number; p99: number | null }>;
+    const [p] = (await this.db.query(
+      `SELECT count(*)::int AS pending, coalesce(extract(epoch FROM now() - min(received_at)), 0)::float8 AS oldest
+         FROM events WHERE tenant_id = $1 AND delivery_state = 'pending'`,
+      [tenantId],
+    )) as Array<{ pending: number; oldest: number }>;
+    return {
+      attempts24h: a.attempts,
+      succeeded24h: a.ok,
+      p99Ms24h: a.p99 === null ? null : Number(a.p99),
+      pending: p.pending,
+      oldestPendingSeconds: Math.max(0, Math.floor(Number(p.oldest))),
+    };
+  }
 }

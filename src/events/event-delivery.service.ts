@@ -44,6 +44,8 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
   /** Jobs whose handler is running (a drain waits for them). */
   private inFlight = 0;
   private readonly batches = new Set<Promise<void>>();
+  /** Set by the event endpoints (docs/endpoints.md): told when a 410 disables eventsTargetUrl. Never throws. */
+  onTargetGone: ((tenantId: string) => Promise<void>) | null = null;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -54,8 +56,16 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
     metrics: DeliveryMetrics,
   ) {
     this.client = new EventTargetClient(config, clock);
-    this.attempt = new EventAttempt(config, events, deliveries, tenants, clock, this.client, metrics, (jobs, sql) =>
-      this.insertJobs(jobs, sql),
+    this.attempt = new EventAttempt(
+      config,
+      events,
+      deliveries,
+      tenants,
+      clock,
+      this.client,
+      metrics,
+      (jobs, sql) => this.insertJobs(jobs, sql),
+      (tenantId) => this.onTargetGone?.(tenantId) ?? Promise.resolve(),
     );
   }
 

@@ -50,8 +50,11 @@ export class EventTargetClient {
     await (cut ? this.agent.destroy() : this.agent.close());
   }
 
-  /** One attempt: the event POSTed to `target`, signed with each of `secrets`. Never throws. */
-  async post(target: string, secrets: string[], event: StoredEvent): Promise<AttemptOutcome> {
+  /**
+   * One attempt: the event POSTed to `target`, signed with each of `secrets`, as `webhookId` (the event's id for
+   * eventsTargetUrl; one per event and endpoint for an added endpoint, docs/endpoints.md). Never throws.
+   */
+  async post(target: string, secrets: string[], event: StoredEvent, webhookId: string = event.id): Promise<AttemptOutcome> {
     const body = deliveryBody(event);
     const timestamp = Math.floor(this.clock.now().getTime() / 1000);
     const started = performance.now();
@@ -59,7 +62,7 @@ export class EventTargetClient {
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       'user-agent': 'cws-connect-webhooks/1',
-      ...signDelivery(secrets, event.id, timestamp, body),
+      ...signDelivery(secrets, webhookId, timestamp, body),
       ...(event.payloadDigest !== null ? { 'cws-payload-digest': event.payloadDigest } : {}),
     };
     // In the trace that received or created the event, so the partner can join its own to it.

@@ -1,7 +1,15 @@
 import { Module } from '@nestjs/common';
+import { AuditModule } from '../audit/audit.module.js';
 import { MetricsModule } from '../telemetry/metrics.module.js';
 import { TenantsModule } from '../tenants/tenants.module.js';
+import { VaultModule } from '../vault/vault.module.js';
 import { DeliveryMetrics } from './delivery-metrics.js';
+import { EndpointDeliveriesRepository } from './endpoints/endpoint-deliveries.repository.js';
+import { EndpointDeliveryService } from './endpoints/endpoint-delivery.service.js';
+import { EndpointSecrets } from './endpoints/endpoint-secrets.js';
+import { EndpointsController } from './endpoints/endpoints.controller.js';
+import { EndpointsRepository } from './endpoints/endpoints.repository.js';
+import { EndpointsService } from './endpoints/endpoints.service.js';
 import { EventDeliveryRepository } from './event-delivery.repository.js';
 import { EventDeliveryService } from './event-delivery.service.js';
 import { EventsController } from './events.controller.js';
@@ -13,11 +21,11 @@ import { EventsService } from './events.service.js';
 
 /**
  * The events table: what the partner receives, from the upstream and from cws-connect itself; the
- * events API, and the signed outbound delivery (pg-boss).
+ * events API, and the signed outbound delivery (pg-boss); the tenant's event endpoints (endpoints/).
  */
 @Module({
-  imports: [TenantsModule, MetricsModule],
-  controllers: [EventsController],
+  imports: [TenantsModule, MetricsModule, VaultModule, AuditModule],
+  controllers: [EventsController, EndpointsController],
   providers: [
     EventsRepository,
     EventDeliveryRepository,
@@ -27,6 +35,11 @@ import { EventsService } from './events.service.js';
     EventsService,
     DeliveryMetrics,
     EventDeliveryService,
+    EndpointsRepository,
+    EndpointDeliveriesRepository,
+    EndpointSecrets,
+    EndpointDeliveryService,
+    EndpointsService,
   ],
   exports: [EventsRepository, EventsRemoval, EventPartitions, EventDeliveryService],
 })

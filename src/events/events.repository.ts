@@ -138,7 +138,7 @@ export class EventsRepository {
  * The columns toEvent reads, named: a prepared `SELECT *` would fail once a later release's migration adds a column
  * ("cached plan must not change result type") while this one still runs.
  */
-const EVENT_COLUMNS = `seq, writer_xid, id, tenant_id, source, receiver_id, type, payload, received_at, delivery_state, delivery_attempts,
+export const EVENT_COLUMNS = `seq, writer_xid, id, tenant_id, source, receiver_id, type, payload, received_at, delivery_state, delivery_attempts,
   last_delivery_error, delivered_at, retry_from, traceparent, payload_digest`;
 
 /** listAfter's page: the function cws_events_page (migration EventsPageFunction, which says why a function). */

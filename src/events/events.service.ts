@@ -15,12 +15,14 @@ export const REDELIVER_PER_CALL = 1000;
 /** A bulk redelivery never leaves a tenant with more than this many events waiting for delivery. */
 export const REDELIVER_MAX_PENDING = 5000;
 
-export type RedeliverState = 'dead' | 'delivered' | 'any';
+/** `missed` (stored while there was no target, or it was disabled) is for the first event endpoint's redelivery (docs/endpoints.md). */
+export type RedeliverState = 'dead' | 'delivered' | 'any' | 'missed';
 
 const STATES_OF: Record<RedeliverState, readonly DeliveryState[]> = {
   dead: ['dead'],
   delivered: ['delivered'],
   any: ['dead', 'delivered', 'no_target'],
+  missed: ['no_target'],
 };
 
 @Injectable()

@@ -125,6 +125,11 @@ export class TenantsService {
     return tenant.eventRetentionDays ?? this.config.events.retentionDays;
   }
 
+  /** The longest window any tenant keeps its events, in days (EVENT_RETENTION_DAYS at least). */
+  async longestRetentionDays(): Promise<number> {
+    return Math.max(this.config.events.retentionDays, (await this.repo.longestRetention()) ?? 0);
+  }
+
   /** The oldest receipt time of the tenant's events that are still kept (older ones are expired, even before removal). */
   keptSince(tenant: Pick<TenantEntity, 'eventRetentionDays'>): Date {
     return new Date(this.clock.now().getTime() - this.retentionDaysOf(tenant) * 86_400_000);

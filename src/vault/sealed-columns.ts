@@ -17,6 +17,8 @@ export const SEALED_COLUMNS: readonly SealedColumn[] = Object.freeze([
   { table: 'connections', idColumn: 'id', column: 'access_token_enc', tenantColumn: 'tenant_id' },
   { table: 'connections', idColumn: 'id', column: 'refresh_token_enc', tenantColumn: 'tenant_id' },
   { table: 'webhook_receivers', idColumn: 'id', column: 'secret_enc', tenantColumn: 'tenant_id' },
+  { table: 'event_endpoints', idColumn: 'id', column: 'secret_enc', tenantColumn: 'tenant_id' },
+  { table: 'event_endpoints', idColumn: 'id', column: 'secret_prev_enc', tenantColumn: 'tenant_id' },
 ]);
 
 /**

@@ -8,6 +8,8 @@ export interface SinkDelivery {
   body: { type: string; timestamp: string; data: unknown };
   /** The status the sink answered. */
   status: number;
+  /** When the request's body had arrived (Date.now()). */
+  arrivedAt: number;
 }
 
 /**
@@ -40,7 +42,7 @@ export class WebhookSink {
         } catch {
           body = { type: '(not JSON)', timestamp: '', data: raw };
         }
-        const delivery = { headers: req.headers, raw, body, status };
+        const delivery = { headers: req.headers, raw, body, status, arrivedAt: Date.now() };
         sink.received.push(delivery);
         const answer = () =>
           res.writeHead(status, { 'content-type': 'text/plain', ...sink.respondHeaders(n) }).end(status < 300 ? 'ok' : 'no');

@@ -70,7 +70,7 @@ export interface Attempt {
 export interface AuditItem {
   id: string;
   at: string;
-  actor: { kind: 'operator' | 'tenant_key' | 'console' | 'connect_session' | 'agent_session'; id: string | null };
+  actor: { kind: 'operator' | 'tenant_key' | 'console' | 'connect_session' | 'agent_session' | 'service'; id: string | null };
   action: string;
   tenantId: string | null;
   target: string | null;

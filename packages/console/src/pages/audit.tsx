@@ -12,6 +12,7 @@ const ACTOR: Record<AuditItem['actor']['kind'], string> = {
   console: 'Console session',
   connect_session: 'Connect session',
   agent_session: 'Agent session',
+  service: 'cws-connect',
 };
 
 function Who({ actor }: { actor: AuditItem['actor'] }) {

@@ -410,6 +410,112 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tenants/{tenantId}/endpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's event endpoints
+         * @description Its eventsTargetUrl first (id `00000000-0000-0000-0000-000000000000`), when set; never a secret.
+         */
+        get: operations["listEndpoints"];
+        put?: never;
+        /**
+         * Add an event endpoint
+         * @description Its signing `secret` is in this answer only. At most ENDPOINTS_PER_TENANT endpoints per tenant, eventsTargetUrl included (`endpoint_limit`).
+         */
+        post: operations["createEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/endpoints/{endpointId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One event endpoint, with its health */
+        get: operations["getEndpoint"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove an event endpoint
+         * @description Its deliveries go with it. The first endpoint: eventsTargetUrl is unset.
+         */
+        delete: operations["deleteEndpoint"];
+        options?: never;
+        head?: never;
+        /**
+         * Change an event endpoint
+         * @description `{"disabled": false}` enables it again and resets its failure clock. The first endpoint (eventsTargetUrl) takes url, eventTypes and disabled only.
+         */
+        patch: operations["updateEndpoint"];
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/endpoints/{endpointId}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deliver again an endpoint's failed or missed events since a time
+         * @description Under the same webhook-id as before; `missed`: matched while the endpoint was disabled. Each delivery is queued once however often this is called. `conflict` while the endpoint is disabled.
+         */
+        post: operations["redeliverEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/endpoints/{endpointId}/secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate an event endpoint's signing secret
+         * @description The new secret is in this answer only; during the overlap every delivery carries both signatures. The first endpoint answers `conflict`: its secret is the events secret.
+         */
+        post: operations["rotateEndpointSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/endpoints/{endpointId}/test-filter": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Whether an endpoint's event types and filter take an event */
+        post: operations["testEndpointFilter"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/tenants/{tenantId}/events": {
         parameters: {
             query?: never;
@@ -918,11 +1024,11 @@ export interface components {
              * @description `connect_session`: the browser that completed a connect session (a reconnect replaces the tokens through it); `agent_session`: an AI agent acting through an agent session (its tool calls).
              * @enum {string}
              */
-            kind: "operator" | "tenant_key" | "console" | "connect_session" | "agent_session";
+            kind: "operator" | "tenant_key" | "console" | "connect_session" | "agent_session" | "service";
         };
         AuditEntryDto: {
             /** @enum {string} */
-            action: "tenant.created" | "tenant.updated" | "tenant.deleted" | "api_key.created" | "api_key.revoked" | "events_secret.rotated" | "webhook.provisioned" | "connection.created" | "connection.reconnected" | "connection.deleted" | "user.erased" | "console.login" | "console.logout" | "agent_session.created" | "agent_session.revoked" | "agent.tool_call";
+            action: "tenant.created" | "tenant.updated" | "tenant.deleted" | "api_key.created" | "api_key.revoked" | "events_secret.rotated" | "endpoint.created" | "endpoint.updated" | "endpoint.deleted" | "endpoint.secret_rotated" | "endpoint.failing" | "endpoint.disabled" | "endpoint.recovered" | "webhook.provisioned" | "connection.created" | "connection.reconnected" | "connection.deleted" | "user.erased" | "console.login" | "console.logout" | "agent_session.created" | "agent_session.revoked" | "agent.tool_call";
             actor: components["schemas"]["AuditActorDto"];
             /** Format: date-time */
             at: string;
@@ -1051,6 +1157,37 @@ export interface components {
             /** @description The first characters of the key, to recognise it. */
             prefix: string;
         };
+        CreatedEndpointDto: {
+            /** Format: date-time */
+            createdAt: string;
+            description: string | null;
+            disabled: boolean;
+            eventTypes: string[] | null;
+            /**
+             * @description JSON over the delivered body `{"type", "timestamp", "data"}` (dotted paths, as `data.transition`) with `$eq $neq $gt $gte $lt $lte $in $nin $exists $and $or`, as MongoDB reads them; a bad one is `validation_failed` naming its path. null: every event of its types.
+             * @example {
+             *       "type": "workflow_step_updated",
+             *       "data.transition": {
+             *         "$in": [
+             *           "approved",
+             *           "rejected"
+             *         ]
+             *       }
+             *     }
+             */
+            filter: {
+                [key: string]: unknown;
+            } | null;
+            health: components["schemas"]["EndpointHealthDto"];
+            /** @description The endpoint's id; the tenant's first endpoint (its eventsTargetUrl) is always `00000000-0000-0000-0000-000000000000`. */
+            id: string;
+            /** @description null for the first endpoint (eventsTargetUrl), delivered as before. */
+            maxInFlight: number | null;
+            rateLimitPerSecond: number | null;
+            /** @description The signing secret (`whsec_…`): shown only here. */
+            secret: string;
+            url: string;
+        };
         CreatedTenantResponseDto: {
             allowedReturnUrls: string[];
             createdAt: string;
@@ -1080,6 +1217,40 @@ export interface components {
             /** @description Per class: the budget in force, the pause, the figures of the current and the previous window (one tenant read, not the list). */
             quotaUsage?: components["schemas"]["QuotaUsageDto"];
             updatedAt: string;
+        };
+        CreateEndpointDto: {
+            description?: string | null;
+            /** @description A disabled endpoint is sent nothing; what matches meanwhile is kept as `missed`. */
+            disabled?: boolean;
+            /**
+             * @description Exact event types, or prefixes such as `record.*`; null or omitted: every type.
+             * @example [
+             *       "workflow_step_updated",
+             *       "connection.*"
+             *     ]
+             */
+            eventTypes?: string[] | null;
+            /**
+             * @description JSON over the delivered body `{"type", "timestamp", "data"}` (dotted paths, as `data.transition`) with `$eq $neq $gt $gte $lt $lte $in $nin $exists $and $or`, as MongoDB reads them; a bad one is `validation_failed` naming its path. null: every event of its types.
+             * @example {
+             *       "type": "workflow_step_updated",
+             *       "data.transition": {
+             *         "$in": [
+             *           "approved",
+             *           "rejected"
+             *         ]
+             *       }
+             *     }
+             */
+            filter?: {
+                [key: string]: unknown;
+            } | null;
+            /** @description Most attempts running at once over all instances; 4 when omitted. */
+            maxInFlight?: number;
+            /** @description Most attempts started in any one second over all instances; null or omitted: no limit. */
+            rateLimitPerSecond?: number | null;
+            /** @description Where the endpoint's events are POSTed: eventsTargetUrl's rules (https; http only to localhost outside production). */
+            url: string;
         };
         CreateTenantDto: {
             /**
@@ -1137,6 +1308,68 @@ export interface components {
             /** @description Where the upstream delivers. Omitted: this service itself (`{PUBLIC_URL}/inbound/{tenantId}/{receiverId}`) with a generated secret. https only (http://localhost and http://127.0.0.1 outside production). */
             targetURL?: string;
         };
+        EndpointDto: {
+            /** Format: date-time */
+            createdAt: string;
+            description: string | null;
+            disabled: boolean;
+            eventTypes: string[] | null;
+            /**
+             * @description JSON over the delivered body `{"type", "timestamp", "data"}` (dotted paths, as `data.transition`) with `$eq $neq $gt $gte $lt $lte $in $nin $exists $and $or`, as MongoDB reads them; a bad one is `validation_failed` naming its path. null: every event of its types.
+             * @example {
+             *       "type": "workflow_step_updated",
+             *       "data.transition": {
+             *         "$in": [
+             *           "approved",
+             *           "rejected"
+             *         ]
+             *       }
+             *     }
+             */
+            filter: {
+                [key: string]: unknown;
+            } | null;
+            health: components["schemas"]["EndpointHealthDto"];
+            /** @description The endpoint's id; the tenant's first endpoint (its eventsTargetUrl) is always `00000000-0000-0000-0000-000000000000`. */
+            id: string;
+            /** @description null for the first endpoint (eventsTargetUrl), delivered as before. */
+            maxInFlight: number | null;
+            rateLimitPerSecond: number | null;
+            url: string;
+        };
+        EndpointHealthDto: {
+            /**
+             * @description `request`: by PATCH; `failing`: after ENDPOINT_DISABLE_AFTER; `gone`: it answered 410.
+             * @enum {string}
+             */
+            disabledReason?: "request" | "failing" | "gone";
+            /**
+             * Format: date-time
+             * @description Since when every attempt has failed (state `failing`, or disabled for it).
+             */
+            failingSince?: string;
+            /** @description Age of the oldest waiting delivery, seconds; 0: none waits. */
+            oldestPendingSeconds: number;
+            /** @description 99th percentile of the last 24 h's attempt durations, ms; null: none. */
+            p99Ms24h: number | null;
+            /** @description Deliveries waiting (not delivered, failed or missed yet). */
+            pending: number;
+            /** @enum {string} */
+            state: "healthy" | "failing" | "disabled";
+            /** @description Share of the attempts of the last 24 h that succeeded (0–1); null: none. */
+            successRate24h: number | null;
+        };
+        EndpointListDto: {
+            endpoints: components["schemas"]["EndpointDto"][];
+        };
+        EndpointQueuedDto: {
+            /** @description Deliveries queued again by this call (the same webhook-id as before). */
+            queued: number;
+        };
+        EndpointSecretDto: {
+            /** @description The new signing secret (`whsec_…`): shown only here. */
+            secret: string;
+        };
         ErrorBodyDto: {
             /**
              * @description A stable snake_case code, e.g. `tenant_not_found`.
@@ -1188,6 +1421,10 @@ export interface components {
         EventsSecretResponseDto: {
             /** @description The new secret (whsec_…); the old one stops signing at once, or at the end of the overlap. */
             eventsSecret: string;
+        };
+        FilterMatchDto: {
+            /** @description Whether the endpoint's types and filter take this event. */
+            matches: boolean;
         };
         LastErrorDto: {
             /** Format: date-time */
@@ -1276,6 +1513,19 @@ export interface components {
             /** @description The event, delivered again under this id (webhook-id). */
             id: string;
         };
+        RedeliverEndpointDto: {
+            /**
+             * Format: date-time
+             * @description Events received at or after this time.
+             * @example 2026-11-23T00:00:00Z
+             */
+            since: string;
+            /**
+             * @description `failed` (the default): given up on; `missed`: matched while the endpoint was disabled; `any`: those and the delivered.
+             * @enum {string}
+             */
+            state?: "failed" | "missed" | "any";
+        };
         RedeliverQueuedDto: {
             /** @description Events queued for delivery again by this call. */
             queued: number;
@@ -1334,6 +1584,10 @@ export interface components {
             /** @description The last 20 renewals, newest first. */
             renewals: components["schemas"]["RenewalDto"][];
         };
+        RotateEndpointSecretDto: {
+            /** @description For this many seconds every delivery carries both signatures (old and new); 86400 when omitted; 0: the old one stops at once. */
+            overlapSeconds?: number;
+        };
         RotateEventsSecretDto: {
             /**
              * @description For this many seconds (at most 7 days) every delivery carries two signatures, the new secret's and the old one's; 0 or omitted: the old secret stops signing at once.
@@ -1372,6 +1626,47 @@ export interface components {
             /** @description Per class: the budget in force, the pause, the figures of the current and the previous window (one tenant read, not the list). */
             quotaUsage?: components["schemas"]["QuotaUsageDto"];
             updatedAt: string;
+        };
+        TestFilterDto: {
+            /**
+             * @description An event as delivered: `{"type", "timestamp", "data"}`.
+             * @example {
+             *       "type": "workflow_step_updated",
+             *       "timestamp": "2026-11-23T00:00:00Z",
+             *       "data": {
+             *         "transition": "approved"
+             *       }
+             *     }
+             */
+            event: {
+                [key: string]: unknown;
+            };
+        };
+        UpdateEndpointDto: {
+            description?: string | null;
+            /** @description `false` enables a disabled endpoint again (and resets its failure clock); `true` disables it. */
+            disabled?: boolean;
+            /** @description As at creation; null: every type. */
+            eventTypes?: string[] | null;
+            /**
+             * @description JSON over the delivered body `{"type", "timestamp", "data"}` (dotted paths, as `data.transition`) with `$eq $neq $gt $gte $lt $lte $in $nin $exists $and $or`, as MongoDB reads them; a bad one is `validation_failed` naming its path. null: every event of its types.
+             * @example {
+             *       "type": "workflow_step_updated",
+             *       "data.transition": {
+             *         "$in": [
+             *           "approved",
+             *           "rejected"
+             *         ]
+             *       }
+             *     }
+             */
+            filter?: {
+                [key: string]: unknown;
+            } | null;
+            maxInFlight?: number;
+            rateLimitPerSecond?: number | null;
+            /** @description A new URL (same rules as at creation). */
+            url?: string;
         };
         UpdateTenantDto: {
             allowedReturnUrls?: string[];
@@ -3717,6 +4012,752 @@ export interface operations {
             };
             /** @description `tenant_not_found`, `connection_not_found` */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    listEndpoints: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointListDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    createEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateEndpointDto"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedEndpointDto"];
+                };
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `request_timeout`: the request body stopped arriving. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `endpoint_limit` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `target_not_allowed` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    getEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                endpointId: string;
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found`, `endpoint_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    deleteEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                endpointId: string;
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found`, `endpoint_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    updateEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                endpointId: string;
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateEndpointDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointDto"];
+                };
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found`, `endpoint_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `request_timeout`: the request body stopped arriving. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `target_not_allowed` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    redeliverEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                endpointId: string;
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RedeliverEndpointDto"];
+            };
+        };
+        responses: {
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointQueuedDto"];
+                };
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found`, `endpoint_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `request_timeout`: the request body stopped arriving. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    rotateEndpointSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                endpointId: string;
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RotateEndpointSecretDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointSecretDto"];
+                };
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found`, `endpoint_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `request_timeout`: the request body stopped arriving. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `conflict`, `secret_unreadable` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    testEndpointFilter: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                endpointId: string;
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TestFilterDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FilterMatchDto"];
+                };
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found`, `endpoint_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `request_timeout`: the request body stopped arriving. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
