@@ -26,6 +26,7 @@ import { CreateAgentSessions1797800000000 } from '../../migrations/1797800000000
 import { UpstreamQuotas1797900000000 } from '../../migrations/1797900000000-UpstreamQuotas.js';
 import { QuotaSlidingLog1798000000000 } from '../../migrations/1798000000000-QuotaSlidingLog.js';
 import { CreateVaultInstances1798100000000 } from '../../migrations/1798100000000-CreateVaultInstances.js';
+import { CreateSyncedRecords1798200000000 } from '../../migrations/1798200000000-CreateSyncedRecords.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
@@ -60,4 +61,5 @@ export const MIGRATIONS = [
   UpstreamQuotas1797900000000,
   QuotaSlidingLog1798000000000,
   CreateVaultInstances1798100000000,
+  CreateSyncedRecords1798200000000,
 ];
