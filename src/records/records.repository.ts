@@ -133,12 +133,12 @@ export class RecordsRepository {
     if (ids.length === 0) return { changes: [] };
     return this.db.transaction(async (m) => {
       await lockRecords(m, owner.connectionId, ids);
-      const removed = (await m.query(
+      const [removed] = (await m.query(
         `UPDATE records SET deleted_at = now(), data_enc = NULL, digest = NULL, synced_at = now()
           WHERE connection_id = $1 AND workflow_id = ANY($2::text[]) AND deleted_at IS NULL AND ($3::timestamptz IS NULL OR synced_at < $3)
           RETURNING workflow_id, version`,
         [owner.connectionId, ids, notSince],
-      )) as Array<{ workflow_id: string; version: string | null }>;
+      )) as [Array<{ workflow_id: string; version: string | null }>, number];
       const applied: Applied = { changes: [] };
       for (const r of removed.sort((a, b) => (a.workflow_id < b.workflow_id ? -1 : 1)))
         applied.changes.push(

@@ -56,7 +56,7 @@ export class SyncStateRepository {
 
   /** Takes up to `limit` due users of syncing tenants for `owner`, leased for `leaseMs`. */
   async claim(owner: string, defaultOn: boolean, leaseMs: number, limit: number): Promise<ClaimedSync[]> {
-    const rows = (await this.db.query(
+    const [rows] = (await this.db.query(
       `WITH due AS (
          SELECT s.connection_id FROM record_sync s
            JOIN tenants t ON t.id = s.tenant_id AND t.deleted_at IS NULL AND COALESCE(t.sync_workflows, $2::boolean)
@@ -66,15 +66,18 @@ export class SyncStateRepository {
          FROM due, tenants t WHERE s.connection_id = due.connection_id AND t.id = s.tenant_id
        RETURNING s.connection_id, s.tenant_id, s.user_id, s.state, s.failing_since, s.failing_announced, t.environment`,
       [owner, defaultOn, leaseMs, limit],
-    )) as Array<{
-      connection_id: string;
-      tenant_id: string;
-      user_id: string;
-      state: SyncStateName;
-      failing_since: Date | null;
-      failing_announced: boolean;
-      environment: string;
-    }>;
+    )) as [
+      Array<{
+        connection_id: string;
+        tenant_id: string;
+        user_id: string;
+        state: SyncStateName;
+        failing_since: Date | null;
+        failing_announced: boolean;
+        environment: string;
+      }>,
+      number,
+    ];
     return rows.map((r) => ({
       tenantId: r.tenant_id,
       connectionId: r.connection_id,
