@@ -13,6 +13,7 @@ export class CallRecorder {
     unknownTokenCalls: 0,
     resourceCalls: 0,
     quotaRefusals: 0,
+    deliveriesDropped: 0,
   };
 
   constructor(limit: number) {

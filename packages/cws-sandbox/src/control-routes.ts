@@ -1,12 +1,13 @@
 import { badRequest, isPlainObject, readJson, SandboxHttpError, sendJson } from './http-io.js';
 import { parseFault } from './fault-controller.js';
 import { parseQuotas } from './quota-meter.js';
+import { parseListing } from './workflow-listing.js';
 import { SANDBOX_COMPANY } from './seed.js';
 import type { SandboxControls } from './sandbox-controls.js';
 import type { SandboxCall, SandboxRuntime } from './sandbox-runtime.js';
 import type { WorkflowStep } from './workflow-store.js';
 
-const WORKFLOW_CONTROL = /^\/_sandbox\/workflows\/([^/]+)\/(step|attributes)$/;
+const WORKFLOW_CONTROL = /^\/_sandbox\/workflows\/([^/]+)\/(step|attributes|visibility)$/;
 
 /**
  * /_sandbox/*: drives a sandbox running in another process. No authentication, so it answers loopback
@@ -69,6 +70,25 @@ export async function handleControl(call: SandboxCall, rt: SandboxRuntime, contr
       rt.quotas.set(companyId, body.quotas === null ? null : parseQuotas(body.quotas, 'quotas'));
       return sendJson(res, 200, { companyId, quotas: rt.quotas.of(companyId) });
     }
+    case 'GET /_sandbox/listing':
+      return sendJson(res, 200, rt.listing.current());
+    case 'POST /_sandbox/listing': {
+      const body = await objectBody(call);
+      return sendJson(res, 200, controls.setListing(parseListing(body, 'body')));
+    }
+    case 'GET /_sandbox/webhooks/drop':
+      return sendJson(res, 200, { rate: rt.dispatcher.dropRate });
+    case 'POST /_sandbox/webhooks/drop': {
+      const body = await objectBody(call);
+      only(body, ['rate']);
+      if (!('rate' in body)) throw badRequest('invalid_body', 'rate is required (0 to 1)');
+      return sendJson(res, 200, controls.setWebhookDropRate(body.rate as number));
+    }
+    case 'POST /_sandbox/workflows/bulk': {
+      const body = await objectBody(call);
+      only(body, ['userId', 'count']);
+      return sendJson(res, 200, controls.bulkCreateWorkflows(stringField(body, 'userId'), body.count as number));
+    }
     case 'POST /_sandbox/fault': {
       const fault = parseFault(await readJson(req));
       controls.setFault(fault);
@@ -79,6 +99,11 @@ export async function handleControl(call: SandboxCall, rt: SandboxRuntime, contr
   if (match) {
     const id = decodeURIComponent(match[1]);
     const body = await objectBody(call);
+    if (match[2] === 'visibility') {
+      only(body, ['userId', 'visible']);
+      if (typeof body.visible !== 'boolean') throw badRequest('invalid_body', 'visible must be true or false');
+      return sendJson(res, 200, controls.setWorkflowVisibility(id, stringField(body, 'userId'), body.visible));
+    }
     if (match[2] === 'step') {
       only(body, ['step']);
       const workflow = controls.setWorkflowStep(id, stringField(body, 'step') as WorkflowStep);

@@ -2,6 +2,7 @@ import { systemClock } from './clock.js';
 import { SandboxHttpError } from './http-io.js';
 import { parseQuotas } from './quota-meter.js';
 import { randomToken } from './random-tokens.js';
+import { parseListing } from './workflow-listing.js';
 import { DEFAULT_SCOPES, defaultUsers } from './seed.js';
 import type { SandboxConfig, SandboxOptions } from './types.js';
 
@@ -82,6 +83,7 @@ export function resolveSandboxConfig(options: SandboxOptions): SandboxConfig {
     seedWorkflows: options.seedWorkflows ?? false,
     clock: options.clock ?? systemClock,
     quotas: quotasOption(options.quotas),
+    listing: listingOption(options.listing),
   });
 }
 
@@ -97,6 +99,15 @@ function quotasOption(quotas: SandboxOptions['quotas']): SandboxConfig['quotas']
     return Object.freeze(parseQuotas(quotas ?? {}, 'quotas'));
   } catch (e) {
     if (e instanceof SandboxHttpError) throw new SandboxConfigError('quotas', e.description.replace(/^quotas /, ''));
+    throw e;
+  }
+}
+
+function listingOption(listing: SandboxOptions['listing']): SandboxConfig['listing'] {
+  try {
+    return Object.freeze(parseListing(listing ?? { pageSize: null }, 'listing'));
+  } catch (e) {
+    if (e instanceof SandboxHttpError) throw new SandboxConfigError('listing', e.description.replace(/^listing\.?/, ''));
     throw e;
   }
 }

@@ -9,6 +9,7 @@ import type { TokenStore } from './token-store.js';
 import type { UserDirectory } from './user-directory.js';
 import type { WebhookDispatcher } from './webhook-dispatcher.js';
 import type { WebhookStore } from './webhook-store.js';
+import type { WorkflowListing } from './workflow-listing.js';
 import type { WorkflowStore } from './workflow-store.js';
 
 /** Everything a route handler may use; one per SandboxServer. */
@@ -23,6 +24,7 @@ export interface SandboxRuntime {
   readonly faults: FaultController;
   readonly authorizations: PendingAuthorizations;
   readonly quotas: QuotaMeter;
+  readonly listing: WorkflowListing;
 }
 
 /** One HTTP call being answered. */

@@ -4,6 +4,8 @@ import { CallRecorder, redactQuery } from './call-recorder.js';
 import type {
   SandboxCallRecord,
   SandboxFault,
+  SandboxListing,
+  SandboxListingFailure,
   SandboxOptions,
   SandboxQuotas,
   SandboxRefreshCalls,
@@ -29,6 +31,7 @@ import type { SandboxDelivery } from './types.js';
 import { handleCreateWebhook, handleListWebhooks } from './webhook-routes.js';
 import { WebhookStore } from './webhook-store.js';
 import { handleApprove, handleCreateWorkflow, handleGetWorkflow, handleListWorkflows, handleUploadSigned } from './workflow-routes.js';
+import { WorkflowListing } from './workflow-listing.js';
 import { WorkflowStore } from './workflow-store.js';
 
 /** An emulator of the upstream Contract Workflow Service on plain node:http. See README.md beside this file. */
@@ -53,6 +56,7 @@ export class SandboxServer {
     this.scopes = [...rt.config.scopes];
     this.controls = new SandboxControls(rt);
     this.tokenEndpoint = new TokenEndpoint(rt);
+    rt.listing.baseUrl = url;
     server.on('request', (req: IncomingMessage, res: ServerResponse) => void this.onRequest(req, res));
   }
 
@@ -60,7 +64,10 @@ export class SandboxServer {
     const config = resolveSandboxConfig(options);
     const { clock } = config;
     const webhooks = new WebhookStore(clock);
-    const dispatcher = new WebhookDispatcher(webhooks, config.webhookDeliveryRetries, SANDBOX_COMPANY.id, clock);
+    const recorder = new CallRecorder(config.recordLimit);
+    const dispatcher = new WebhookDispatcher(webhooks, config.webhookDeliveryRetries, SANDBOX_COMPANY.id, clock, () => {
+      recorder.stats.deliveriesDropped++;
+    });
     const rt: SandboxRuntime = {
       config,
       users: new UserDirectory(config.users),
@@ -68,10 +75,11 @@ export class SandboxServer {
       workflows: new WorkflowStore(clock, (event) => dispatcher.dispatch(event)),
       webhooks,
       dispatcher,
-      recorder: new CallRecorder(config.recordLimit),
+      recorder,
       faults: new FaultController(),
       authorizations: new PendingAuthorizations(clock),
       quotas: new QuotaMeter(config.quotas, clock),
+      listing: new WorkflowListing(config.listing),
     };
     if (config.seedWorkflows) seedDemoWorkflows(rt);
 
@@ -134,6 +142,26 @@ export class SandboxServer {
 
   setWorkflowAttribute(workflowId: string, name: string, value: unknown): void {
     this.controls.setWorkflowAttribute(workflowId, name, value);
+  }
+
+  /** Paging of GET /workflows from now on (`{pageSize: null}`: not paged); answers the state as read back. */
+  setListing(listing: SandboxListing): { pageSize: number | null; fail: SandboxListingFailure | null } {
+    return this.controls.setListing(listing);
+  }
+
+  /** The user sees the workflow (true) or not (false) from now on, whatever the creator/approver/admin rule says. */
+  setWorkflowVisibility(workflowId: string, userId: string, visible: boolean): void {
+    this.controls.setWorkflowVisibility(workflowId, userId, visible);
+  }
+
+  /** That share (0..1) of the webhook deliveries from now on is dropped: never sent, state `dropped`, counted in stats. */
+  setWebhookDropRate(rate: number): void {
+    this.controls.setWebhookDropRate(rate);
+  }
+
+  /** `count` (1..200000) workflows created by the user at once; no event. */
+  bulkCreateWorkflows(userId: string, count: number): { created: number; firstId: string; lastId: string; total: number } {
+    return this.controls.bulkCreateWorkflows(userId, count);
   }
 
   refreshLog(): Array<{ at: number; family: string; userId: string; usedRefreshTokenHash: string }> {

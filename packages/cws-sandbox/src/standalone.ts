@@ -28,6 +28,7 @@ function options(env: NodeJS.ProcessEnv): SandboxOptions {
     recordLimit: int('SANDBOX_RECORD_LIMIT'),
     seedWorkflows: true,
     quotas: quotas(env.SANDBOX_QUOTAS),
+    listing: { pageSize: int('SANDBOX_PAGE_SIZE') ?? null },
   };
 }
 

@@ -34,6 +34,25 @@ export interface SandboxOptions {
   clock?: Clock;
   /** Rate limits applied to every company (default none); per company through setQuotas or POST /_sandbox/quotas. */
   quotas?: SandboxQuotas;
+  /** Paging of GET /workflows (default none: one `{"workflows": [...]}` answer); later through setListing or POST /_sandbox/listing. */
+  listing?: SandboxListing;
+}
+
+/**
+ * Paging of GET /workflows. `pageSize` null: not paged (`{"workflows": [...]}`, as without this control);
+ * otherwise a top-level JSON array of at most `pageSize` workflows and a `Link: <...>; rel="next"` while more remain.
+ */
+export interface SandboxListing {
+  pageSize: number | null;
+  /** The `page`-th page (1 = the first) of any listing walk answers `status`, `times` times, then normally again. */
+  fail?: SandboxListingFailure | null;
+}
+
+export interface SandboxListingFailure {
+  page: number;
+  status: number;
+  /** Answers still to fail (when read back: what remains). */
+  times: number;
 }
 
 /** At most `calls` resource calls per window of `windowSeconds`, windows aligned to the Unix epoch. */
@@ -86,6 +105,8 @@ export interface SandboxStats {
   resourceCalls: number;
   /** Resource calls answered 429 because their company's limit was spent (option quotas). */
   quotaRefusals: number;
+  /** Webhook deliveries dropped on purpose (POST /_sandbox/webhooks/drop): never sent. */
+  deliveriesDropped: number;
 }
 
 export interface SandboxFaultLimits {
@@ -108,7 +129,8 @@ export interface SandboxDelivery {
   readonly workflowId: string;
   readonly targetURL: string;
   attempts: number;
-  state: 'pending' | 'delivered' | 'failed';
+  /** `dropped`: lost on purpose (POST /_sandbox/webhooks/drop), never sent (attempts 0). */
+  state: 'pending' | 'delivered' | 'failed' | 'dropped';
   lastStatus: number | null;
   lastError: string | null;
 }
@@ -131,4 +153,5 @@ export interface SandboxConfig {
   readonly seedWorkflows: boolean;
   readonly clock: Clock;
   readonly quotas: SandboxQuotas;
+  readonly listing: SandboxListing;
 }

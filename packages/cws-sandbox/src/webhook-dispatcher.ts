@@ -17,13 +17,30 @@ export class WebhookDispatcher {
   private readonly timers = new Set<NodeJS.Timeout>();
   private readonly inFlight = new Set<Promise<void>>();
   private readonly aborter = new AbortController();
+  private dropRateValue = 0;
+  /** Error diffusion: each delivery adds the rate; a delivery that brings it to 1 is dropped (and takes 1 off). */
+  private dropCredit = 0;
 
   constructor(
     private readonly webhooks: WebhookStore,
     private readonly retries: number,
     private readonly companyId: string,
     private readonly clock: Clock,
+    private readonly onDrop: () => void = () => undefined,
   ) {}
+
+  get dropRate(): number {
+    return this.dropRateValue;
+  }
+
+  /**
+   * Test control: that share (0..1) of the deliveries from now on is dropped, deterministically: the n-th delivery
+   * after this call is dropped when floor(n * rate) grows at n (rate 0.25: the 4th, 8th, ...; 1: all; 0: none).
+   */
+  setDropRate(rate: number): void {
+    this.dropRateValue = rate;
+    this.dropCredit = 0;
+  }
 
   dispatch(event: WorkflowEvent): void {
     if (this.aborter.signal.aborted) return;
@@ -59,6 +76,11 @@ export class WebhookDispatcher {
         lastError: null,
       };
       this.log.push(delivery);
+      if (this.drops()) {
+        delivery.state = 'dropped';
+        this.onDrop();
+        continue;
+      }
       this.track(this.attempt(delivery, webhook, JSON.stringify(payload)));
     }
   }
@@ -109,6 +131,15 @@ export class WebhookDispatcher {
     }, delay);
     timer.unref();
     this.timers.add(timer);
+  }
+
+  private drops(): boolean {
+    if (this.dropRateValue === 0) return false;
+    this.dropCredit += this.dropRateValue;
+    // The epsilon absorbs float error (ten times 0.1 is 0.9999999999999999).
+    if (this.dropCredit < 1 - 1e-9) return false;
+    this.dropCredit -= 1;
+    return true;
   }
 
   private track(work: Promise<void>): void {

@@ -3,6 +3,8 @@ import { readMultipart } from './multipart.js';
 import { authenticate } from './resource-auth.js';
 import type { SandboxCall, SandboxRuntime } from './sandbox-runtime.js';
 import { approvalComment, signedDocuments, workflowFromJson, workflowFromMultipart } from './workflow-input.js';
+import type { SandboxUser } from './user-directory.js';
+import { decodeToken, type PageCursor } from './workflow-listing.js';
 import type { NewWorkflow, WorkflowStep } from './workflow-store.js';
 import { WORKFLOW_STEPS } from './workflow-store.js';
 
@@ -13,21 +15,54 @@ function notFound(): SandboxHttpError {
   return new SandboxHttpError(404, 'not_found', 'No such workflow');
 }
 
-/** GET /workflows: what the token's user may see (spec 1 rule 4); `?step=` filters, other parameters are ignored. */
+/**
+ * GET /workflows: what the token's user may see (spec 1 rule 4); `?step=` filters, other parameters are ignored.
+ * Paged (the same `{"workflows"}` shape and a `Link` header) when the listing control sets a page size.
+ */
 export function handleListWorkflows(call: SandboxCall, rt: SandboxRuntime): void {
   const principal = authenticate(call, rt, READ);
   if (!principal) return;
+  const { pageSize } = rt.listing;
+  if (pageSize !== null) return listPage(call, rt, principal.user, pageSize);
   let step: WorkflowStep | undefined;
-  if (call.rawQuery !== '') {
-    const value = new URLSearchParams(call.rawQuery).get('step');
-    if (value !== null) {
-      if (!WORKFLOW_STEPS.includes(value as WorkflowStep))
-        throw badRequest('invalid_step', `step must be one of ${WORKFLOW_STEPS.join(', ')}`);
-      step = value as WorkflowStep;
-    }
-  }
+  if (call.rawQuery !== '') step = stepParam(new URLSearchParams(call.rawQuery));
   call.record.outcome = 'ok';
   sendRawJson(call.res, 200, rt.workflows.listJson(principal.user, step));
+}
+
+function stepParam(query: URLSearchParams): WorkflowStep | undefined {
+  const value = query.get('step');
+  if (value === null) return undefined;
+  if (!WORKFLOW_STEPS.includes(value as WorkflowStep)) throw badRequest('invalid_step', `step must be one of ${WORKFLOW_STEPS.join(', ')}`);
+  return value as WorkflowStep;
+}
+
+/** One page of a paged listing: `?page=` is a token of a Link header this sandbox sent (it carries the step filter). */
+function listPage(call: SandboxCall, rt: SandboxRuntime, user: SandboxUser, pageSize: number): void {
+  const query = new URLSearchParams(call.rawQuery);
+  const step = stepParam(query);
+  const tokens = query.getAll('page');
+  let cursor: PageCursor = { page: 1, from: 0, step };
+  if (tokens.length > 0) {
+    const decoded = tokens.length === 1 ? decodeToken(tokens[0]) : null;
+    if (!decoded || decoded.from > rt.workflows.size || (query.has('step') && step !== decoded.step))
+      throw badRequest('invalid_page', 'page must be the token of a Link rel="next" this sandbox answered (with its step, if any)');
+    cursor = decoded;
+  }
+  const failure = rt.listing.takeFailure(cursor.page);
+  if (failure !== null) {
+    call.record.outcome = 'listing_fault';
+    sendJson(call.res, failure, {
+      error: 'sandbox_fault',
+      error_description: `Injected listing fault: page ${cursor.page} answers ${failure}`,
+    });
+    return;
+  }
+  const page = rt.workflows.listPage(user, cursor.step, cursor.from, pageSize);
+  call.record.outcome = 'ok';
+  const headers =
+    page.next === null ? undefined : { link: rt.listing.nextLink({ page: cursor.page + 1, from: page.next, step: cursor.step }) };
+  sendRawJson(call.res, 200, page.json, headers);
 }
 
 /** GET /workflows/{id}: 404 also when the workflow exists but the user may not see it (no existence leak). */

@@ -66,21 +66,18 @@ describe('/_sandbox/ control over HTTP', () => {
     expect((await control('GET', 'refresh-calls')).status).toBe(400);
   });
 
-  it('moves workflows and sets attributes, bumping the version', async () => {
+  it('moves workflows (new lastModified, same version) and sets attributes (new version and lastModified)', async () => {
+    type Wf = { step: string; versionNumber: number; lastModified: string; Author: { type: string }; attributes: Record<string, unknown> };
     const token = sandbox.issueTokens('alice').access_token;
-    const wf = await call<{ id: string }>(sandbox.url, 'POST', '/workflows', { token, json: { name: 'Controlled' } });
-    const moved = await control<{ step: string; versionNumber: number; Author: { type: string } }>('POST', `workflows/${wf.body.id}/step`, {
-      step: 'Sign',
-    });
-    expect(moved.body).toMatchObject({ step: 'Sign', versionNumber: 2, Author: { type: 'system' } });
-    const same = await control<{ versionNumber: number }>('POST', `workflows/${wf.body.id}/step`, { step: 'Sign' });
-    expect(same.body.versionNumber).toBe(2);
-    const attr = await control<{ attributes: Record<string, unknown>; versionNumber: number }>(
-      'POST',
-      `workflows/${wf.body.id}/attributes`,
-      { name: '__proto__', value: null },
-    );
-    expect(attr.body.versionNumber).toBe(3);
+    const wf = await call<Wf & { id: string }>(sandbox.url, 'POST', '/workflows', { token, json: { name: 'Controlled' } });
+    const moved = await control<Wf>('POST', `workflows/${wf.body.id}/step`, { step: 'Sign' });
+    expect(moved.body).toMatchObject({ step: 'Sign', versionNumber: 1, Author: { type: 'system' } });
+    expect(moved.body.lastModified > wf.body.lastModified).toBe(true);
+    const same = await control<Wf>('POST', `workflows/${wf.body.id}/step`, { step: 'Sign' });
+    expect([same.body.versionNumber, same.body.lastModified]).toEqual([1, moved.body.lastModified]);
+    const attr = await control<Wf>('POST', `workflows/${wf.body.id}/attributes`, { name: '__proto__', value: null });
+    expect(attr.body.versionNumber).toBe(2);
+    expect(attr.body.lastModified > moved.body.lastModified).toBe(true);
     expect(Object.keys(attr.body.attributes)).toEqual(['__proto__']);
     expect((await control('POST', `workflows/${wf.body.id}/step`, { step: 'Done' })).status).toBe(400);
     expect((await control('POST', 'workflows/wf_missing/step', { step: 'Sign' })).status).toBe(404);
