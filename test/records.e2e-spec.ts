@@ -195,13 +195,13 @@ describe('synced records (API.md 12): the copy, the change feed, sync state', ()
     }
   });
 
-  it('a change upstream is one updated change in the feed and one record.changed event; no change, nothing', async () => {
+  it('a step change (a new lastModified at the same version) is one updated change and one record.changed; no change, nothing', async () => {
     const { next: start } = await changesFrom(null);
     t.sandbox!.setWorkflowStep(workflows.a1, 'Review');
     await syncNow('alice');
     const after = await changesFrom(start);
     expect(after.items).toHaveLength(1);
-    expect(after.items[0]).toMatchObject({ id: workflows.a1, userId: 'alice', action: 'updated', version: 2 });
+    expect(after.items[0]).toMatchObject({ id: workflows.a1, userId: 'alice', action: 'updated', version: 1 });
     expect(after.items[0].data?.step).toBe('Review');
     const changed = await events('record.changed');
     expect(changed).toHaveLength(1);
@@ -210,7 +210,7 @@ describe('synced records (API.md 12): the copy, the change feed, sync state', ()
       id: workflows.a1,
       userId: 'alice',
       action: 'updated',
-      version: 2,
+      version: 1,
       cursor: after.items[0].cursor,
     });
     expect((await t.request<RecordItem>('GET', `/v1/tenants/acme/records/workflows/${workflows.a1}?userId=alice`)).body.data.step).toBe(
