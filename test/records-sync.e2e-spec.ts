@@ -215,4 +215,29 @@ describe('synced records: listings, paging, lost visibility, dropped webhooks (A
     const ready = all.filter((e) => e.type === 'sync.ready');
     expect(ready.map((e) => e.payload.userId).sort()).toEqual([...USERS].sort());
   });
+
+  it("never spends more than SYNC_BUDGET_SHARE of the company's read budget; people are not held, nothing removed", async () => {
+    expect((await t.request('PATCH', '/v1/tenants/acme', { body: { sync: { workflows: false } } })).status).toBe(200);
+    await newTenant(t, 'thrifty');
+    expect((await t.request('PATCH', '/v1/tenants/thrifty', { body: { quotas: { read: '20/1h' } } })).status).toBe(200);
+    for (const user of USERS) expect((await connectViaHttp(t, 'thrifty', { userId: user, as: user })).status).toBe('connected');
+    await new Promise((r) => setTimeout(r, 1500)); // acme's listings in flight end
+    t.sandbox!.clearRecords();
+    expect((await t.request('POST', '/v1/tenants/thrifty/sync', { body: {} })).status).toBe(202);
+    const states = async () => (await t.request<{ items: SyncItem[] }>('GET', '/v1/tenants/thrifty/sync')).body.items;
+    await waitUntil('every user tried', async () => {
+      const s = await states();
+      return s.length === USERS.length && s.every((u) => u.lastListedAt !== null || u.lastError !== undefined);
+    });
+    // The share is 25 % of 20 reads an hour: 5 calls, whatever the users need (3 pages each at 2 a page).
+    const listCalls = () => t.sandbox!.records().filter((r) => r.method === 'GET' && r.path.startsWith('/workflows')).length;
+    expect(listCalls()).toBeLessThanOrEqual(5);
+    const refused = (await states()).filter((u) => (u.lastError ?? '').includes('share'));
+    expect(refused.length).toBeGreaterThan(0);
+    for (const u of refused) expect(Date.parse(u.nextListAt)).toBeGreaterThan(Date.now() + 60_000);
+    // People are served from the rest of the budget.
+    const person = await t.request('GET', '/v1/tenants/thrifty/workflows', { headers: { 'x-user-id': 'alice' } });
+    expect(person.status).toBe(200);
+    expect(listCalls()).toBeLessThanOrEqual(6);
+  });
 });

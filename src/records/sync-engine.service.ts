@@ -203,7 +203,7 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
         me,
         unlisted.message,
         unlisted.failed,
-        Math.min(unlisted.retryInMs, this.config.sync.pollIntervalMs),
+        unlisted.failed ? Math.min(unlisted.retryInMs, this.config.sync.pollIntervalMs) : unlisted.retryInMs,
         {
           state: failing,
           announced: announce,
