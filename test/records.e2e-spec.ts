@@ -333,4 +333,20 @@ describe('synced records (API.md 12): the copy, the change feed, sync state', ()
     }
     expect((await records('alice')).length).toBe(3);
   });
+
+  it('erasing a user takes their records, feed, sync state and record events with them', async () => {
+    expect((await records('alice')).length).toBeGreaterThan(0);
+    expect((await events('record.changed')).some((e) => e.payload.userId === 'alice')).toBe(true);
+    const erased = await t.request('DELETE', '/v1/tenants/acme/users/alice');
+    expect(erased.status).toBeLessThan(300);
+    await waitUntil('the erasure', async () => {
+      for (const table of ['records', 'record_changes', 'record_sync']) {
+        const left = await t.db.query(`SELECT 1 FROM ${table} WHERE tenant_id = 'acme' AND user_id = 'alice'`);
+        if (left.rowCount !== 0) return false;
+      }
+      return true;
+    });
+    expect((await events('record.changed')).filter((e) => e.payload.userId === 'alice')).toEqual([]);
+    expect((await events('sync.ready')).filter((e) => e.payload.userId === 'alice')).toEqual([]);
+  });
 });

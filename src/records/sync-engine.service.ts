@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
-import { Counter } from 'prom-client';
+import { Counter, Gauge } from 'prom-client';
 import { DataSource } from 'typeorm';
 import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
@@ -59,6 +59,7 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
   private hinting: Promise<void> | null = null;
   private readonly calls: Counter<'kind' | 'outcome'>;
   private readonly changes: Counter<'action'>;
+  private readonly lag: Gauge;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -82,6 +83,11 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
       name: 'cws_sync_changes_total',
       help: 'Changes written to the synced records, by action.',
       labelNames: ['action'],
+      registers: [metrics.registry],
+    });
+    this.lag = new Gauge({
+      name: 'cws_sync_lag_seconds',
+      help: "How late the oldest due listing of a synced user is (every instance's users), as this instance last read it.",
       registers: [metrics.registry],
     });
   }
@@ -110,6 +116,7 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
       await this.syncs.enrol(this.config.sync.workflows);
       await this.records.prune(new Date(this.clock.now().getTime() - (this.config.sync.tombstoneDays + 1) * 86_400_000), 1000);
     }
+    if (this.ticks % ENROL_EVERY_TICKS === 1) this.lag.set(await this.syncs.lagSeconds());
     const claimed = await this.syncs.claim(this.config.instanceId, this.config.sync.workflows, LEASE_MS, CLAIM_BATCH);
     await Promise.all(claimed.map((c) => this.list(c)));
   }

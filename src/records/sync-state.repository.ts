@@ -192,6 +192,14 @@ export class SyncStateRepository {
     await this.db.query(`DELETE FROM record_sync_budget WHERE window_start < $1`, [before]);
   }
 
+  /** How late the oldest due listing is, in seconds (0 when none is due). */
+  async lagSeconds(): Promise<number> {
+    const [row] = (await this.db.query(
+      `SELECT COALESCE(extract(epoch FROM now() - min(next_list_at)), 0)::float8 AS lag FROM record_sync WHERE next_list_at <= now()`,
+    )) as Array<{ lag: number }>;
+    return Math.max(0, Number(row.lag));
+  }
+
   /** Hands back every lease of this instance (a drain). */
   async release(owner: string): Promise<void> {
     await this.db.query(`UPDATE record_sync SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = $1`, [owner]);
