@@ -21,7 +21,6 @@ import { upstreamObject, type UpstreamObject } from './upstream-object.js';
 const TICK_MS = 1000;
 const ENROL_EVERY_TICKS = 10;
 const CLAIM_BATCH = 8;
-const LEASE_MS = 60_000;
 const MAX_PAGES = 10_000;
 const REMOVE_BATCH = 500;
 const RETRY_MS = 60_000;
@@ -60,6 +59,11 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly calls: Counter<'kind' | 'outcome'>;
   private readonly changes: Counter<'action'>;
   private readonly lag: Gauge;
+  /**
+   * How long a user's listing is held by the instance running it without a sign of life (renewed at each page): the
+   * poll interval, within 5 to 60 s. A killed instance's users are listed by another after it.
+   */
+  private readonly leaseMs: number;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -85,6 +89,7 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
       labelNames: ['action'],
       registers: [metrics.registry],
     });
+    this.leaseMs = Math.min(60_000, Math.max(5_000, config.sync.pollIntervalMs));
     this.lag = new Gauge({
       name: 'cws_sync_lag_seconds',
       help: "How late the oldest due listing of a synced user is (every instance's users), as this instance last read it.",
@@ -117,7 +122,7 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
       await this.records.prune(new Date(this.clock.now().getTime() - (this.config.sync.tombstoneDays + 1) * 86_400_000), 1000);
     }
     if (this.ticks % ENROL_EVERY_TICKS === 1) this.lag.set(await this.syncs.lagSeconds());
-    const claimed = await this.syncs.claim(this.config.instanceId, this.config.sync.workflows, LEASE_MS, CLAIM_BATCH);
+    const claimed = await this.syncs.claim(this.config.instanceId, this.config.sync.workflows, this.leaseMs, CLAIM_BATCH);
     await Promise.all(claimed.map((c) => this.list(c)));
   }
 
@@ -241,7 +246,7 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
     let path: string | null = `/workflows${listing.query ? `?${listing.query}` : ''}`;
     for (let page = 0; path !== null; page++) {
       if (page >= MAX_PAGES) throw new Unlisted(`GET /workflows has more than ${MAX_PAGES} pages`, true, RETRY_MS);
-      if (!(await this.syncs.extend(c.connectionId, this.config.instanceId, LEASE_MS))) throw new LeaseLost();
+      if (!(await this.syncs.extend(c.connectionId, this.config.instanceId, this.leaseMs))) throw new LeaseLost();
       if (!(await this.withinShare(c.tenantId)))
         throw new Unlisted(
           "sync's share of the company's read budget is spent for this window",
