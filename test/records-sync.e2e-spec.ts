@@ -216,6 +216,39 @@ describe('synced records: listings, paging, lost visibility, dropped webhooks (A
     expect(ready.map((e) => e.payload.userId).sort()).toEqual([...USERS].sort());
   });
 
+  it('a token expiring between the pages of a listing is renewed once (renew-on-401); the listing completes, nothing removed', async () => {
+    const { next: start } = await feedAfter(null);
+    const before = (await records('alice')).map((r) => r.id).sort();
+    t.sandbox!.setFault({ mode: 'slow', delayMs: 300, paths: ['/workflows'] });
+    try {
+      t.sandbox!.clearRecords();
+      const listedBefore = (await syncState('alice')).lastListedAt;
+      expect((await t.request('POST', '/v1/tenants/acme/sync', { body: { userId: 'alice' } })).status).toBe(202);
+      // The first page of alice's listing has been answered: her token expires before the next one.
+      await waitUntil(
+        'the first page',
+        () => t.sandbox!.records().some((r) => r.path === '/workflows' && r.tokenUserId === 'alice' && r.status === 200),
+        15_000,
+        5,
+      );
+      t.sandbox!.expireAccessTokens({ userId: 'alice' });
+      await waitUntil('the listing', async () => (await syncState('alice')).lastListedAt !== listedBefore);
+    } finally {
+      t.sandbox!.setFault(null);
+    }
+    // Page 1 answered, page 2 refused (401: the token is no longer alice's), one renewal, page 2 again, and on.
+    const calls = t.sandbox!.records().filter((r) => r.path === '/workflows' || r.path === '/oauth/token');
+    const refused = calls.findIndex((r) => r.status === 401);
+    expect(refused).toBeGreaterThan(0);
+    expect(calls[refused - 1]).toMatchObject({ tokenUserId: 'alice', status: 200 });
+    expect(calls[refused + 1]).toMatchObject({ path: '/oauth/token', status: 200 });
+    expect(calls[refused + 2]).toMatchObject({ path: '/workflows', query: calls[refused].query, tokenUserId: 'alice', status: 200 });
+    expect(calls.filter((r) => r.status === 401)).toHaveLength(1);
+    expect((await syncState('alice')).lastError).toBeUndefined();
+    expect((await records('alice')).map((r) => r.id).sort()).toEqual(before);
+    expect((await feedAfter(start)).items.filter((c) => c.userId === 'alice')).toEqual([]);
+  });
+
   it("never spends more than SYNC_BUDGET_SHARE of the company's read budget; people are not held, nothing removed", async () => {
     expect((await t.request('PATCH', '/v1/tenants/acme', { body: { sync: { workflows: false } } })).status).toBe(200);
     await newTenant(t, 'thrifty');
