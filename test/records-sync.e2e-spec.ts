@@ -251,6 +251,8 @@ describe('synced records: listings, paging, lost visibility, dropped webhooks (A
 
   it("never spends more than SYNC_BUDGET_SHARE of the company's read budget; people are not held, nothing removed", async () => {
     expect((await t.request('PATCH', '/v1/tenants/acme', { body: { sync: { workflows: false } } })).status).toBe(200);
+    const paused = (await t.request<{ items: SyncItem[] }>('GET', '/v1/tenants/acme/sync')).body.items;
+    expect(paused.map((u) => u.state)).toEqual(['paused', 'paused', 'paused']);
     await newTenant(t, 'thrifty');
     expect((await t.request('PATCH', '/v1/tenants/thrifty', { body: { quotas: { read: '20/1h' } } })).status).toBe(200);
     for (const user of USERS) expect((await connectViaHttp(t, 'thrifty', { userId: user, as: user })).status).toBe('connected');

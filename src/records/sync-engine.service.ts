@@ -142,6 +142,8 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
   private async drainHints(): Promise<void> {
     for (let next = this.hints.shift(); next; next = this.hints.shift()) {
       try {
+        const tenant = await this.tenants.get(next.tenantId);
+        if (!(tenant.syncWorkflows ?? this.config.sync.workflows)) continue;
         for (const owner of await this.records.holders(next.tenantId, next.workflowId, 1000)) await this.readOne(owner, next.workflowId);
       } catch (e) {
         this.logger.warn({ tenantId: next.tenantId, error: e instanceof Error ? e.message : 'unknown' }, 'a targeted read failed');
@@ -188,8 +190,8 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
       const { changed, records } = await this.listAll(c);
       const nextInMs = await this.intervalOf(c.tenantId);
       await this.db.transaction(async (m) => {
-        await this.syncs.listed(c.connectionId, me, records, changed, nextInMs, m);
-        if (c.state === 'initial') {
+        const held = await this.syncs.listed(c.connectionId, me, records, changed, nextInMs, m);
+        if (held && c.state === 'initial') {
           const mark = (await this.records.page(c.tenantId, c.userId, null, 1)).mark;
           await this.events.record(
             {

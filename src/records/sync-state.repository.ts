@@ -99,16 +99,24 @@ export class SyncStateRepository {
     return n > 0;
   }
 
-  /** A complete listing: ready, with its count, listed again after `nextInMs`. */
-  async listed(connectionId: string, owner: string, records: number, changed: boolean, nextInMs: number, m?: EntityManager): Promise<void> {
-    await (m ?? this.db.manager).query(
+  /** A complete listing: ready, with its count, listed again after `nextInMs`; false when this instance no longer holds the user. */
+  async listed(
+    connectionId: string,
+    owner: string,
+    records: number,
+    changed: boolean,
+    nextInMs: number,
+    m?: EntityManager,
+  ): Promise<boolean> {
+    const [, n] = (await (m ?? this.db.manager).query(
       `UPDATE record_sync SET state = 'ready', records = $3, last_listed_at = now(),
               last_change_at = CASE WHEN $4::boolean THEN now() ELSE last_change_at END,
               next_list_at = now() + make_interval(secs => $5::double precision / 1000), last_error = NULL, failing_since = NULL,
               failing_announced = false, lease_owner = NULL, lease_until = NULL, resume_path = NULL
         WHERE connection_id = $1 AND lease_owner = $2`,
       [connectionId, owner, records, changed, nextInMs],
-    );
+    )) as [unknown, number];
+    return n > 0;
   }
 
   /**
