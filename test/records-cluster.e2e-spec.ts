@@ -52,7 +52,7 @@ describe('synced records across instances: a kill of the instance listing (API.m
     buildApp();
     const databaseUrl = await createTestDatabase();
     db = openPool(databaseUrl);
-    sandbox = await SandboxServer.start({ redirectUris: ['http://127.0.0.1:1/oauth/callback'], recordLimit: 100 });
+    sandbox = await SandboxServer.start({ redirectUris: ['http://127.0.0.1:1/oauth/callback'], recordLimit: 5000 });
     for (const user of USERS) sandbox.bulkCreateWorkflows(user, PER_USER);
     sandbox.setListing({ pageSize: PAGE });
     env = spawnedEnv('records', databaseUrl, sandbox, operatorKey, {
@@ -95,6 +95,12 @@ describe('synced records across instances: a kill of the instance listing (API.m
     const cut = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM records`);
     expect(cut.rows[0].n).toBeLessThan(USERS.length * PER_USER);
 
+    // Where the victim's listings stood: the survivor goes on from there, it does not start over.
+    const stood = await db.query<{ user_id: string; resume_path: string }>(
+      `SELECT user_id, resume_path FROM record_sync WHERE resume_path IS NOT NULL AND resume_path <> ''`,
+    );
+    expect(stood.rows.length).toBeGreaterThan(0);
+    sandbox.clearRecords();
     sandbox.setFault(null);
     const survivor = await spawnApp({ ...env, INSTANCE_ID: 'survivor' }, { readyTimeoutMs: 60_000 });
     instances.push(survivor);
@@ -107,6 +113,11 @@ describe('synced records across instances: a kill of the instance listing (API.m
       90_000,
       250,
     );
+
+    for (const { user_id: user, resume_path: resumed } of stood.rows) {
+      const first = sandbox.records().find((r) => r.path === '/workflows' && r.tokenUserId === user);
+      expect(first && `/workflows?${first.query}`).toBe(resumed);
+    }
 
     for (const user of USERS) {
       const token = sandbox.issueTokens(user).access_token;

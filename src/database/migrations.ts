@@ -27,6 +27,7 @@ import { UpstreamQuotas1797900000000 } from '../../migrations/1797900000000-Upst
 import { QuotaSlidingLog1798000000000 } from '../../migrations/1798000000000-QuotaSlidingLog.js';
 import { CreateVaultInstances1798100000000 } from '../../migrations/1798100000000-CreateVaultInstances.js';
 import { CreateSyncedRecords1798200000000 } from '../../migrations/1798200000000-CreateSyncedRecords.js';
+import { SyncListingProgress1798200000001 } from '../../migrations/1798200000001-SyncListingProgress.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
@@ -62,4 +63,5 @@ export const MIGRATIONS = [
   QuotaSlidingLog1798000000000,
   CreateVaultInstances1798100000000,
   CreateSyncedRecords1798200000000,
+  SyncListingProgress1798200000001,
 ];

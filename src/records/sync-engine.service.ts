@@ -22,6 +22,8 @@ const TICK_MS = 1000;
 const ENROL_EVERY_TICKS = 10;
 const CLAIM_BATCH = 8;
 const MAX_PAGES = 10_000;
+/** A paged listing cut part way is resumed from where it stood when it began less than this long ago; else it starts over. */
+const RESUME_WITHIN_MS = 3_600_000;
 const REMOVE_BATCH = 500;
 const RETRY_MS = 60_000;
 const FAILING_AFTER_MS = 3_600_000;
@@ -241,11 +243,17 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
   private async listAll(c: ClaimedSync): Promise<{ changed: boolean; records: number }> {
     const listing = this.listingOf(c.environment);
     const env = this.environments.get(c.environment);
-    const [{ now: startedAt }] = (await this.db.query(`SELECT now() AS now`)) as Array<{ now: Date }>;
+    const resume = c.resume !== null && this.clock.now().getTime() - c.resume.startedAt.getTime() < RESUME_WITHIN_MS ? c.resume : null;
+    const [{ now }] = (await this.db.query(`SELECT now() AS now`)) as Array<{ now: Date }>;
+    const startedAt = resume?.startedAt ?? now;
+    // A listing that is not resumed starts afresh: what an earlier cut one saw no longer counts.
+    if (resume === null && c.resume !== null) await this.syncs.forgetListing(c.connectionId);
     const announce = c.state !== 'initial';
+    // A one-page listing keeps what it saw in memory (and writes nothing for it); a paged one in record_listing_ids.
     const seen = new Set<string>();
+    let paged = resume !== null;
     let changed = false;
-    let path: string | null = `/workflows${listing.query ? `?${listing.query}` : ''}`;
+    let path: string | null = resume !== null ? resume.path || null : `/workflows${listing.query ? `?${listing.query}` : ''}`;
     for (let page = 0; path !== null; page++) {
       if (page >= MAX_PAGES) throw new Unlisted(`GET /workflows has more than ${MAX_PAGES} pages`, true, RETRY_MS);
       if (!(await this.syncs.extend(c.connectionId, this.config.instanceId, this.leaseMs))) throw new LeaseLost();
@@ -275,26 +283,49 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
       const text = await res.body.text();
       this.calls.inc({ kind: 'list', outcome: 'ok' });
       const objects = objectsOf(text, listing, page);
-      for (const o of objects) seen.add(o.id);
       const applied = await this.records.apply(c, objects, announce);
       this.count(applied);
       changed ||= applied.changes.length > 0;
-      path = nextPagePath(res.headers.link, path, env.apiUrl);
+      const next = nextPagePath(res.headers.link, path, env.apiUrl);
+      if (next !== null || paged) {
+        if (!paged) {
+          // The listing turns out paged: what the first page saw goes where a resumed listing finds it.
+          await this.syncs.forgetListing(c.connectionId);
+          paged = true;
+        }
+        const ids = [...seen, ...objects.map((o) => o.id)];
+        seen.clear();
+        // '' once the last page is in: a listing resumed then only removes what it did not see.
+        if (!(await this.syncs.progress(c.connectionId, this.config.instanceId, ids, next ?? '', startedAt))) throw new LeaseLost();
+      } else for (const o of objects) seen.add(o.id);
+      path = next;
     }
     const missing: string[] = [];
-    for (
-      let after = '', ids = await this.records.liveIds(c.connectionId, after, 1000);
-      ids.length > 0;
-      ids = await this.records.liveIds(c.connectionId, after, 1000)
-    ) {
-      for (const id of ids) if (!seen.has(id)) missing.push(id);
-      after = ids[ids.length - 1];
+    if (paged) {
+      for (
+        let after = '', ids = await this.syncs.unseen(c.connectionId, startedAt, after, 1000);
+        ids.length > 0;
+        ids = await this.syncs.unseen(c.connectionId, startedAt, after, 1000)
+      ) {
+        missing.push(...ids);
+        after = ids[ids.length - 1];
+      }
+    } else {
+      for (
+        let after = '', ids = await this.records.liveIds(c.connectionId, after, 1000);
+        ids.length > 0;
+        ids = await this.records.liveIds(c.connectionId, after, 1000)
+      ) {
+        for (const id of ids) if (!seen.has(id)) missing.push(id);
+        after = ids[ids.length - 1];
+      }
     }
     for (let i = 0; i < missing.length; i += REMOVE_BATCH) {
       const applied = await this.records.remove(c, missing.slice(i, i + REMOVE_BATCH), startedAt);
       this.count(applied);
       changed ||= applied.changes.length > 0;
     }
+    if (paged) await this.syncs.forgetListing(c.connectionId);
     return { changed, records: await this.records.countLive(c.connectionId) };
   }
 

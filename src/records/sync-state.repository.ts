@@ -24,6 +24,8 @@ export interface SyncState {
 /** A user whose listing this instance took, until `leaseUntil`. */
 export interface ClaimedSync extends CopyOwner {
   environment: string;
+  /** A paged listing cut part way (a kill, a failure): its next page and when it began; null: none. */
+  resume: { path: string; startedAt: Date } | null;
   state: SyncStateName;
   failingSince: Date | null;
   failingAnnounced: boolean;
@@ -64,7 +66,8 @@ export class SyncStateRepository {
           ORDER BY s.next_list_at LIMIT $4 FOR UPDATE OF s SKIP LOCKED)
        UPDATE record_sync s SET lease_owner = $1, lease_until = now() + make_interval(secs => $3::double precision / 1000)
          FROM due, tenants t WHERE s.connection_id = due.connection_id AND t.id = s.tenant_id
-       RETURNING s.connection_id, s.tenant_id, s.user_id, s.state, s.failing_since, s.failing_announced, t.environment`,
+       RETURNING s.connection_id, s.tenant_id, s.user_id, s.state, s.failing_since, s.failing_announced, t.environment,
+                 s.resume_path, s.listing_started_at`,
       [owner, defaultOn, leaseMs, limit],
     )) as [
       Array<{
@@ -75,6 +78,8 @@ export class SyncStateRepository {
         failing_since: Date | null;
         failing_announced: boolean;
         environment: string;
+        resume_path: string | null;
+        listing_started_at: Date | null;
       }>,
       number,
     ];
@@ -83,6 +88,7 @@ export class SyncStateRepository {
       connectionId: r.connection_id,
       userId: r.user_id,
       environment: r.environment,
+      resume: r.resume_path !== null && r.listing_started_at !== null ? { path: r.resume_path, startedAt: r.listing_started_at } : null,
       state: r.state,
       failingSince: r.failing_since,
       failingAnnounced: r.failing_announced,
@@ -112,7 +118,7 @@ export class SyncStateRepository {
       `UPDATE record_sync SET state = 'ready', records = $3, last_listed_at = now(),
               last_change_at = CASE WHEN $4::boolean THEN now() ELSE last_change_at END,
               next_list_at = now() + make_interval(secs => $5::double precision / 1000), last_error = NULL, failing_since = NULL,
-              failing_announced = false, lease_owner = NULL, lease_until = NULL, resume_path = NULL
+              failing_announced = false, lease_owner = NULL, lease_until = NULL, resume_path = NULL, listing_started_at = NULL
         WHERE connection_id = $1 AND lease_owner = $2`,
       [connectionId, owner, records, changed, nextInMs],
     )) as [unknown, number];
@@ -140,6 +146,45 @@ export class SyncStateRepository {
         WHERE connection_id = $1 AND lease_owner = $2`,
       [connectionId, owner, error.slice(0, 500), failed, retryInMs, failing.state, failing.announced],
     );
+  }
+
+  /**
+   * A page of a paged listing is written: its ids are kept (record_listing_ids) and `next` is where the listing goes on,
+   * in one transaction, so an instance taking over after a kill resumes there. False when this instance lost the user.
+   */
+  async progress(connectionId: string, owner: string, ids: readonly string[], next: string, startedAt: Date): Promise<boolean> {
+    return this.db.transaction(async (m) => {
+      const [, n] = (await m.query(
+        `UPDATE record_sync SET resume_path = $3, listing_started_at = $4 WHERE connection_id = $1 AND lease_owner = $2`,
+        [connectionId, owner, next, startedAt],
+      )) as [unknown, number];
+      if (n === 0) return false;
+      await m.query(
+        `INSERT INTO record_listing_ids (connection_id, workflow_id) SELECT $1, id FROM unnest($2::text[]) id ON CONFLICT DO NOTHING`,
+        [connectionId, ids],
+      );
+      return true;
+    });
+  }
+
+  /** Forgets the ids of a user's listing (a new listing begins, or one completed). */
+  async forgetListing(connectionId: string): Promise<void> {
+    await this.db.query(`DELETE FROM record_listing_ids WHERE connection_id = $1`, [connectionId]);
+  }
+
+  /**
+   * The live records of a user not seen by their paged listing (record_listing_ids) and not written since it began,
+   * after `after` in id order: what a complete listing removes.
+   */
+  async unseen(connectionId: string, startedAt: Date, after: string, limit: number): Promise<string[]> {
+    const rows = (await this.db.query(
+      `SELECT r.workflow_id FROM records r
+        WHERE r.connection_id = $1 AND r.deleted_at IS NULL AND r.synced_at < $2 AND r.workflow_id > $3
+          AND NOT EXISTS (SELECT 1 FROM record_listing_ids s WHERE s.connection_id = r.connection_id AND s.workflow_id = r.workflow_id)
+        ORDER BY r.workflow_id LIMIT $4`,
+      [connectionId, startedAt, after, limit],
+    )) as Array<{ workflow_id: string }>;
+    return rows.map((r) => r.workflow_id);
   }
 
   /** A change written outside a listing (a targeted read): the user's count and last change. */
