@@ -256,6 +256,8 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
     let path: string | null = resume !== null ? resume.path || null : `/workflows${listing.query ? `?${listing.query}` : ''}`;
     for (let page = 0; path !== null; page++) {
       if (page >= MAX_PAGES) throw new Unlisted(`GET /workflows has more than ${MAX_PAGES} pages`, true, RETRY_MS);
+      // A drain hands the user back at once (listed by another instance, from where this one stood).
+      if (this.stopping) throw new Unlisted('the instance listing it shut down', false, 0);
       if (!(await this.syncs.extend(c.connectionId, this.config.instanceId, this.leaseMs))) throw new LeaseLost();
       if (!(await this.withinShare(c.tenantId)))
         throw new Unlisted(
