@@ -21,6 +21,7 @@ interface EventItem {
 describe('synced records: a listing failing for an hour', () => {
   let t: TestApp;
   const clock = new ShiftedClock();
+  const workflows: string[] = [];
 
   async function state(): Promise<SyncItem> {
     return (await t.request<{ items: SyncItem[] }>('GET', '/v1/tenants/acme/sync?userId=alice')).body.items[0];
@@ -45,6 +46,14 @@ describe('synced records: a listing failing for an hour', () => {
     t = await startTestApp({ clock, env: { SYNC_WORKFLOWS: 'on', SYNC_POLL_INTERVAL: '1h' } });
     await newTenant(t, 'acme');
     expect((await connectViaHttp(t, 'acme', { userId: 'alice', as: 'alice' })).status).toBe('connected');
+    for (const name of ['Kept', 'Gone']) {
+      const res = await t.request<{ id: string }>('POST', '/v1/tenants/acme/workflows', {
+        headers: { 'x-user-id': 'alice' },
+        body: { name },
+      });
+      expect(res.status).toBe(201);
+      workflows.push(res.body.id);
+    }
     await waitUntil('the first listing', async () => (await state())?.state === 'ready');
   });
   afterAll(async () => {
@@ -73,5 +82,32 @@ describe('synced records: a listing failing for an hour', () => {
     const back = await attempt();
     expect(back.state).toBe('ready');
     expect(back.lastError).toBeUndefined();
+  });
+
+  it('prunes tombstones and feed rows past SYNC_TOMBSTONE_DAYS; a cursor that old is 410 cursor_expired', async () => {
+    const old = await t.request<{ next: string }>('GET', '/v1/tenants/acme/records/workflows/changes');
+    t.sandbox!.setWorkflowVisibility(workflows[1], 'alice', false);
+    await attempt();
+    const tombstones = await t.db.query(`SELECT 1 FROM records WHERE deleted_at IS NOT NULL`);
+    expect(tombstones.rowCount).toBe(1);
+    expect((await t.db.query(`SELECT 1 FROM record_changes`)).rowCount).toBeGreaterThan(0);
+
+    clock.offsetMs = 32 * 86_400_000;
+    await waitUntil(
+      'the prune',
+      async () =>
+        (await t.db.query(`SELECT 1 FROM record_changes`)).rowCount === 0 &&
+        (await t.db.query(`SELECT 1 FROM records WHERE deleted_at IS NOT NULL`)).rowCount === 0,
+      20_000,
+      250,
+    );
+    // The live record stays.
+    expect((await t.db.query(`SELECT workflow_id FROM records`)).rows).toEqual([{ workflow_id: workflows[0] }]);
+    const expired = await t.request<{ error: { code: string } }>(
+      'GET',
+      `/v1/tenants/acme/records/workflows/changes?cursor=${old.body.next}`,
+    );
+    expect(expired.status).toBe(410);
+    expect(expired.body.error.code).toBe('cursor_expired');
   });
 });
