@@ -92,34 +92,59 @@ export class RecordsRepository {
         deleted_at: Date | null;
       }>;
       const current = new Map(rows.map((r) => [r.workflow_id, r]));
-      const applied: Applied = { changes: [] };
+      const writes: Array<{ object: UpstreamObject; action: ChangeAction }> = [];
       for (const object of unique.values()) {
         const row = current.get(object.id);
         const live = row !== undefined && row.deleted_at === null;
         if (live && row.digest === object.digest) continue;
         if (live && !newer(object, { version: row.version === null ? null : Number(row.version), lastModified: row.last_modified }))
           continue;
-        const action: ChangeAction = live ? 'updated' : 'added';
-        const data = this.vault.seal(object.json, recordRef(owner, object.id));
-        await m.query(
-          `INSERT INTO records (connection_id, workflow_id, tenant_id, user_id, data_enc, digest, version, last_modified, synced_at, deleted_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), NULL)
-           ON CONFLICT (connection_id, workflow_id) DO UPDATE SET data_enc = EXCLUDED.data_enc, digest = EXCLUDED.digest,
-             version = EXCLUDED.version, last_modified = EXCLUDED.last_modified, synced_at = now(), deleted_at = NULL`,
-          [owner.connectionId, object.id, owner.tenantId, owner.userId, data, object.digest, object.version, object.lastModified],
-        );
-        applied.changes.push(
-          await this.change(
-            m,
-            owner,
-            object.id,
-            action,
-            object.version,
-            object.lastModified,
-            this.vault.seal(object.json, feedRef(owner, object.id)),
-            announce,
-          ),
-        );
+        writes.push({ object, action: live ? 'updated' : 'added' });
+      }
+      const applied: Applied = { changes: [] };
+      if (writes.length === 0) return applied;
+      // One statement for the page's records and one for its feed rows, whatever their number.
+      await m.query(
+        `INSERT INTO records (connection_id, workflow_id, tenant_id, user_id, data_enc, digest, version, last_modified, synced_at, deleted_at)
+         SELECT $1, u.id, $2, $3, u.data, u.digest, u.version, u.modified, now(), NULL
+           FROM unnest($4::text[], $5::text[], $6::text[], $7::bigint[], $8::timestamptz[]) AS u(id, data, digest, version, modified)
+         ON CONFLICT (connection_id, workflow_id) DO UPDATE SET data_enc = EXCLUDED.data_enc, digest = EXCLUDED.digest,
+           version = EXCLUDED.version, last_modified = EXCLUDED.last_modified, synced_at = now(), deleted_at = NULL`,
+        [
+          owner.connectionId,
+          owner.tenantId,
+          owner.userId,
+          writes.map((w) => w.object.id),
+          writes.map((w) => this.vault.seal(w.object.json, recordRef(owner, w.object.id))),
+          writes.map((w) => w.object.digest),
+          writes.map((w) => w.object.version),
+          writes.map((w) => w.object.lastModified),
+        ],
+      );
+      const feed = (await m.query(
+        `INSERT INTO record_changes (tenant_id, connection_id, user_id, workflow_id, action, version, last_modified, data_enc)
+         SELECT $1, $2, $3, u.id, u.action, u.version, u.modified, u.data
+           FROM unnest($4::text[], $5::text[], $6::bigint[], $7::timestamptz[], $8::text[]) WITH ORDINALITY AS u(id, action, version, modified, data, ord)
+          ORDER BY u.ord
+         RETURNING workflow_id, seq, writer_xid::text AS writer_xid, changed_at`,
+        [
+          owner.tenantId,
+          owner.connectionId,
+          owner.userId,
+          writes.map((w) => w.object.id),
+          writes.map((w) => w.action),
+          writes.map((w) => w.object.version),
+          writes.map((w) => w.object.lastModified),
+          writes.map((w) => this.vault.seal(w.object.json, feedRef(owner, w.object.id))),
+        ],
+      )) as Array<{ workflow_id: string; seq: string; writer_xid: string; changed_at: Date }>;
+      const positions = new Map(feed.map((r) => [r.workflow_id, r]));
+      for (const { object, action } of writes) {
+        const row = positions.get(object.id);
+        if (!row) throw new Error('a feed row was not written');
+        const cursor = encodeChangeCursor({ writerXid: row.writer_xid, seq: Number(row.seq), at: row.changed_at.getTime() });
+        if (announce) await this.announce(m, owner, object.id, action, object.version, cursor);
+        applied.changes.push({ id: object.id, action, version: object.version, cursor });
       }
       return applied;
     });
@@ -164,18 +189,29 @@ export class RecordsRepository {
       [owner.tenantId, owner.connectionId, owner.userId, id, action, version, lastModified, dataEnc],
     )) as Array<{ seq: string; writer_xid: string; changed_at: Date }>;
     const cursor = encodeChangeCursor({ writerXid: row.writer_xid, seq: Number(row.seq), at: row.changed_at.getTime() });
-    if (announce)
-      await this.events.record(
-        {
-          tenantId: owner.tenantId,
-          source: 'service',
-          type: 'record.changed',
-          userId: owner.userId,
-          payload: { object: 'workflow', id, userId: owner.userId, action, version, cursor },
-        },
-        m,
-      );
+    if (announce) await this.announce(m, owner, id, action, version, cursor);
     return { id, action, version, cursor };
+  }
+
+  /** The change's `record.changed` event, in the change's transaction. */
+  private async announce(
+    m: EntityManager,
+    owner: CopyOwner,
+    id: string,
+    action: ChangeAction,
+    version: number | null,
+    cursor: string,
+  ): Promise<void> {
+    await this.events.record(
+      {
+        tenantId: owner.tenantId,
+        source: 'service',
+        type: 'record.changed',
+        userId: owner.userId,
+        payload: { object: 'workflow', id, userId: owner.userId, action, version, cursor },
+      },
+      m,
+    );
   }
 
   /** Ids of the live records of a connection after `after`, in id order (a page: the listing's removal pass reads them so). */
