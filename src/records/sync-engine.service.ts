@@ -25,6 +25,7 @@ const MAX_PAGES = 10_000;
 /** A paged listing cut part way is resumed from where it stood when it began less than this long ago; else it starts over. */
 const RESUME_WITHIN_MS = 3_600_000;
 const REMOVE_BATCH = 500;
+const PRUNE_BATCH = 1000;
 const RETRY_MS = 60_000;
 const FAILING_AFTER_MS = 3_600_000;
 const HINTS_QUEUED = 10_000;
@@ -121,7 +122,9 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
   async tick(): Promise<void> {
     if (this.ticks++ % ENROL_EVERY_TICKS === 0) {
       await this.syncs.enrol(this.config.sync.workflows);
-      await this.records.prune(new Date(this.clock.now().getTime() - (this.config.sync.tombstoneDays + 1) * 86_400_000), 1000);
+      // Up to 10 batches of each a pass: a backlog is swept in a few passes, no pass holds the database long.
+      const before = new Date(this.clock.now().getTime() - (this.config.sync.tombstoneDays + 1) * 86_400_000);
+      for (let i = 0; i < 10 && (await this.records.prune(before, PRUNE_BATCH)) >= PRUNE_BATCH; i++);
     }
     if (this.ticks % ENROL_EVERY_TICKS === 1) this.lag.set(await this.syncs.lagSeconds());
     const claimed = await this.syncs.claim(this.config.instanceId, this.config.sync.workflows, this.leaseMs, CLAIM_BATCH);
