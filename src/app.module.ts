@@ -20,6 +20,7 @@ import { EventsModule } from './events/events.module.js';
 import { FacadeModule } from './facade/facade.module.js';
 import type { Logging } from './telemetry/logger.js';
 import { OpsModule } from './ops/ops.module.js';
+import { RecordsModule } from './records/records.module.js';
 import { RefreshModule } from './refresh/refresh.module.js';
 import { RetentionModule } from './retention/retention.module.js';
 import { TenantsModule } from './tenants/tenants.module.js';
@@ -57,6 +58,7 @@ export class AppModule {
         RefreshModule,
         FacadeModule,
         WebhooksModule,
+        RecordsModule,
         RetentionModule,
         ConsoleModule,
         AuditModule,

@@ -25,6 +25,7 @@ describe('withSandboxEnvironment', () => {
       tokenAuth: 'body',
       userinfoMethod: 'GET',
       quotas: {},
+      listing: { query: '', items: '', idField: 'id' },
     });
     expect(Object.isFrozen(c.environments.sandbox)).toBe(true);
     expect(c.port).toBe(4000);

@@ -21,6 +21,7 @@ export function withSandboxEnvironment(
     tokenAuth: 'body',
     userinfoMethod: 'GET',
     quotas: config.sandbox.quotas,
+    listing: config.sandbox.listing,
   });
   return Object.freeze({ ...config, environments: Object.freeze({ ...config.environments, sandbox: environment }) });
 }

@@ -15,6 +15,8 @@ export const ERROR_STATUS = {
   event_not_found: 404,
   endpoint_not_found: 404,
   agent_session_not_found: 404,
+  /** The user's synced copy does not hold that workflow (docs/records.md). */
+  record_not_found: 404,
   route_not_found: 404,
   method_not_allowed: 405,
   conflict: 409,
@@ -33,6 +35,8 @@ export const ERROR_STATUS = {
   endpoint_limit: 409,
   /** The event is older than its tenant's retention window: kept no longer. */
   event_expired: 410,
+  /** A change cursor older than SYNC_TOMBSTONE_DAYS: the feed after it may be pruned; read the copy again (docs/records.md). */
+  cursor_expired: 410,
   environment_not_configured: 422,
   /** An events target that reaches an internal address (docs/security.md, "Events target"). */
   target_not_allowed: 422,

@@ -24,6 +24,17 @@ export interface CwsEnvironment {
   tokenAuth: 'body' | 'header';
   userinfoMethod: 'GET' | 'POST';
   quotas: QuotaBudgets; // CWS_<ENV>_QUOTAS: each company's budget per class (docs/quotas.md); empty: none
+  /** How synced records read GET /workflows' answer (CWS_<ENV>_WORKFLOWS_*; the spec shows neither fields nor paging). */
+  listing?: WorkflowListing;
+}
+
+/** GET /workflows as synced records read it (docs/records.md). */
+export interface WorkflowListing {
+  /** Sent as the query string, without `?`; empty: none. */
+  query: string;
+  /** The property of the answer holding the list; empty: a top-level array (or an object's `workflows`). */
+  items: string;
+  idField: string;
 }
 
 export interface AppConfig {
@@ -49,7 +60,14 @@ export interface AppConfig {
    * The in-process sandbox (SANDBOX=on), started by service.ts, which also configures the `sandbox` environment
    * from it. accessTokenTtlSeconds null: the sandbox's own default.
    */
-  sandbox: { enabled: boolean; port: number; clientSecret: string; accessTokenTtlSeconds: number | null; quotas: QuotaBudgets };
+  sandbox: {
+    enabled: boolean;
+    port: number;
+    clientSecret: string;
+    accessTokenTtlSeconds: number | null;
+    quotas: QuotaBudgets;
+    listing: WorkflowListing;
+  };
   refresh: {
     at: number;
     intervalMs: number;
@@ -96,6 +114,8 @@ export interface AppConfig {
   endpoints: { disableAfterMs: number; perTenant: number };
   /** The audit trail (docs/observability.md, "Audit trail"): rows older than this many days are swept away. */
   audit: { retentionDays: number };
+  /** Synced records (docs/records.md). */
+  sync: SyncConfig;
   /** Agent sessions and their tools (docs/agents.md). */
   agents: { perUser: number; perTenant: number; workflowIdField: string; workflowStepField: string };
   logLevel: string;
@@ -114,6 +134,15 @@ export interface KeysConfig {
   pkcs11: { module: string; tokenLabel: string; pin: string; kekLabel: string } | null;
   cacheTtlMs: number;
   cacheGraceMs: number;
+}
+
+export interface SyncConfig {
+  /** SYNC_WORKFLOWS: sync for every tenant that does not say otherwise. */
+  workflows: boolean;
+  pollIntervalMs: number;
+  /** The most of a company's read budget sync may spend. */
+  budgetShare: number;
+  tombstoneDays: number;
 }
 
 export interface TracingConfig {
@@ -179,6 +208,7 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
       clientSecret: sandboxEnabled ? (local?.sandboxClientSecret() ?? randomClientSecret()) : '',
       accessTokenTtlSeconds: v.SANDBOX_TOKEN_TTL_SECONDS ?? null,
       quotas: sandboxEnabled ? readVariables(env, ENVIRONMENT_VARIABLES, production, 'CWS_SANDBOX_').QUOTAS : {},
+      listing: listingOf(readVariables(env, ENVIRONMENT_VARIABLES, production, 'CWS_SANDBOX_')),
     },
     refresh: {
       at: v.REFRESH_AT,
@@ -223,6 +253,12 @@ export function loadConfig(env: Env, host: Host = PROCESS_HOST): AppConfig {
     },
     endpoints: { disableAfterMs: v.ENDPOINT_DISABLE_AFTER, perTenant: v.ENDPOINTS_PER_TENANT },
     audit: { retentionDays: v.AUDIT_RETENTION_DAYS },
+    sync: {
+      workflows: v.SYNC_WORKFLOWS,
+      pollIntervalMs: v.SYNC_POLL_INTERVAL,
+      budgetShare: v.SYNC_BUDGET_SHARE,
+      tombstoneDays: v.SYNC_TOMBSTONE_DAYS,
+    },
     agents: {
       perUser: v.AGENT_SESSIONS_PER_USER,
       perTenant: v.AGENT_SESSIONS_PER_TENANT,
@@ -319,7 +355,12 @@ function readEnvironment(env: Env, name: EnvironmentName, production: boolean): 
     tokenAuth: e.TOKEN_AUTH,
     userinfoMethod: e.USERINFO_METHOD,
     quotas: e.QUOTAS,
+    listing: listingOf(e),
   };
+}
+
+function listingOf(e: Values<typeof ENVIRONMENT_VARIABLES>): WorkflowListing {
+  return { query: e.WORKFLOWS_QUERY.replace(/^\?/, ''), items: e.WORKFLOWS_ITEMS, idField: e.WORKFLOW_ID_FIELD };
 }
 
 /** VAULT_KEYS' format (the first key is the active one); a ConfigError naming VAULT_KEYS, without key material, when it is not. */

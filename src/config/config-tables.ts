@@ -26,6 +26,7 @@ const SECTIONS: readonly Section[] = [
   'events to the partner',
   'audit trail',
   'agents (MCP)',
+  'synced records',
   'traces',
 ];
 

@@ -44,4 +44,24 @@ export const ENVIRONMENT_VARIABLES = {
     "each company's budget of resource calls: `<class>=<calls>/<window>` pairs, comma separated, e.g. `read=400/60s,write=40/60s` (`read`: `GET`/`HEAD`, `write`: the others; see `docs/quotas.md`)",
     { defaultText: "unset: no budget is enforced (the upstream's `429`s are still honoured)" },
   ),
+  WORKFLOWS_QUERY: variable(
+    'upstream environments',
+    text(0),
+    '',
+    'query string synced records send with `GET /workflows` (the spec shows no parameters), without `?`; see `docs/records.md`',
+    { defaultText: 'empty' },
+  ),
+  WORKFLOWS_ITEMS: variable(
+    'upstream environments',
+    text(0),
+    '',
+    "where the list is in `GET /workflows`' answer (not shown by the spec): empty for a top-level JSON array (or an object's `workflows` array), else the name of the property holding it",
+    { defaultText: 'empty' },
+  ),
+  WORKFLOW_ID_FIELD: variable(
+    'upstream environments',
+    text(),
+    'id',
+    "a workflow's id in the upstream's answers (not shown by the spec), read by synced records",
+  ),
 } as const;

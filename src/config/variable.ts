@@ -16,6 +16,7 @@ export type Section =
   | 'events to the partner'
   | 'audit trail'
   | 'agents (MCP)'
+  | 'synced records'
   | 'traces';
 
 /** One environment variable, declared once: how it parses, its default, its production rule and what it means. */

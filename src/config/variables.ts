@@ -1,5 +1,6 @@
 import { parseAllowEntry } from '../common/target-policy.js';
 import { AGENT_VARIABLES } from './agent-variables.js';
+import { SYNC_VARIABLES } from './sync-variables.js';
 import { TRACING_SWITCH } from './tracing-variables.js';
 import { endpointDisableAfter, estimatedBits, postgresUrl, trustProxy, vaultKeyRing } from './value-formats.js';
 import { optional, variable } from './variable.js';
@@ -339,5 +340,6 @@ export const SERVICE_VARIABLES = {
   ),
 
   ...AGENT_VARIABLES,
+  ...SYNC_VARIABLES,
   ...TRACING_SWITCH,
 } as const;

@@ -26,6 +26,8 @@ import { CreateAgentSessions1797800000000 } from '../../migrations/1797800000000
 import { UpstreamQuotas1797900000000 } from '../../migrations/1797900000000-UpstreamQuotas.js';
 import { QuotaSlidingLog1798000000000 } from '../../migrations/1798000000000-QuotaSlidingLog.js';
 import { CreateVaultInstances1798100000000 } from '../../migrations/1798100000000-CreateVaultInstances.js';
+import { CreateSyncedRecords1798200000000 } from '../../migrations/1798200000000-CreateSyncedRecords.js';
+import { SyncListingProgress1798200000001 } from '../../migrations/1798200000001-SyncListingProgress.js';
 import { CreateEventEndpoints1798300000000 } from '../../migrations/1798300000000-CreateEventEndpoints.js';
 import { CreateTenantKeys1798400000000 } from '../../migrations/1798400000000-CreateTenantKeys.js';
 
@@ -62,6 +64,8 @@ export const MIGRATIONS = [
   UpstreamQuotas1797900000000,
   QuotaSlidingLog1798000000000,
   CreateVaultInstances1798100000000,
+  CreateSyncedRecords1798200000000,
+  SyncListingProgress1798200000001,
   CreateEventEndpoints1798300000000,
   CreateTenantKeys1798400000000,
 ];

@@ -50,6 +50,10 @@ export class TenantEntity {
   @Column({ type: 'jsonb', nullable: true })
   quotas: Record<string, string> | null;
 
+  /** Synced records (docs/records.md): its own switch; null: SYNC_WORKFLOWS. */
+  @Column({ name: 'sync_workflows', type: 'boolean', nullable: true })
+  syncWorkflows: boolean | null;
+
   /** Set by DELETE: the tenant is gone for every caller at once; its rows are removed in the background. */
   @Column({ name: 'deleted_at', type: 'timestamptz', nullable: true })
   deletedAt: Date | null;

@@ -86,6 +86,7 @@ export class TenantsRepository {
         | 'eventsTargetDisabled'
         | 'eventRetentionDays'
         | 'quotas'
+        | 'syncWorkflows'
       >
     >,
   ): Promise<TenantEntity | null> {

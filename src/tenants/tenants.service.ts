@@ -55,6 +55,7 @@ export class TenantsService {
         eventsTargetDisabled: false,
         eventRetentionDays: dto.eventRetentionDays ?? null,
         quotas: null,
+        syncWorkflows: null,
         deletedAt: null,
         createdAt: now,
         updatedAt: now,
@@ -96,6 +97,7 @@ export class TenantsService {
     if (dto.eventTypes !== undefined) changes.eventTypes = dto.eventTypes;
     if (dto.eventRetentionDays !== undefined) changes.eventRetentionDays = dto.eventRetentionDays;
     if (dto.quotas !== undefined) changes.quotas = ownQuotas(dto.quotas);
+    if (dto.sync?.workflows !== undefined) changes.syncWorkflows = dto.sync.workflows;
     const updated = Object.keys(changes).length ? await this.repo.update(id, changes) : await this.repo.findById(id);
     if (!updated) throw new AppError('tenant_not_found', 'No such tenant.');
     return updated;

@@ -19,6 +19,9 @@ export const SEALED_COLUMNS: readonly SealedColumn[] = Object.freeze([
   { table: 'webhook_receivers', idColumn: 'id', column: 'secret_enc', tenantColumn: 'tenant_id' },
   { table: 'event_endpoints', idColumn: 'id', column: 'secret_enc', tenantColumn: 'tenant_id' },
   { table: 'event_endpoints', idColumn: 'id', column: 'secret_prev_enc', tenantColumn: 'tenant_id' },
+  // Synced records are bound to tenant/user/workflow: sealed_id is that, a generated column.
+  { table: 'records', idColumn: 'sealed_id', column: 'data_enc', tenantColumn: 'tenant_id' },
+  { table: 'record_changes', idColumn: 'sealed_id', column: 'data_enc', tenantColumn: 'tenant_id' },
 ]);
 
 /**

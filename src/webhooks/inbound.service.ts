@@ -7,6 +7,7 @@ import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { EventDeliveryService } from '../events/event-delivery.service.js';
 import { EventsRepository, type NewEvent } from '../events/events.repository.js';
+import { SyncEngine, workflowIdOfEvent } from '../records/sync-engine.service.js';
 import { currentTraceparent } from '../telemetry/operation-spans.js';
 import { TokenVault, VaultError } from '../vault/token-vault.service.js';
 import { WebhookReceiversRepository } from './webhook-receivers.repository.js';
@@ -42,6 +43,7 @@ export class InboundService {
     private readonly events: EventsRepository,
     private readonly delivery: EventDeliveryService,
     @Inject(APP_CONFIG) config: AppConfig,
+    private readonly sync: SyncEngine,
   ) {
     this.inserts = new CommitBatcher(
       async (events) => {
@@ -123,6 +125,9 @@ export class InboundService {
         (stored) => {
           // Not stored: the tenant (and with it the receiver) was deleted since the digest was cached.
           if (!stored) throw new AppError('unauthorized', "The webhook's Authorization is missing or wrong.");
+          // A workflow named by the event is read again for each synced user holding it (a hint: never built from the payload).
+          const workflowId = workflowIdOfEvent(body);
+          if (workflowId !== null) this.sync.hint(tenantId, workflowId);
           return { id };
         },
         (e: unknown) => {

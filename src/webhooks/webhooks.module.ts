@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { EventsModule } from '../events/events.module.js';
 import { VaultModule } from '../vault/vault.module.js';
+import { RecordsModule } from '../records/records.module.js';
 import { RoutingModule } from '../routing/routing.module.js';
 import { InboundService } from './inbound.service.js';
 import { WebhookReceiversRepository } from './webhook-receivers.repository.js';
@@ -10,7 +11,7 @@ import { WebhooksService } from './webhooks.service.js';
 
 /** Webhook provisioning through the admin connection and the inbound receiver (events: the events module). */
 @Module({
-  imports: [VaultModule, EventsModule, RoutingModule],
+  imports: [VaultModule, EventsModule, RoutingModule, RecordsModule],
   controllers: [WebhooksController],
   // The inbound receiver is served by InboundDoor through the front door (edge/front-door.ts), not by a controller.
   providers: [WebhookReceiversRepository, WebhooksService, InboundService, InboundDoor],

@@ -25,6 +25,7 @@ import { PageLimit } from '../../common/page-limit.js';
 import { TENANT_ID } from '../../common/params.js';
 import { DESIGNS, type Design, type TenantEntity } from '../tenant.entity.js';
 import { QuotasDto, QuotaUsageDto } from './tenant-quotas.dto.js';
+import { TenantSyncDto, TenantSyncResponseDto } from './tenant-sync.dto.js';
 
 const URL_OPTIONS = { require_tld: false, require_protocol: true, protocols: ['http', 'https'] };
 
@@ -166,6 +167,13 @@ export class UpdateTenantDto {
   @ValidateNested()
   @Type(() => QuotasDto)
   quotas?: QuotasDto | null;
+
+  @ApiPropertyOptional({ type: TenantSyncDto, description: 'Synced records (docs/records.md): `{"workflows": true | false | null}`.' })
+  @IsOptional()
+  @IsObject()
+  @ValidateNested()
+  @Type(() => TenantSyncDto)
+  sync?: TenantSyncDto;
 }
 
 export class RotateEventsSecretDto {
@@ -217,6 +225,8 @@ export class TenantResponseDto {
   eventRetentionDays: number;
   @ApiProperty({ type: QuotasDto, nullable: true, description: "Its own upstream budgets; null: its environment's (docs/quotas.md)." })
   quotas: QuotasDto | null;
+  @ApiProperty({ type: TenantSyncResponseDto, description: 'Synced records (docs/records.md).' })
+  sync: TenantSyncResponseDto;
   @ApiPropertyOptional({
     type: QuotaUsageDto,
     description:
@@ -239,6 +249,7 @@ export class TenantResponseDto {
       eventTypes: t.eventTypes,
       eventRetentionDays: retentionDays,
       quotas: t.quotas,
+      sync: { workflows: t.syncWorkflows ?? null },
       ...(quotaUsage ? { quotaUsage } : {}),
       createdAt: t.createdAt.toISOString(),
       updatedAt: t.updatedAt.toISOString(),

@@ -812,6 +812,90 @@ export interface paths {
         patch: operations["facadeProxy4_patch"];
         trace?: never;
     };
+    "/v1/tenants/{tenantId}/records/workflows": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A page of the tenant's synced workflows (one user's with userId)
+         * @description Read from the copy: no upstream call, no budget spent. `cursor` marks this moment in the change feed: follow `…/records/workflows/changes?cursor=` from it.
+         */
+        get: operations["listRecords"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/records/workflows/{workflowId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One workflow of a user's synced copy
+         * @description `404 record_not_found` when this user's copy does not hold it.
+         */
+        get: operations["getRecord"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/records/workflows/changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every change committed after a cursor, oldest first
+         * @description No committed change is ever skipped, however transactions interleave. A cursor older than SYNC_TOMBSTONE_DAYS is `410 cursor_expired`: read the records again.
+         */
+        get: operations["listRecordChanges"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/tenants/{tenantId}/sync": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Each synced user's sync state
+         * @description Per user: state, record count, when last listed, when next.
+         */
+        get: operations["listSyncStates"];
+        put?: never;
+        /**
+         * List now
+         * @description One user (userId), or every synced user of the tenant; the listing runs in the background.
+         */
+        post: operations["syncNow"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/tenants/{tenantId}/users/{userId}": {
         parameters: {
             query?: never;
@@ -1055,6 +1139,25 @@ export interface components {
             /** @description Pass as `after` for the next page (opaque); null on the last page. */
             next: string | null;
         };
+        ChangeDto: {
+            /** @enum {string} */
+            action: "added" | "updated" | "deleted";
+            /** @description The position right after this change. */
+            cursor: string;
+            /** @description The object as of this change (not for `deleted`). */
+            data?: {
+                [key: string]: unknown;
+            };
+            /** @description The upstream's workflow id. */
+            id: string;
+            userId: string;
+            version: number | null;
+        };
+        ChangePageDto: {
+            items: components["schemas"]["ChangeDto"][];
+            /** @description Pass back as `cursor` to read on; never null (the feed goes on). */
+            next: string;
+        };
         ConnectionPageDto: {
             connections: components["schemas"]["ConnectionResponseDto"][];
             /** @description Pass as `after` for the next page (opaque); null on the last page. */
@@ -1216,6 +1319,8 @@ export interface components {
             quotas: components["schemas"]["QuotasDto"] | null;
             /** @description Per class: the budget in force, the pause, the figures of the current and the previous window (one tenant read, not the list). */
             quotaUsage?: components["schemas"]["QuotaUsageDto"];
+            /** @description Synced records (docs/records.md). */
+            sync: components["schemas"]["TenantSyncResponseDto"];
             updatedAt: string;
         };
         CreateEndpointDto: {
@@ -1509,6 +1614,28 @@ export interface components {
             /** @description Of those, the calls that waited for budget first. */
             waited: number;
         };
+        RecordDto: {
+            /** @description The upstream's object, as the user's token listed it. */
+            data: {
+                [key: string]: unknown;
+            };
+            /** @description The upstream's workflow id. */
+            id: string;
+            /** @description The upstream's `lastModified`. */
+            lastModified: string | null;
+            /** @description When this copy was last written. */
+            syncedAt: string;
+            userId: string;
+            /** @description The upstream's `versionNumber`. */
+            version: number | null;
+        };
+        RecordPageDto: {
+            /** @description This moment in the change feed: read `…/changes?cursor=` from it to follow what changes next. */
+            cursor: string;
+            items: components["schemas"]["RecordDto"][];
+            /** @description Pass back as `after`; null on the last page. */
+            next: string | null;
+        };
         RedeliveredDto: {
             /** @description The event, delivered again under this id (webhook-id). */
             id: string;
@@ -1599,6 +1726,26 @@ export interface components {
             /** @description The operator key (OPERATOR_API_KEY). Tenant keys do not sign in. */
             operatorKey: string;
         };
+        SyncNowDto: {
+            /** @description List this user now; omitted: every synced user of the tenant. */
+            userId?: string;
+        };
+        SyncPageDto: {
+            items: components["schemas"]["SyncStateDto"][];
+            next: string | null;
+        };
+        SyncStateDto: {
+            lastChangeAt: string | null;
+            /** @description Why the last listing did not complete (never a token). */
+            lastError?: string;
+            lastListedAt: string | null;
+            nextListAt: string;
+            /** @description How many records the user's copy holds. */
+            records: number;
+            /** @enum {string} */
+            state: "initial" | "ready" | "failing" | "paused";
+            userId: string;
+        };
         TenantResponseDto: {
             allowedReturnUrls: string[];
             createdAt: string;
@@ -1625,7 +1772,17 @@ export interface components {
             quotas: components["schemas"]["QuotasDto"] | null;
             /** @description Per class: the budget in force, the pause, the figures of the current and the previous window (one tenant read, not the list). */
             quotaUsage?: components["schemas"]["QuotaUsageDto"];
+            /** @description Synced records (docs/records.md). */
+            sync: components["schemas"]["TenantSyncResponseDto"];
             updatedAt: string;
+        };
+        TenantSyncDto: {
+            /** @description Keep a copy of each connected user's workflows (docs/records.md); null: the default, `SYNC_WORKFLOWS`. */
+            workflows?: boolean | null;
+        };
+        TenantSyncResponseDto: {
+            /** @description Its own switch; null: `SYNC_WORKFLOWS`. */
+            workflows: boolean | null;
         };
         TestFilterDto: {
             /**
@@ -1687,6 +1844,8 @@ export interface components {
             name?: string;
             /** @description Its own upstream budgets per class (docs/quotas.md), shared by every instance; a class left out or null follows the environment's (`CWS_<ENV>_QUOTAS`); null: all the environment's. */
             quotas?: components["schemas"]["QuotasDto"] | null;
+            /** @description Synced records (docs/records.md): `{"workflows": true | false | null}`. */
+            sync?: components["schemas"]["TenantSyncDto"];
         };
         /** @description An error answer of the upstream, passed through unchanged (with `x-upstream-status`). The spec shows no error format; OAuth 2.0 style upstreams (and the sandbox) send `{"error": "<code>", "error_description": "..."}`. */
         UpstreamError: {
@@ -7236,6 +7395,501 @@ export interface operations {
             502: components["responses"]["FacadeUpstreamUnavailable"];
             503: components["responses"]["FacadeServiceUnavailable"];
             504: components["responses"]["FacadeUpstreamTimeout"];
+        };
+    };
+    listRecords: {
+        parameters: {
+            query?: {
+                /** @description The `next` of the previous page (opaque). */
+                after?: string;
+                /** @description Page size, 1 to 1000. */
+                limit?: number;
+                /** @description The partner's id of the user whose copy is read. */
+                userId?: string;
+            };
+            header?: never;
+            path: {
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecordPageDto"];
+                };
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `user_not_connected` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    getRecord: {
+        parameters: {
+            query?: {
+                /** @description The partner's id of the user whose copy is read. */
+                userId?: string;
+            };
+            header?: never;
+            path: {
+                tenantId: string;
+                workflowId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecordDto"];
+                };
+            };
+            /** @description `validation_failed`, `user_id_required` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found`, `record_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `user_not_connected` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    listRecordChanges: {
+        parameters: {
+            query?: {
+                /** @description Where to read from: the `cursor` of a records page, of a change, of an event, or the `next` of the previous page (opaque). Omitted: the oldest change kept. */
+                cursor?: string;
+                /** @description Page size, 1 to 1000. */
+                limit?: number;
+                /** @description The partner's id of the user whose copy is read. */
+                userId?: string;
+            };
+            header?: never;
+            path: {
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChangePageDto"];
+                };
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `user_not_connected` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `cursor_expired` */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    listSyncStates: {
+        parameters: {
+            query?: {
+                /** @description The `next` of the previous page (opaque). */
+                after?: string;
+                /** @description Page size, 1 to 1000. */
+                limit?: number;
+                /** @description The partner's id of the user whose copy is read. */
+                userId?: string;
+            };
+            header?: never;
+            path: {
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SyncPageDto"];
+                };
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `user_not_connected` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+        };
+    };
+    syncNow: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                tenantId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SyncNowDto"];
+            };
+        };
+        responses: {
+            /** @description The listing is due now. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `validation_failed` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `unauthorized` */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `forbidden`: a console session without its CSRF token in `x-csrf-token` (or a tenant key on an operator route). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `tenant_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `request_timeout`: the request body stopped arriving. */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `user_not_connected`, `conflict` */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over its limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `too_many_requests`: too many failed credentials from this client; see Retry-After. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
+            /** @description `service_unavailable`: the database cannot be reached; see Retry-After. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again. */
+                    "retry-after"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponseDto"];
+                };
+            };
         };
     };
     eraseUser: {
