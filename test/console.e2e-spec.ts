@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { EventsRepository } from '../src/events/events.repository.js';
 import { launchChromium } from './support/chromium.js';
 import { connectViaHttp } from './support/connect.js';
 import { startSecondInstance, startTestApp, type TestApp } from './support/test-app.js';
@@ -63,6 +64,7 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
   let page: Page;
   let eventsSecret = '';
   let tenantKey = '';
+  const endpointSecrets: Record<string, string> = {};
   const bodies: Array<Promise<{ url: string; text: string }>> = [];
   const requested: string[] = [];
   let sinkUp = false;
@@ -293,6 +295,53 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
         .waitFor({ timeout: 20_000 });
   });
 
+  it("lists the tenant's endpoints with their health, a disabled one with its reason, never a secret", async () => {
+    const pipeline = await WebhookSink.start();
+    const gone = await WebhookSink.start();
+    gone.respond = () => 410;
+    try {
+      const created: Array<{ id: string; secret: string }> = [];
+      for (const body of [
+        { url: pipeline.url, description: 'data pipeline', eventTypes: ['record.*', 'connection.created'] },
+        { url: gone.url, description: 'old staging copy', eventTypes: ['record.*'] },
+      ]) {
+        const res = await t.request<{ id: string; secret: string }>('POST', `/v1/tenants/${TENANT}/endpoints`, { body });
+        expect(res.status).toBe(201);
+        created.push(res.body);
+      }
+      const [healthy, dead] = created;
+      endpointSecrets['endpoint secret #1'] = healthy.secret;
+      endpointSecrets['endpoint secret #2'] = dead.secret;
+      await t.app.get(EventsRepository).record({ tenantId: TENANT, source: 'service', type: 'record.changed', payload: { id: 'r-1' } });
+      await waitUntil('the pipeline delivery', () => pipeline.accepted().length === 1);
+      await waitUntil('the 410 endpoint disabled', async () => {
+        const res = await t.request<{ health: { state: string } }>('GET', `/v1/tenants/${TENANT}/endpoints/${dead.id}`);
+        return res.body.health.state === 'disabled';
+      });
+
+      await page.getByRole('button', { name: 'Refresh list' }).click();
+      const section = page.getByRole('region', { name: 'Endpoints' });
+      const first = section.getByRole('row', { name: /data pipeline/ });
+      await first.waitFor();
+      await expect(first.textContent()).resolves.toMatch(/healthy/);
+      await expect(first.textContent()).resolves.toContain('record.*, connection.created');
+      await expect(first.textContent()).resolves.toContain('100.0 %');
+      await expect(first.textContent()).resolves.toContain(pipeline.url);
+      const disabled = section.getByRole('row', { name: /old staging copy/ });
+      await expect(disabled.textContent()).resolves.toMatch(/disabled/);
+      await expect(disabled.textContent()).resolves.toContain('it answered 410 Gone');
+      await expect(disabled.textContent()).resolves.toContain('0.0 %');
+      // eventsTargetUrl is the first row.
+      await expect(section.getByRole('row').nth(1).textContent()).resolves.toContain('eventsTargetUrl');
+      await expect(section.textContent()).resolves.not.toMatch(/whsec_/);
+      await section.screenshot({ path: join(SHOTS, 'endpoints.png') });
+      await shot('events-with-endpoints');
+    } finally {
+      await pipeline.close();
+      await gone.close();
+    }
+  });
+
   it('shows the audit trail a page at a time: who signed in, who failed to, what the console deleted', async () => {
     await page.getByRole('link', { name: 'Audit trail' }).click();
     await page.getByRole('heading', { level: 1, name: 'Audit trail' }).waitFor();
@@ -351,7 +400,13 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
     expect(cookie).toBeDefined();
     const received = await Promise.all(bodies);
     expect(received.length).toBeGreaterThan(10);
-    const secrets = secretsOf(t, { 'events secret': eventsSecret, 'tenant API key': tenantKey, 'console session': cookie!.value });
+    const secrets = secretsOf(t, {
+      ...endpointSecrets,
+      'events secret': eventsSecret,
+      'tenant API key': tenantKey,
+      'console session': cookie!.value,
+    });
+    expect(Object.keys(endpointSecrets)).toHaveLength(2);
     expect(Object.keys(secrets).length).toBeGreaterThan(8);
     for (const { url, text } of received) {
       for (const [name, value] of Object.entries(secrets)) {

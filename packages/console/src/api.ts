@@ -80,6 +80,23 @@ export interface AuditItem {
   count: number;
 }
 
+/** An event endpoint (API.md section 13): never its secret. */
+export interface Endpoint {
+  id: string;
+  url: string;
+  description: string | null;
+  eventTypes: string[] | null;
+  disabled: boolean;
+  health: {
+    state: 'healthy' | 'failing' | 'disabled';
+    failingSince?: string;
+    disabledReason?: 'request' | 'failing' | 'gone';
+    successRate24h: number | null;
+    pending: number;
+    oldestPendingSeconds: number;
+  };
+}
+
 export interface AgentSession {
   id: string;
   userId: string;
@@ -198,6 +215,7 @@ export const api = {
   redeliver: (t: string, id: string) => call<{ id: string }>('POST', `/v1/tenants/${enc(t)}/events/${enc(id)}/redeliver`),
   redeliverSince: (t: string, since: string, state: 'dead' | 'delivered' | 'any') =>
     call<{ queued: number }>('POST', `/v1/tenants/${enc(t)}/events/redeliver`, { since, state }),
+  endpoints: (t: string) => call<{ endpoints: Endpoint[] }>('GET', `/v1/tenants/${enc(t)}/endpoints`),
   agentSessions: (t: string, filter: Record<string, string | undefined>) =>
     call<AgentSessionPage>('GET', `/v1/tenants/${enc(t)}/agent-sessions${query(filter)}`),
   revokeAgentSession: (t: string, id: string) => call<void>('DELETE', `/v1/tenants/${enc(t)}/agent-sessions/${enc(id)}`),

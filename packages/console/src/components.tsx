@@ -13,6 +13,9 @@ const TONES: Record<string, string> = {
   filtered: 'muted',
   success: 'good',
   failure: 'bad',
+  healthy: 'good',
+  failing: 'warn',
+  disabled: 'bad',
 };
 
 /** A state in words and colour (the words carry it; the colour only helps). */

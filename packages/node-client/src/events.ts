@@ -47,8 +47,10 @@ export class EventVerificationError extends Error {
 
 /**
  * Checks a delivery's Standard Webhooks signature (`webhook-id`, `webhook-timestamp` within 5 minutes,
- * `webhook-signature`) with the tenant's events secret, over the raw body exactly as received, and returns the
- * event. Throws EventVerificationError when the signature, the timestamp or the body is not right: answer such a
+ * `webhook-signature`) with the tenant's events secret (eventsTargetUrl) or the endpoint's own secret (an added
+ * endpoint), over the raw body exactly as received, and returns the event; `id` is the `webhook-id` (the event's id
+ * at eventsTargetUrl, `msg_…` at an added endpoint). During a secret rotation's overlap a delivery carries two
+ * signatures: either secret verifies it. Throws EventVerificationError when the signature, the timestamp or the body is not right: answer such a
  * request with a 4xx and do nothing with it.
  */
 export function verifyEvent(

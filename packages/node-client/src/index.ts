@@ -6,6 +6,9 @@ export { verifyEvent, EventVerificationError, CONNECTION_EVENT_TYPES } from './e
 export type { ConnectionEventData, ConnectionEventType, ServiceEvent, UpstreamEvent, VerifiedEvent } from './events.js';
 export type { components, paths } from './generated/openapi.js';
 
+/** The id of a tenant's first endpoint: its eventsTargetUrl. */
+export const FIRST_ENDPOINT_ID = '00000000-0000-0000-0000-000000000000';
+
 // Named by route, not by schema: a schema renamed on the server side leaves these types in place.
 type Json<R> = R extends { content: { 'application/json': infer T } } ? T : never;
 export type Connection = Json<paths['/v1/tenants/{tenantId}/connections/{connectionId}']['get']['responses'][200]>;
@@ -21,6 +24,18 @@ export type ConnectionPage = Json<paths['/v1/tenants/{tenantId}/connections']['g
 export type AgentSession = Json<paths['/v1/tenants/{tenantId}/agent-sessions']['post']['responses'][201]>;
 export type CreateAgentSession = Json<NonNullable<paths['/v1/tenants/{tenantId}/agent-sessions']['post']['requestBody']>>;
 export type AgentSessionPage = Json<paths['/v1/tenants/{tenantId}/agent-sessions']['get']['responses'][200]>;
+/** An event endpoint (API.md section 13), with its health; never its secret. */
+export type Endpoint = Json<paths['/v1/tenants/{tenantId}/endpoints/{endpointId}']['get']['responses'][200]>;
+export type EndpointHealth = Endpoint['health'];
+/** The answer of `createEndpoint`: the endpoint and its signing `secret` (`whsec_…`), shown only there. */
+export type CreatedEndpoint = Json<paths['/v1/tenants/{tenantId}/endpoints']['post']['responses'][201]>;
+export type CreateEndpoint = Json<NonNullable<paths['/v1/tenants/{tenantId}/endpoints']['post']['requestBody']>>;
+export type UpdateEndpoint = Json<NonNullable<paths['/v1/tenants/{tenantId}/endpoints/{endpointId}']['patch']['requestBody']>>;
+export type RedeliverEndpoint = Json<NonNullable<paths['/v1/tenants/{tenantId}/endpoints/{endpointId}/redeliver']['post']['requestBody']>>;
+/** An event as delivered (`{ type, timestamp, data }`), for `testEndpointFilter`. */
+export type DeliveredEvent = Json<
+  NonNullable<paths['/v1/tenants/{tenantId}/endpoints/{endpointId}/test-filter']['post']['requestBody']>
+>['event'];
 export type ConnectionFilter = Omit<NonNullable<paths['/v1/tenants/{tenantId}/connections']['get']['parameters']['query']>, 'after'>;
 
 /** An answer of cws-connect that is not a success: its own error (`code`), or the upstream's passed through (`upstreamStatus`). */
@@ -175,6 +190,72 @@ export class CwsConnectClient {
       if (page.events.length === 0 || !page.next) return;
       after = page.next;
     }
+  }
+
+  /** Adds an event endpoint; its signing `secret` (`whsec_…`) is in this answer only: store it now. */
+  async createEndpoint(body: CreateEndpoint): Promise<CreatedEndpoint> {
+    const { data, error, response } = await this.api.POST('/v1/tenants/{tenantId}/endpoints', { params: this.tenant, body });
+    return ok(data, error, response);
+  }
+
+  /** Every event endpoint of the tenant with its health, eventsTargetUrl first (id `FIRST_ENDPOINT_ID`) when set. */
+  async listEndpoints(): Promise<Endpoint[]> {
+    const { data, error, response } = await this.api.GET('/v1/tenants/{tenantId}/endpoints', { params: this.tenant });
+    return ok(data, error, response).endpoints;
+  }
+
+  async getEndpoint(endpointId: string): Promise<Endpoint> {
+    const { data, error, response } = await this.api.GET('/v1/tenants/{tenantId}/endpoints/{endpointId}', {
+      params: { path: { tenantId: this.tenantId, endpointId } },
+    });
+    return ok(data, error, response);
+  }
+
+  /** Changes the fields given; `{ disabled: false }` enables a disabled endpoint again (and resets its failure clock). */
+  async updateEndpoint(endpointId: string, body: UpdateEndpoint): Promise<Endpoint> {
+    const { data, error, response } = await this.api.PATCH('/v1/tenants/{tenantId}/endpoints/{endpointId}', {
+      params: { path: { tenantId: this.tenantId, endpointId } },
+      body,
+    });
+    return ok(data, error, response);
+  }
+
+  /** Removes the endpoint and its deliveries (the first endpoint: unsets eventsTargetUrl). */
+  async deleteEndpoint(endpointId: string): Promise<void> {
+    const { error, response } = await this.api.DELETE('/v1/tenants/{tenantId}/endpoints/{endpointId}', {
+      params: { path: { tenantId: this.tenantId, endpointId } },
+    });
+    if (!response.ok) throw toApiError(response, error);
+  }
+
+  /**
+   * A new signing secret (`whsec_…`, returned only here). For `overlapSeconds` (service default 86400, 0: none)
+   * every delivery carries both signatures, so the receiver can switch secrets without refusing anything.
+   */
+  async rotateEndpointSecret(endpointId: string, options: { overlapSeconds?: number } = {}): Promise<string> {
+    const { data, error, response } = await this.api.POST('/v1/tenants/{tenantId}/endpoints/{endpointId}/secret', {
+      params: { path: { tenantId: this.tenantId, endpointId } },
+      body: options,
+    });
+    return ok(data, error, response).secret;
+  }
+
+  /** Queues again the endpoint's `failed` (default), `missed` (while disabled) or `any` deliveries since a time; answers how many. */
+  async redeliverEndpoint(endpointId: string, body: RedeliverEndpoint): Promise<number> {
+    const { data, error, response } = await this.api.POST('/v1/tenants/{tenantId}/endpoints/{endpointId}/redeliver', {
+      params: { path: { tenantId: this.tenantId, endpointId } },
+      body,
+    });
+    return ok(data, error, response).queued;
+  }
+
+  /** Whether the endpoint's event types and filter would take this event (as delivered: `{ type, timestamp, data }`). */
+  async testEndpointFilter(endpointId: string, event: DeliveredEvent): Promise<boolean> {
+    const { data, error, response } = await this.api.POST('/v1/tenants/{tenantId}/endpoints/{endpointId}/test-filter', {
+      params: { path: { tenantId: this.tenantId, endpointId } },
+      body: { event },
+    });
+    return ok(data, error, response).matches;
   }
 
   /** The upstream's workflow endpoints, called with the token of the user named by `userId` (API.md section 7). */

@@ -3,6 +3,7 @@ import { api, type Attempt, type EventPage } from '../api';
 import { Badge, ErrorNote, Heading, StatusNote } from '../components';
 import { ms, when } from '../format';
 import { href } from '../router';
+import { EndpointsSection } from './endpoints';
 
 const PAGE_SIZE = 50;
 
@@ -57,6 +58,7 @@ export function Events({ tenantId, params }: { tenantId: string; params: URLSear
   const [open, setOpen] = useState<Set<string>>(new Set());
   const [since, setSince] = useState(() => localInput(new Date(Date.now() - 24 * 3600_000)));
   const [reload, setReload] = useState(0);
+  const [endpointsReload, setEndpointsReload] = useState(0);
 
   const load = useCallback(() => {
     api.events(tenantId, after, PAGE_SIZE).then(setPage, (e: Error) => setError(`Events could not be read: ${e.message}`));
@@ -109,18 +111,26 @@ export function Events({ tenantId, params }: { tenantId: string; params: URLSear
   return (
     <>
       <Heading>Events of {tenantId}</Heading>
+      <EndpointsSection tenantId={tenantId} reload={endpointsReload} />
       <form className="filters" onSubmit={(e) => void redeliverDead(e)} aria-label="Redeliver dead events">
         <div>
           <label htmlFor="since">Redeliver every dead event received since (your local time)</label>
           <input id="since" type="datetime-local" required value={since} onChange={(e) => setSince(e.target.value)} />
         </div>
         <button type="submit">Redeliver dead events</button>
-        <button type="button" onClick={() => setReload((n) => n + 1)}>
+        <button
+          type="button"
+          onClick={() => {
+            setReload((n) => n + 1);
+            setEndpointsReload((n) => n + 1);
+          }}
+        >
           Refresh list
         </button>
       </form>
       <StatusNote message={message} />
       <ErrorNote error={error} />
+      <h2>Events</h2>
       {page === null && !error ? <p>Loading events…</p> : null}
       {page?.events.length === 0 ? <p>No event {after ? 'after this point' : 'yet'}.</p> : null}
       {page && page.events.length > 0 ? (
