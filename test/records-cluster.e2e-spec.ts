@@ -83,8 +83,11 @@ describe('synced records across instances: a kill of the instance listing (API.m
     await waitUntil(
       'the victim listing part of the users',
       async () => {
+        // A page's records and the listing's progress commit one after the other: wait for a progress saved, so
+        // that the kill lands part way through a listing whose place is known.
         const r = await db.query<{ n: number; held: number }>(
-          `SELECT (SELECT count(*)::int FROM records) AS n, (SELECT count(*)::int FROM record_sync WHERE lease_owner = 'victim') AS held`,
+          `SELECT (SELECT count(*)::int FROM records) AS n,
+                  (SELECT count(*)::int FROM record_sync WHERE lease_owner = 'victim' AND resume_path IS NOT NULL AND resume_path <> '') AS held`,
         );
         return r.rows[0].n >= PAGE && r.rows[0].held > 0;
       },
