@@ -101,6 +101,10 @@ describe('VaultReencryptService', () => {
       'connections.access_token_enc',
       'connections.refresh_token_enc',
       'webhook_receivers.secret_enc',
+      'event_endpoints.secret_enc',
+      'event_endpoints.secret_prev_enc',
+      'records.data_enc',
+      'record_changes.data_enc',
     ]);
   });
 
