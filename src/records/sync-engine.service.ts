@@ -12,6 +12,8 @@ import { EventsRepository } from '../events/events.repository.js';
 import { RoutingService } from '../routing/routing.service.js';
 import { MetricsService } from '../telemetry/metrics.service.js';
 import { TenantsService } from '../tenants/tenants.service.js';
+import { readAnswer } from '../upstream/upstream-answers.js';
+import type { ResourceResponse } from '../upstream/upstream.types.js';
 import { nextPagePath, OffOrigin } from './link-header.js';
 import { type CopyOwner, RecordsRepository } from './records.repository.js';
 import { encodeChangeCursor } from './change-cursor.js';
@@ -180,12 +182,23 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
     }
     this.calls.inc({ kind: 'read', outcome: 'ok' });
     const tenant = await this.tenants.get(owner.tenantId);
-    const object = upstreamObject(JSON.parse(await res.body.text()) as unknown, this.listingOf(tenant.environment).idField);
+    const object = upstreamObject(JSON.parse(await this.bodyOf(res)) as unknown, this.listingOf(tenant.environment).idField);
     // Never an object under another id than the one asked for.
     if (object === null || object.id !== workflowId) return;
     const applied = await this.records.apply(owner, [object], true);
     this.count(applied);
     if (applied.changes.length > 0) await this.syncs.touched(owner.connectionId, await this.records.countLive(owner.connectionId));
+  }
+
+  /** An answer's body, read to at most MAX_PAGE_BYTES whether or not it names its length. */
+  private async bodyOf(res: ResourceResponse): Promise<string> {
+    try {
+      return (await readAnswer(res, MAX_PAGE_BYTES)).text;
+    } catch (e) {
+      if (e instanceof AppError && e.code === 'upstream_error')
+        throw new Unlisted(`an answer of GET /workflows is larger than ${MAX_PAGE_BYTES} bytes`, true, RETRY_MS);
+      throw e;
+    }
   }
 
   /** One user's whole listing; its outcome is stored on the user's sync row. */
@@ -280,12 +293,7 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
         this.calls.inc({ kind: 'list', outcome: 'failed' });
         throw new Unlisted(`GET /workflows answered ${res.status} (page ${page + 1})`, true, RETRY_MS);
       }
-      const length = Number(res.headers['content-length'] ?? 0);
-      if (length > MAX_PAGE_BYTES) {
-        await res.body.dump();
-        throw new Unlisted(`a page of GET /workflows is larger than ${MAX_PAGE_BYTES} bytes`, true, RETRY_MS);
-      }
-      const text = await res.body.text();
+      const text = await this.bodyOf(res);
       this.calls.inc({ kind: 'list', outcome: 'ok' });
       const objects = objectsOf(text, listing, page);
       const applied = await this.records.apply(c, objects, announce);
