@@ -254,7 +254,7 @@ describe('synced records: listings, paging, lost visibility, dropped webhooks (A
     const paused = (await t.request<{ items: SyncItem[] }>('GET', '/v1/tenants/acme/sync')).body.items;
     expect(paused.map((u) => u.state)).toEqual(['paused', 'paused', 'paused']);
     await newTenant(t, 'thrifty');
-    expect((await t.request('PATCH', '/v1/tenants/thrifty', { body: { quotas: { read: '20/1h' } } })).status).toBe(200);
+    expect((await t.request('PATCH', '/v1/tenants/thrifty', { body: { quotas: { read: '20/24h' } } })).status).toBe(200);
     for (const user of USERS) expect((await connectViaHttp(t, 'thrifty', { userId: user, as: user })).status).toBe('connected');
     await new Promise((r) => setTimeout(r, 1500)); // acme's listings in flight end
     t.sandbox!.clearRecords();
@@ -264,11 +264,12 @@ describe('synced records: listings, paging, lost visibility, dropped webhooks (A
       const s = await states();
       return s.length === USERS.length && s.every((u) => u.lastListedAt !== null || u.lastError !== undefined);
     });
-    // The share is 25 % of 20 reads an hour: 5 calls, whatever the users need (3 pages each at 2 a page).
+    // The share is 25 % of 20 reads a day: 5 calls, whatever the users need (3 pages each at 2 a page).
     const listCalls = () => t.sandbox!.records().filter((r) => r.method === 'GET' && r.path.startsWith('/workflows')).length;
     expect(listCalls()).toBeLessThanOrEqual(5);
     const refused = (await states()).filter((u) => (u.lastError ?? '').includes('share'));
     expect(refused.length).toBeGreaterThan(0);
+    // The share is counted per clock window of the budget: a day long, so that this test does not straddle one.
     for (const u of refused) expect(Date.parse(u.nextListAt)).toBeGreaterThan(Date.now() + 60_000);
     // People are served from the rest of the budget.
     const person = await t.request('GET', '/v1/tenants/thrifty/workflows', { headers: { 'x-user-id': 'alice' } });
