@@ -218,7 +218,7 @@ describe('the partner guide', () => {
     await cws.api.POST('/v1/tenants/{tenantId}/sync', { params: { path: { tenantId: 'acme' } }, body: { userId: 'u-alice' } });
     // #endregion
 
-    let lastListed = await listedAfter(null);
+    const lastListed = await listedAfter(null);
 
     // #region guide:records
     // Your copy of a user's workflows, by id, and where you are in the change feed.
@@ -263,7 +263,7 @@ describe('the partner guide', () => {
     const second = await cws.workflows.launch({ name: 'MSA with Initech', approvers: ['bob'] }, { userId: 'u-alice' });
     const secondId = (second.data as { id: string }).id;
     await cws.api.POST('/v1/tenants/{tenantId}/sync', { params: { path: { tenantId: 'acme' } }, body: { userId: 'u-alice' } });
-    lastListed = await listedAfter(lastListed);
+    await listedAfter(lastListed);
     expect(held.has(secondId)).toBe(false);
     await catchUp('u-alice');
     expect(held.get(secondId)).toMatchObject({ name: 'MSA with Initech' });
