@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { ROOT } from './support/spawn-app.js';
-import { docRuleViolations, headings, lineCount, MAX_LINES } from '../tools/doc-rules.mjs';
+import { docRuleViolations, errorCodesOf, headings, lineCount, MAX_LINES, missingErrorCodes } from '../tools/doc-rules.mjs';
 
 type Page = { path: string; text: string };
 const violations = docRuleViolations;
@@ -18,7 +18,31 @@ describe('the rules of docs/*.md (npm run lint:docs)', () => {
       .filter((f) => f.endsWith('.md'))
       .map((f) => page(`docs/${f}`, readFileSync(join(ROOT, 'docs', f), 'utf8')));
     expect(pages.length).toBeGreaterThan(10);
-    expect(violations(pages)).toEqual([]);
+    expect(violations(pages, { errorCodes: errorCodesOf(readFileSync(join(ROOT, 'src/common/app-error.ts'), 'utf8')) })).toEqual([]);
+  });
+
+  it('want every error code of src/common/app-error.ts to have its row in docs/troubleshooting.md', () => {
+    const codes = errorCodesOf(readFileSync(join(ROOT, 'src/common/app-error.ts'), 'utf8'));
+    expect(codes).toEqual(expect.arrayContaining(['validation_failed', 'key_store_unavailable', 'cursor_expired', 'upstream_timeout']));
+    expect(codes).not.toContain('ERROR_STATUS');
+    const source = `/** x */\nexport const ERROR_STATUS = {\n  a_code: 400,\n  /** b_code: 500, in a comment */\n  // c_code: 404,\n  d_code: 503,\n} as const;\n`;
+    expect(errorCodesOf(source)).toEqual(['a_code', 'd_code']);
+
+    const table = '# Troubleshooting\n\n| code | status | cause | what to do |\n| --- | --- | --- | --- |\n| `a_code` | 400 | x | y |\n';
+    const text = `${table}\nThe code \`d_code\` in prose is not a row.\n`;
+    expect(missingErrorCodes(text, ['a_code', 'd_code'])).toEqual(['d_code']);
+    expect(violations([page('docs/troubleshooting.md', text)], { errorCodes: ['a_code'] })).toEqual([]);
+    expect(violations([page('docs/troubleshooting.md', text)], { errorCodes: ['a_code', 'd_code'] })).toEqual([
+      expect.stringMatching(/^docs\/troubleshooting\.md: no row for the error code `d_code` of src\/common\/app-error\.ts/),
+    ]);
+    expect(violations([page('docs/other.md', table)], { errorCodes: ['a_code'] })).toEqual([
+      expect.stringContaining('no row for the error code `a_code`'),
+    ]);
+    // The page as it is, with one row taken out, is refused.
+    const real = readFileSync(join(ROOT, 'docs/troubleshooting.md'), 'utf8');
+    const without = real.replace(/^\| `cursor_expired`.*\n/m, '');
+    expect(without).not.toBe(real);
+    expect(missingErrorCodes(without, codes)).toEqual(['cursor_expired']);
   });
 
   it('refuse a page over the limit, the benchmarks page included', () => {

@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type Browser } from 'playwright-core';
+import { encodeChangeCursor } from '../src/records/change-cursor.js';
 // #region guide:imports
 import type { IncomingHttpHeaders } from 'node:http';
 import {
@@ -13,8 +14,14 @@ import {
   type VerifiedEvent,
 } from '@cws-connect/node-client';
 // #endregion
+// #region guide:agent-imports
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+// #endregion
+import { textOf } from './support/agents.js';
 import { launchChromium } from './support/chromium.js';
 import { startTestApp, type TestApp } from './support/test-app.js';
+import { waitUntil } from './support/webhook-sink.js';
 
 const GUIDE = new URL('../docs/partner-guide.md', import.meta.url);
 const THIS_FILE = new URL(import.meta.url);
@@ -49,7 +56,7 @@ describe('the partner guide', () => {
       expect({ name, code }).toEqual({ name, code: regions[name as keyof typeof regions] });
   });
 
-  it('runs: a connected user, a typed call, a verified event', async () => {
+  it('runs: a connected user, a typed call, a verified event, an agent session, synced records, an endpoint', async () => {
     const CWS_URL = t.url;
     const OPERATOR_KEY = t.operatorKey;
     const connectionEvents: Array<{ type: string; data: ConnectionEventData }> = [];
@@ -57,6 +64,10 @@ describe('the partner guide', () => {
     const handleUpstreamEvent = (_type: string, _data: unknown) => undefined;
     let connectLink: (userId: string) => Promise<string> = () => Promise.reject(new Error('not yet'));
     let onCwsEvent: (headers: IncomingHttpHeaders, rawBody: string) => number = () => 503;
+    const recordChanges: Array<{ type: string; data: unknown }> = [];
+    const handleRecordChange = (type: string, data: unknown) => recordChanges.push({ type, data });
+    const recordDeliveries: Array<{ headers: IncomingHttpHeaders; rawBody: string }> = [];
+    let onRecordEvent: (headers: IncomingHttpHeaders, rawBody: string) => number = () => 503;
 
     // The partner's server, on its own origin: its page, its connect route, its events endpoint.
     const page = `<!doctype html><meta charset="utf-8"><button id="connect">Connect</button><p id="status"></p>
@@ -73,6 +84,10 @@ describe('the partner guide', () => {
         }
         if (req.method === 'POST' && req.url === '/cws-events')
           return void res.writeHead(onCwsEvent(req.headers, Buffer.concat(chunks).toString('utf8'))).end();
+        if (req.method === 'POST' && req.url === '/cws-records') {
+          recordDeliveries.push({ headers: req.headers, rawBody: Buffer.concat(chunks).toString('utf8') });
+          return void res.writeHead(onRecordEvent(req.headers, Buffer.concat(chunks).toString('utf8'))).end();
+        }
         res.writeHead(404).end();
       });
     });
@@ -151,7 +166,177 @@ describe('the partner guide', () => {
       data: expect.objectContaining({ connectionId, userId: 'u-alice', upstreamUserId: 'alice' }),
     });
     await tab.close();
-  });
+
+    // #region guide:agent-session
+    // Your backend mints a session for the signed-in user; the token is in this answer only.
+    const session = await cws.createAgentSession({ userId: 'u-alice', tools: ['read'], expiresInSeconds: 3600, label: 'assistant' });
+
+    // The agent: any MCP client that sends the token as a bearer header, here the official TypeScript SDK.
+    const agent = new Client({ name: 'assistant', version: '1.0.0' });
+    const transport = new StreamableHTTPClientTransport(new URL(session.mcpUrl), {
+      requestInit: { headers: { authorization: `Bearer ${session.token}` } },
+    });
+    await agent.connect(transport);
+    const { tools } = await agent.listTools(); // the read tools only: facadeMe, facadeListWorkflows, …
+    const asAlice = await agent.callTool({ name: 'facadeMe', arguments: {} }); // as Alice, with her permissions only
+    await agent.close();
+
+    // When the agent is done: every instance refuses the token from now on.
+    await cws.revokeAgentSession(session.id);
+    // #endregion
+
+    expect(session).toMatchObject({ mcpUrl: `${CWS_URL}/mcp`, userId: 'u-alice', tools: expect.arrayContaining(['facadeMe']) });
+    expect(tools.map((tool) => tool.name)).toContain('facadeListWorkflows');
+    expect(tools.map((tool) => tool.name)).not.toContain('facadeLaunchWorkflow');
+    expect(JSON.parse(textOf(asAlice))).toMatchObject({ id: 'alice' });
+    const revoked = await fetch(session.mcpUrl, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${session.token}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    });
+    expect(revoked.status).toBe(401);
+
+    /** Waits until a listing of the user completed after `before` (the sync state's lastListedAt). */
+    const listedAfter = (before: string | null) =>
+      waitUntil('a listing of u-alice', async () => {
+        const { data } = await cws.api.GET('/v1/tenants/{tenantId}/sync', {
+          params: { path: { tenantId: 'acme' }, query: { userId: 'u-alice' } },
+        });
+        const at = data?.items[0]?.lastListedAt ?? null;
+        return at !== null && at !== before ? at : null;
+      });
+
+    // #region guide:sync-on
+    // The operator turns sync on for the tenant (SYNC_WORKFLOWS=on does it for every tenant).
+    await operator.api.PATCH('/v1/tenants/{tenantId}', { params: { path: { tenantId: 'acme' } }, body: { sync: { workflows: true } } });
+
+    // Each user is listed again every SYNC_POLL_INTERVAL with their own token; ask for a listing now (202):
+    await cws.api.POST('/v1/tenants/{tenantId}/sync', { params: { path: { tenantId: 'acme' } }, body: { userId: 'u-alice' } });
+    // #endregion
+
+    const lastListed = await listedAfter(null);
+
+    // #region guide:records
+    // Your copy of a user's workflows, by id, and where you are in the change feed.
+    const held = new Map<string, unknown>();
+    let cursor = '';
+
+    const readAll = async (userId: string) => {
+      held.clear();
+      let after: string | undefined;
+      let first: string | undefined;
+      do {
+        const { data } = await cws.api.GET('/v1/tenants/{tenantId}/records/workflows', {
+          params: { path: { tenantId: 'acme' }, query: { userId, after, limit: 1000 } },
+        });
+        for (const record of data!.items) held.set(record.id, record.data);
+        first ??= data!.cursor; // the moment of this read: the changes after it are in the feed
+        after = data!.next ?? undefined;
+      } while (after);
+      cursor = first!;
+    };
+
+    const catchUp = async (userId: string) => {
+      for (;;) {
+        const { data, response } = await cws.api.GET('/v1/tenants/{tenantId}/records/workflows/changes', {
+          params: { path: { tenantId: 'acme' }, query: { cursor, userId, limit: 1000 } },
+        });
+        if (response.status === 410) return readAll(userId); // cursor_expired: read the copy again, follow on from there
+        for (const change of data!.items) {
+          if (change.action === 'deleted') held.delete(change.id);
+          else held.set(change.id, change.data);
+        }
+        cursor = data!.next; // store it: the next catch-up starts here
+        if (data!.items.length === 0) return; // caught up
+      }
+    };
+
+    await readAll('u-alice');
+    // #endregion
+
+    const launchedId = (launched.data as { id: string }).id;
+    expect(held.get(launchedId)).toMatchObject({ name: 'NDA with Globex' });
+    const second = await cws.workflows.launch({ name: 'MSA with Initech', approvers: ['bob'] }, { userId: 'u-alice' });
+    const secondId = (second.data as { id: string }).id;
+    await cws.api.POST('/v1/tenants/{tenantId}/sync', { params: { path: { tenantId: 'acme' } }, body: { userId: 'u-alice' } });
+    await listedAfter(lastListed);
+    expect(held.has(secondId)).toBe(false);
+    await catchUp('u-alice');
+    expect(held.get(secondId)).toMatchObject({ name: 'MSA with Initech' });
+    const caughtUp = new Map(held);
+    await catchUp('u-alice'); // nothing new: an empty page
+    expect(held).toEqual(caughtUp);
+    // A cursor older than SYNC_TOMBSTONE_DAYS: 410 cursor_expired, and catchUp reads the whole copy again.
+    const expired = encodeChangeCursor({ writerXid: '1', seq: 1, at: Date.now() - 31 * 86_400_000 });
+    const heldIds = [...held.keys()].sort();
+    cursor = expired;
+    held.clear();
+    await catchUp('u-alice');
+    expect([...held.keys()].sort()).toEqual(heldIds);
+    expect(heldIds).toEqual(expect.arrayContaining([launchedId, secondId]));
+    expect(cursor).not.toBe(expired);
+
+    // #region guide:endpoint
+    // Alice's record changes only, to another address of yours, signed with that endpoint's own secret.
+    const endpoint = await cws.createEndpoint({
+      url: `${PARTNER_URL}/cws-records`,
+      description: 'record changes of u-alice',
+      eventTypes: ['record.*'],
+      filter: { 'data.userId': 'u-alice', 'data.action': { $in: ['added', 'updated', 'deleted'] } },
+    });
+    let endpointSecret = endpoint.secret; // shown only here: keep it with your other secrets
+
+    onRecordEvent = (headers: IncomingHttpHeaders, rawBody: string): number => {
+      let event: VerifiedEvent;
+      try {
+        event = verifyEvent(headers, rawBody, endpointSecret); // event.id: msg_…, the same on every retry
+      } catch (e) {
+        if (e instanceof EventVerificationError) return 400;
+        throw e;
+      }
+      handleRecordChange(event.type, event.data); // record.changed: {object, id, userId, action, version, cursor}
+      return 204;
+    };
+
+    // Would the endpoint take this event? (its event types and filter, applied to the event as delivered)
+    const takesBob = await cws.testEndpointFilter(endpoint.id, {
+      type: 'record.changed',
+      timestamp: new Date().toISOString(),
+      data: { object: 'workflow', id: 'wf-1', userId: 'u-bob', action: 'added', version: 1 },
+    }); // false: the filter takes u-alice's changes only
+
+    // A new secret; for overlapSeconds every delivery carries both signatures, so switch over at your pace.
+    endpointSecret = await cws.rotateEndpointSecret(endpoint.id, { overlapSeconds: 3600 });
+    // #endregion
+
+    expect(endpoint).toMatchObject({ eventTypes: ['record.*'], secret: expect.stringMatching(/^whsec_/) });
+    expect(takesBob).toBe(false);
+    expect(
+      await cws.testEndpointFilter(endpoint.id, {
+        type: 'record.changed',
+        timestamp: new Date().toISOString(),
+        data: { object: 'workflow', id: 'wf-1', userId: 'u-alice', action: 'added', version: 1 },
+      }),
+    ).toBe(true);
+    expect(endpointSecret).not.toBe(endpoint.secret);
+    expect((await cws.listEndpoints()).map((e) => e.id)).toContain(endpoint.id);
+    const third = await cws.workflows.launch({ name: 'SOW with Hooli', approvers: ['bob'] }, { userId: 'u-alice' });
+    const thirdId = (third.data as { id: string }).id;
+    await cws.api.POST('/v1/tenants/{tenantId}/sync', { params: { path: { tenantId: 'acme' } }, body: { userId: 'u-alice' } });
+    await waitUntil('the record.changed delivery', () => recordChanges.length > 0, 30_000);
+    expect(recordChanges[0]).toMatchObject({
+      type: 'record.changed',
+      data: { object: 'workflow', id: thirdId, userId: 'u-alice', action: 'added' },
+    });
+    // During the overlap the delivery verifies with the old secret too; never with another.
+    const [delivery] = recordDeliveries;
+    expect(verifyEvent(delivery.headers, delivery.rawBody, endpoint.secret).id).toMatch(/^msg_[0-9a-f]{32}$/);
+    expect(() => verifyEvent(delivery.headers, delivery.rawBody, eventsSecret)).toThrow(EventVerificationError);
+  }, 180_000);
 });
 
 /** The guide's code blocks, by the name in the `<!-- snippet: name -->` line above each. */

@@ -2,12 +2,12 @@
 // packages/*/README.md, checked offline with linkinator (it serves the files on 127.0.0.1 and follows the links
 // between them). Links to other hosts (the web, and the examples' http://localhost:3000…) are not followed.
 // Then the shape of docs/*.md (tools/doc-rules.mjs): no page over 400 lines, no dated heading outside
-// docs/benchmarks.md.
+// docs/benchmarks.md, every error code of src/common/app-error.ts in docs/troubleshooting.md.
 import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { check, LinkState } from 'linkinator';
-import { docRuleViolations } from './doc-rules.mjs';
+import { docRuleViolations, ERROR_CODES_SOURCE, errorCodesOf } from './doc-rules.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const files = [
@@ -48,9 +48,9 @@ console.log(
   `${files.length} files, ${links.filter((l) => l.state === LinkState.OK).length} local links and anchors resolve, ${broken.length} broken`,
 );
 const pages = files.filter((f) => f.startsWith('docs/')).map((path) => ({ path, text: readFileSync(path, 'utf8') }));
-const problems = docRuleViolations(pages);
+const problems = docRuleViolations(pages, { errorCodes: errorCodesOf(readFileSync(ERROR_CODES_SOURCE, 'utf8')) });
 for (const p of problems) console.error(p);
 console.log(
-  `${pages.length} pages of docs/: ${problems.length ? `${problems.length} break the shape rules` : 'each within 400 lines, no dated heading outside docs/benchmarks.md, which opens with its current figures'}`,
+  `${pages.length} pages of docs/: ${problems.length ? `${problems.length} break the shape rules` : 'each within 400 lines, no dated heading outside docs/benchmarks.md, which opens with its current figures; every error code in docs/troubleshooting.md'}`,
 );
 process.exitCode = broken.length || problems.length ? 1 : 0;

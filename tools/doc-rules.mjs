@@ -6,10 +6,14 @@
 //   "re-measured": those are the headings of a measurement's history, which belongs on the benchmarks page.
 // - docs/benchmarks.md opens with its table of current figures: its first section is "Current figures", whose first
 //   table has a `command` column.
+// - docs/troubleshooting.md names every error code of src/common/app-error.ts (ERROR_STATUS) as the first cell of
+//   a table row (the code, its status, the cause, what to do), so a new code cannot ship without its entry.
 // Headings inside fenced code blocks (a shell comment) are not headings.
 
 export const MAX_LINES = 400;
 export const FIGURES_PAGE = 'docs/benchmarks.md';
+export const TROUBLESHOOTING_PAGE = 'docs/troubleshooting.md';
+export const ERROR_CODES_SOURCE = 'src/common/app-error.ts';
 
 const DATED = [/\b\d{4}-\d{2}-\d{2}\b/, /\bround \d+\b/i, /\blater the same day\b/i, /\bre-measured\b/i];
 
@@ -34,11 +38,43 @@ export function lineCount(text) {
   return text.endsWith('\n') ? text.split('\n').length - 1 : text.split('\n').length;
 }
 
+/** The error codes of `ERROR_STATUS` in the text of src/common/app-error.ts, in their order there. */
+export function errorCodesOf(source) {
+  const start = source.indexOf('export const ERROR_STATUS = {');
+  const end = source.indexOf('} as const;', start);
+  if (start < 0 || end < 0) throw new Error(`${ERROR_CODES_SOURCE}: no \`export const ERROR_STATUS = { … } as const;\``);
+  const body = source
+    .slice(start, end)
+    .replace(/\/\*[\s\S]*?\*\//g, '')
+    .replace(/\/\/.*$/gm, '');
+  return [...body.matchAll(/^\s*([a-z][a-z0-9_]*)\s*:\s*\d{3}\s*,?\s*$/gm)].map((m) => m[1]);
+}
+
+/** The codes of `codes` that no table row of the troubleshooting page starts with (as `` | `code` | ``). */
+export function missingErrorCodes(troubleshooting, codes) {
+  const rows = new Set(
+    troubleshooting
+      .split('\n')
+      .map((l) => /^\|\s*`([a-z][a-z0-9_]*)`\s*\|/.exec(l)?.[1])
+      .filter((c) => c !== undefined),
+  );
+  return codes.filter((c) => !rows.has(c));
+}
+
 /**
  * What breaks the rules in `pages` (`{path, text}`, paths like `docs/x.md`), one sentence each; empty when none.
+ * `errorCodes` (the codes of src/common/app-error.ts): each must have its row in docs/troubleshooting.md.
  */
-export function docRuleViolations(pages) {
+export function docRuleViolations(pages, { errorCodes } = {}) {
   const problems = [];
+  if (errorCodes !== undefined) {
+    const page = pages.find((p) => p.path === TROUBLESHOOTING_PAGE);
+    const missing = page === undefined ? errorCodes : missingErrorCodes(page.text, errorCodes);
+    if (missing.length)
+      problems.push(
+        `${TROUBLESHOOTING_PAGE}: no row for the error code${missing.length > 1 ? 's' : ''} ${missing.map((c) => `\`${c}\``).join(', ')} of ${ERROR_CODES_SOURCE}: add its cause and what to do`,
+      );
+  }
   for (const { path, text } of pages) {
     const lines = lineCount(text);
     if (lines > MAX_LINES) problems.push(`${path}: ${lines} lines, more than ${MAX_LINES}: split it by the reader's task`);
