@@ -23,7 +23,7 @@ const MODULES = {
   webhooks: ['audit', 'database', 'events', 'records', 'routing', 'telemetry', 'upstream', 'vault'],
   console: ['audit', 'auth', 'telemetry'],
   facade: ['auth', 'routing', 'telemetry', 'upstream'],
-  agents: ['audit', 'auth', 'changes', 'connect', 'connections', 'facade', 'routing', 'telemetry', 'tenants', 'upstream', 'webhooks'],
+  agents: ['audit', 'auth', 'changes', 'connect', 'connections', 'facade', 'records', 'routing', 'telemetry', 'tenants', 'upstream', 'webhooks'],
   edge: ['agents', 'facade', 'telemetry', 'webhooks'],
   ops: ['auth', 'database', 'telemetry', 'upstream', 'vault'],
 };
