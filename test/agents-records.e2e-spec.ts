@@ -81,7 +81,8 @@ describe("agents' read tools over the synced copy (docs/agents.md, docs/records.
     t.sandbox!.setListing({ pageSize: null, fail: null });
     for (const user of ['u-alice', 'u-bob']) {
       expect((await t.request('POST', '/v1/tenants/acme/sync', { body: { userId: user } })).status).toBe(202);
-      await waitUntil(`the listing of ${user}`, async () => (await syncState(user))?.lastListedAt != null);
+      // A failed attempt may still hold the user's lease (its retries): the listing follows it.
+      await waitUntil(`the listing of ${user}`, async () => (await syncState(user))?.lastListedAt != null, 45_000);
     }
   });
 
