@@ -87,7 +87,9 @@ describe('agents over MCP (API.md section 10): sessions, the door, the tools mad
   it('lists one tool per upstream operation of the OpenAPI document (and the composed one), with schemas', async () => {
     const { tools } = await client.listTools();
     const contract = await contractTools(t);
-    expect(tools.map((x) => x.name).sort()).toEqual([...contract.tools, 'launchWorkflowAndWait'].sort());
+    expect(tools.map((x) => x.name).sort()).toEqual(
+      [...contract.tools, 'launchWorkflowAndWait', 'records_list_workflows', 'records_get_workflow'].sort(),
+    );
     expect(contract.skipped).toEqual(['facadeUploadSigned']);
     expect(tools.map((x) => x.name).filter((n) => n.startsWith('facadeProxy'))).toEqual([]);
     for (const tool of tools) {
@@ -167,6 +169,16 @@ describe('agents over MCP (API.md section 10): sessions, the door, the tools mad
     expect(waited.isError).toBeFalsy();
     expect(waited.structuredContent).toMatchObject({ status: 200, body: { id: waitedId, step: 'Review' } });
     expect(progress[0]).toMatch(/is in Create/);
+
+    // The tools over the synced copy: this tenant does not sync (test/agents-records.e2e-spec.ts covers them).
+    for (const [name, args] of [
+      ['records_list_workflows', {}],
+      ['records_get_workflow', { workflowId: workflow.id }],
+    ] as const) {
+      const copy = await call(name, args);
+      expect(copy.isError).toBe(true);
+      expect(textOf(copy)).toMatch(/no synced copy/);
+    }
 
     expect(new Set(called)).toEqual(new Set(tools.map((x) => x.name)));
     const upstream = t.sandbox!.records().filter((r) => r.path !== '/oauth/token');

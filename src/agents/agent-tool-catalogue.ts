@@ -3,6 +3,7 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import { AppError } from '../common/app-error.js';
 import { DEFAULT_GROUPS, TOOL_GROUPS, toolsFromDocument, type AgentTool, type SkippedOperation, type ToolGroup } from './agent-tools.js';
 import { composedTools } from './composed-tools.js';
+import { recordTools } from './record-tools.js';
 
 /**
  * The tools of this service, made once at start from the OpenAPI document (`load`, from service.ts) and answered
@@ -21,7 +22,7 @@ export class AgentToolCatalogue {
   load(document: Record<string, unknown>): void {
     const { tools, skipped } = toolsFromDocument(document);
     const outputs = new Map(tools.map((t) => [t.name, t.definition.outputSchema]));
-    this.all = [...tools, ...composedTools((name) => outputs.get(name))];
+    this.all = [...tools, ...composedTools((name) => outputs.get(name)), ...recordTools()];
     this.skipped = skipped;
     this.byName = new Map(this.all.map((t) => [t.name, t]));
     this.validators.clear();

@@ -10,6 +10,7 @@ import type { AgentTool } from './agent-tools.js';
 import { AgentToolCatalogue } from './agent-tool-catalogue.js';
 import { LAUNCH_AND_WAIT } from './composed-tools.js';
 import { LaunchAndWait } from './launch-and-wait.js';
+import { RecordTools } from './record-tools.js';
 import { ToolCalls, type Progress } from './tool-calls.js';
 import { errorResult, failureOutcome, type ToolOutcome } from './tool-results.js';
 
@@ -34,6 +35,7 @@ export class AgentToolRunner {
     private readonly catalogue: AgentToolCatalogue,
     private readonly calls: ToolCalls,
     private readonly launchAndWait: LaunchAndWait,
+    private readonly recordTools: RecordTools,
     private readonly links: ConnectLinks,
     private readonly audit: AuditService,
   ) {}
@@ -76,6 +78,7 @@ export class AgentToolRunner {
     const target = tool.target;
     if (target.kind === 'facade') return this.calls.facade(session, target, args);
     if (target.kind === 'webhooks') return this.calls.webhooks(session, target.op, args);
+    if (target.kind === 'records') return this.recordTools.run(session, target.op, args);
     if (target.name === LAUNCH_AND_WAIT) return this.launchAndWait.run(session, args, ctx.signal, ctx.progress);
     throw new AppError('internal_error', `No runner for the tool ${tool.name}.`);
   }

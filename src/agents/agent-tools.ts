@@ -24,7 +24,9 @@ export type ToolTarget =
   /** The webhooks module's provisioning (the admin connection). */
   | { kind: 'webhooks'; op: 'create' | 'list' }
   /** Several calls in one tool (composed-tools.ts). */
-  | { kind: 'composed'; name: string };
+  | { kind: 'composed'; name: string }
+  /** The session user's synced copy (record-tools.ts): no upstream call. */
+  | { kind: 'records'; op: 'list' | 'get' };
 
 /** A tool as MCP lists it (tools/list), and what runs it. */
 export interface AgentTool {

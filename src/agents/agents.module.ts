@@ -5,6 +5,7 @@ import { ChangesModule } from '../changes/changes.module.js';
 import { ConnectionsModule } from '../connections/connections.module.js';
 import { ConnectModule } from '../connect/connect.module.js';
 import { FacadeModule } from '../facade/facade.module.js';
+import { RecordsModule } from '../records/records.module.js';
 import { RoutingModule } from '../routing/routing.module.js';
 import { TenantsModule } from '../tenants/tenants.module.js';
 import { WebhooksModule } from '../webhooks/webhooks.module.js';
@@ -18,6 +19,7 @@ import { ConnectLinks } from './connect-links.js';
 import { LaunchAndWait } from './launch-and-wait.js';
 import { McpDoor } from './mcp-door.js';
 import { McpToolServers } from './mcp-tool-server.js';
+import { RecordTools } from './record-tools.js';
 import { ToolCalls } from './tool-calls.js';
 
 /**
@@ -32,6 +34,7 @@ import { ToolCalls } from './tool-calls.js';
     ConnectModule,
     ConnectionsModule,
     FacadeModule,
+    RecordsModule,
     RoutingModule,
     TenantsModule,
     WebhooksModule,
@@ -44,6 +47,7 @@ import { ToolCalls } from './tool-calls.js';
     AgentToolCatalogue,
     ToolCalls,
     LaunchAndWait,
+    RecordTools,
     ConnectLinks,
     AgentToolRunner,
     McpToolServers,

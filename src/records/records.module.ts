@@ -19,6 +19,6 @@ import { SyncStateRepository } from './sync-state.repository.js';
   imports: [ConnectionsModule, EventsModule, RoutingModule, TenantsModule, MetricsModule, VaultModule],
   controllers: [RecordsController],
   providers: [RecordsRepository, SyncStateRepository, SyncEngine, RecordsService],
-  exports: [SyncEngine],
+  exports: [SyncEngine, RecordsService],
 })
 export class RecordsModule {}

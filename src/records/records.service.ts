@@ -104,6 +104,17 @@ export class RecordsService {
     };
   }
 
+  /**
+   * Whether the tenant syncs and when the user's copy was last listed whole (null: not yet), for readers of the
+   * copy other than the routes (agents' read tools). `user_not_connected` without the user's connection.
+   */
+  async copyState(tenantId: string, userId: string): Promise<{ syncing: boolean; lastListedAt: Date | null }> {
+    const tenant = await this.tenantAndUser(tenantId, userId);
+    const syncing = tenant.syncWorkflows ?? this.config.sync.workflows;
+    const [state] = await this.syncs.page(tenantId, this.config.sync.workflows, userId, undefined, 1);
+    return { syncing, lastListedAt: state?.lastListedAt ?? null };
+  }
+
   /** List now: one user, or every user of the tenant. */
   async syncNow(tenantId: string, userId: string | undefined): Promise<void> {
     const tenant = await this.tenantAndUser(tenantId, userId);

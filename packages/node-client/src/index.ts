@@ -36,6 +36,32 @@ export type RedeliverEndpoint = Json<NonNullable<paths['/v1/tenants/{tenantId}/e
 export type DeliveredEvent = Json<
   NonNullable<paths['/v1/tenants/{tenantId}/endpoints/{endpointId}/test-filter']['post']['requestBody']>
 >['event'];
+/** A page of synced records (API.md section 12): `items`, `next` (pass it as `after`), and `cursor` (this moment in the change feed). */
+export type RecordPage = Json<paths['/v1/tenants/{tenantId}/records/workflows']['get']['responses'][200]>;
+/** One synced workflow: `{ id, userId, data (the upstream's object), version, lastModified, syncedAt }`. */
+export type SyncedRecord = RecordPage['items'][number];
+export type RecordChangePage = Json<paths['/v1/tenants/{tenantId}/records/workflows/changes']['get']['responses'][200]>;
+/** One entry of the change feed: `{ id, userId, action, version, data?, cursor }`. */
+export type RecordChange = RecordChangePage['items'][number];
+export type SyncStatePage = Json<paths['/v1/tenants/{tenantId}/sync']['get']['responses'][200]>;
+export type SyncState = SyncStatePage['items'][number];
+/**
+ * What `changes()` yields: each change of the feed (`kind: 'change'`), or, when the cursor had expired
+ * (`410 cursor_expired`), the whole current copy (`kind: 'reset'`: replace what you hold). Persist `cursor` of each.
+ */
+export type RecordFeedItem = ({ kind: 'change' } & RecordChange) | { kind: 'reset'; records: SyncedRecord[]; cursor: string };
+export interface RecordChangesOptions {
+  /** One user's changes (the whole tenant's without it). */
+  userId?: string;
+  /** Where to start: a `cursor` persisted before. Without it: from a fresh read of the records' `cursor` (now). */
+  cursor?: string;
+  /** Changes asked per request (1 to 1000; the service's default 100). */
+  pageSize?: number;
+  /** How long to wait before asking again once caught up (default 5000 ms). */
+  pollIntervalMs?: number;
+  /** Ends the iteration (no error) when aborted, also while it waits. */
+  signal?: AbortSignal;
+}
 export type ConnectionFilter = Omit<NonNullable<paths['/v1/tenants/{tenantId}/connections']['get']['parameters']['query']>, 'after'>;
 
 /** An answer of cws-connect that is not a success: its own error (`code`), or the upstream's passed through (`upstreamStatus`). */
@@ -258,6 +284,97 @@ export class CwsConnectClient {
     return ok(data, error, response).matches;
   }
 
+  /** One page of the synced copy (API.md section 12): one user's records (every user's with `userId` undefined). */
+  async listRecords(userId: string | undefined, options: { limit?: number; after?: string } = {}): Promise<RecordPage> {
+    const { data, error, response } = await this.api.GET('/v1/tenants/{tenantId}/records/workflows', {
+      params: { path: { tenantId: this.tenantId }, query: { userId, limit: options.limit, after: options.after } },
+    });
+    return ok(data, error, response);
+  }
+
+  /** One workflow of the user's copy; `404 record_not_found` when that user's copy does not hold it. */
+  async getRecord(userId: string, workflowId: string): Promise<SyncedRecord> {
+    const { data, error, response } = await this.api.GET('/v1/tenants/{tenantId}/records/workflows/{workflowId}', {
+      params: { path: { tenantId: this.tenantId, workflowId }, query: { userId } },
+    });
+    return ok(data, error, response);
+  }
+
+  /** One page of the change feed after `cursor` (from the oldest kept without it); an empty page means caught up. */
+  async recordChangesPage(
+    options: { cursor?: string; userId?: string; limit?: number } = {},
+    signal?: AbortSignal,
+  ): Promise<RecordChangePage> {
+    const { data, error, response } = await this.api.GET('/v1/tenants/{tenantId}/records/workflows/changes', {
+      params: { path: { tenantId: this.tenantId }, query: { cursor: options.cursor, userId: options.userId, limit: options.limit } },
+      signal,
+    });
+    return ok(data, error, response);
+  }
+
+  /** Each synced user's sync state (`state`, `records`, `lastListedAt`, `nextListAt`, …), one page; optionally one user's. */
+  async syncState(options: { userId?: string; limit?: number; after?: string } = {}): Promise<SyncStatePage> {
+    const { data, error, response } = await this.api.GET('/v1/tenants/{tenantId}/sync', {
+      params: { path: { tenantId: this.tenantId }, query: options },
+    });
+    return ok(data, error, response);
+  }
+
+  /** Lists one user (or every synced user of the tenant) now; the listing runs in the background. */
+  async syncNow(userId?: string): Promise<void> {
+    const { error, response } = await this.api.POST('/v1/tenants/{tenantId}/sync', {
+      params: this.tenant,
+      body: userId === undefined ? {} : { userId },
+    });
+    if (!response.ok) throw toApiError(response, error);
+  }
+
+  /**
+   * The change feed, followed for ever: every change after `cursor` (or after a fresh read of the records' cursor),
+   * oldest first, then a new ask every `pollIntervalMs` once caught up, until `signal` aborts (or the loop breaks).
+   * A `410 cursor_expired` yields `{ kind: 'reset', records, cursor }` (the copy read again whole: replace what you
+   * hold) and goes on from its cursor. Persist the `cursor` of each item to resume there without repeats.
+   */
+  async *changes(options: RecordChangesOptions = {}): AsyncGenerator<RecordFeedItem> {
+    const { userId, pageSize, signal } = options;
+    const interval = options.pollIntervalMs ?? 5000;
+    try {
+      let cursor = options.cursor ?? (await this.listRecords(userId, { limit: 1 })).cursor;
+      while (!signal?.aborted) {
+        let page: RecordChangePage;
+        try {
+          page = await this.recordChangesPage({ cursor, userId, limit: pageSize }, signal);
+        } catch (e) {
+          if (!(e instanceof CwsApiError) || e.code !== 'cursor_expired') throw e;
+          const reset = await this.readCopy(userId);
+          yield { kind: 'reset', ...reset };
+          cursor = reset.cursor;
+          continue;
+        }
+        for (const change of page.items) yield { kind: 'change', ...change };
+        cursor = page.next;
+        // A short page: caught up (the service's default page is 100).
+        if (page.items.length < (pageSize ?? 100)) await pause(interval, signal);
+      }
+    } catch (e) {
+      if (signal?.aborted) return;
+      throw e;
+    }
+  }
+
+  /** The whole copy (one user's, or the tenant's), page after page, with the cursor of its first page. */
+  private async readCopy(userId: string | undefined): Promise<{ records: SyncedRecord[]; cursor: string }> {
+    const first = await this.listRecords(userId, { limit: 1000 });
+    const records = [...first.items];
+    let next = first.next;
+    while (next) {
+      const page = await this.listRecords(userId, { limit: 1000, after: next });
+      records.push(...page.items);
+      next = page.next;
+    }
+    return { records, cursor: first.cursor };
+  }
+
   /** The upstream's workflow endpoints, called with the token of the user named by `userId` (API.md section 7). */
   readonly workflows = {
     list: (o: UserCall & { query?: Record<string, string> } = {}) => this.upstream('GET', `/workflows${o.query ? query(o.query) : ''}`, o),
@@ -308,6 +425,20 @@ export class CwsConnectClient {
     }
     return this.fetchImpl(`${this.baseUrl}/v1/tenants/${segment(this.tenantId)}${path}`, init);
   }
+}
+
+/** Waits `ms`, or less when `signal` aborts (then resolves: the caller checks the signal). */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }
 
 function isStreamed(body: object | StreamedBody): body is StreamedBody {
