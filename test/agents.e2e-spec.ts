@@ -88,7 +88,7 @@ describe('agents over MCP (API.md section 10): sessions, the door, the tools mad
     const { tools } = await client.listTools();
     const contract = await contractTools(t);
     expect(tools.map((x) => x.name).sort()).toEqual(
-      [...contract.tools, 'launchWorkflowAndWait', 'records_list_workflows', 'records_get_workflow'].sort(),
+      [...contract.tools, 'launchWorkflowAndWait', 'recordsListWorkflows', 'recordsGetWorkflow'].sort(),
     );
     expect(contract.skipped).toEqual(['facadeUploadSigned']);
     expect(tools.map((x) => x.name).filter((n) => n.startsWith('facadeProxy'))).toEqual([]);
@@ -172,8 +172,8 @@ describe('agents over MCP (API.md section 10): sessions, the door, the tools mad
 
     // The tools over the synced copy: this tenant does not sync (test/agents-records.e2e-spec.ts covers them).
     for (const [name, args] of [
-      ['records_list_workflows', {}],
-      ['records_get_workflow', { workflowId: workflow.id }],
+      ['recordsListWorkflows', {}],
+      ['recordsGetWorkflow', { workflowId: workflow.id }],
     ] as const) {
       const copy = await call(name, args);
       expect(copy.isError).toBe(true);

@@ -8,8 +8,8 @@ import type { ToolOutcome } from './tool-results.js';
 // Read tools over the synced copy (docs/records.md): the session user's workflows as last listed, read through the
 // records module, never from the upstream (no call, no budget spent). Only the session's user: no userId argument.
 
-export const RECORDS_LIST = 'records_list_workflows';
-export const RECORDS_GET = 'records_get_workflow';
+export const RECORDS_LIST = 'recordsListWorkflows';
+export const RECORDS_GET = 'recordsGetWorkflow';
 const DEFAULT_LIMIT = 20;
 const MAX_LIMIT = 100;
 
