@@ -103,6 +103,7 @@ describe('event endpoints, proven at size over three instances: rate over 60 s, 
       EVENTS_RETRY_BASE_MS: '200',
       EVENTS_RETRY_MAX_MS: '500',
       EVENTS_RELAY_INTERVAL_MS: '100',
+      ENDPOINTS_PER_TENANT: '60',
     };
     a = await startTestApp({ env: events });
     const vaultKeys = a.config.vaultKeys.map((k) => `${k.kid}:${k.key.toString('base64')}`).join(',');
@@ -239,9 +240,17 @@ describe('event endpoints, proven at size over three instances: rate over 60 s, 
       expect(new Set(got)).toEqual(new Set(events.map((e) => endpointWebhookId(ids[i], e))));
       duplicates += got.length - new Set(got).size;
     });
-    const states = await a.db.query<{ state: string; n: number }>(
-      `SELECT state, count(*)::int AS n FROM endpoint_deliveries WHERE endpoint_id = ANY($1::uuid[]) GROUP BY state`,
-      [ids],
+    // The last answers are on their way back to the instances that sent them: each is recorded, once.
+    const states = await waitUntil(
+      'every delivery recorded',
+      async () => {
+        const r = await a.db.query<{ state: string; n: number }>(
+          `SELECT state, count(*)::int AS n FROM endpoint_deliveries WHERE endpoint_id = ANY($1::uuid[]) GROUP BY state`,
+          [ids],
+        );
+        return r.rows.length === 1 && r.rows[0].state === 'delivered' ? r : null;
+      },
+      30_000,
     );
     console.log(
       `kill proof: ${events.length} events × 3 endpoints, ${total()} requests received; attempts in flight on the killed ` +
