@@ -167,13 +167,17 @@ describe('event endpoints, proven at size over three instances: rate over 60 s, 
         await new Promise((r) => setTimeout(r, 200));
       }
       await waitUntil(`${type} served`, () => healthy.sink.accepted().length >= before + 500, 30_000);
-      const lags = await a.db.query<{ ms: number }>(
-        `SELECT extract(epoch FROM min(t.started_at) - d.received_at) * 1000 AS ms
-           FROM endpoint_deliveries d JOIN endpoint_attempts t ON t.endpoint_id = d.endpoint_id AND t.event_id = d.event_id
-           JOIN events e ON e.id = d.event_id
+      // Each answer is recorded a moment after the sink has it.
+      const lags = await waitUntil(`${type} recorded`, async () => {
+        const r = await a.db.query<{ ms: number }>(
+          `SELECT extract(epoch FROM min(t.started_at) - d.received_at) * 1000 AS ms
+             FROM endpoint_deliveries d JOIN endpoint_attempts t ON t.endpoint_id = d.endpoint_id AND t.event_id = d.event_id
+             JOIN events e ON e.id = d.event_id
           WHERE d.endpoint_id = ANY($1::uuid[]) AND e.type = $2 GROUP BY d.endpoint_id, d.event_id, d.received_at`,
-        [healthyIds, type],
-      );
+          [healthyIds, type],
+        );
+        return r.rows.length === 500 ? r : null;
+      });
       expect(lags.rows).toHaveLength(500);
       return lags.rows.map((r) => Number(r.ms));
     }
