@@ -182,6 +182,7 @@ describe('event endpoints, proven at size over three instances: rate over 60 s, 
       return lags.rows.map((r) => Number(r.ms));
     }
 
+    await measure('fresh.warm'); // the first events compile filters and prepare statements: not counted
     const idle = p99(await measure('fresh.idle'));
     const backlog = 10_000;
     await emit('iso', 'backlog', backlog);
@@ -214,24 +215,31 @@ describe('event endpoints, proven at size over three instances: rate over 60 s, 
   it('a SIGKILL mid-delivery: every event reaches every endpoint under one webhook-id; duplicates only from the killed attempts', async () => {
     const held = [await sink(300), await sink(300), await sink(300)];
     const ids: string[] = [];
-    for (const s of held) ids.push(await endpoint('kills', { url: s.sink.url, maxInFlight: 16, eventTypes: ['kill.*'] }));
-    const events = await emit('kills', 'kill.test', 300);
+    for (const s of held) ids.push(await endpoint('kills', { url: s.sink.url, maxInFlight: 8, eventTypes: ['kill.*'] }));
+    const events = await emit('kills', 'kill.test', 600);
     const total = () => held.reduce((n, s) => n + s.sink.received.length, 0);
-    await waitUntil('deliveries under way', () => total() >= 150, 30_000, 10);
-    const victim = spawned[1];
-    expect(await victim.stop('SIGKILL')).toBeNull();
-    const killedAt = (await a.db.query<{ at: Date }>(`SELECT clock_timestamp() AS at`)).rows[0].at;
-    // A lease taken before the kill and still running 3 s later (the survivors' attempts last 300 ms) is the victim's.
-    await new Promise((r) => setTimeout(r, 3000));
-    const orphaned = (
-      await a.db.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM endpoint_deliveries WHERE endpoint_id = ANY($1::uuid[])
-           AND lease_until > clock_timestamp() AND lease_until <= $2::timestamptz + $3 * interval '1 millisecond'`,
-        [ids, killedAt, LEASE_MS],
-      )
-    ).rows[0].n;
-    spawned.splice(1, 1);
-    await spawnInstance('c-again');
+    // An instance claims whatever is free when it looks, so the victim may hold nothing at a given moment: it is
+    // killed (and started again) until a kill has caught attempts in flight, at most three times.
+    let orphaned = 0;
+    let kills = 0;
+    while (orphaned === 0 && kills < 3) {
+      const seen = total();
+      await waitUntil('deliveries under way', () => total() >= seen + 60, 30_000, 10);
+      const victim = spawned.splice(1, 1)[0];
+      expect(await victim.stop('SIGKILL')).toBeNull();
+      kills++;
+      const killedAt = (await a.db.query<{ at: Date }>(`SELECT clock_timestamp() AS at`)).rows[0].at;
+      // A lease taken before the kill and still running 3 s later (the survivors' attempts last 300 ms) is the victim's.
+      await new Promise((r) => setTimeout(r, 3000));
+      orphaned += (
+        await a.db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM endpoint_deliveries WHERE endpoint_id = ANY($1::uuid[])
+             AND lease_until > clock_timestamp() AND lease_until <= $2::timestamptz + $3 * interval '1 millisecond'`,
+          [ids, killedAt, LEASE_MS],
+        )
+      ).rows[0].n;
+      await spawnInstance(`c-${kills}`);
+    }
     await waitUntil(
       'every event at every endpoint',
       () => held.every((s) => new Set(s.sink.accepted().map((d) => d.headers['webhook-id'])).size >= events.length),
@@ -257,10 +265,10 @@ describe('event endpoints, proven at size over three instances: rate over 60 s, 
       30_000,
     );
     console.log(
-      `kill proof: ${events.length} events × 3 endpoints, ${total()} requests received; attempts in flight on the killed ` +
-        `instance at the kill ${orphaned}; duplicates (a webhook-id received twice) ${duplicates}`,
+      `kill proof: ${events.length} events × 3 endpoints, ${total()} requests received; ${kills} SIGKILL(s); attempts in flight on ` +
+        `the killed instance at the kill(s) ${orphaned}; duplicates (a webhook-id received twice) ${duplicates}`,
     );
-    expect(states.rows).toEqual([{ state: 'delivered', n: 900 }]);
+    expect(states.rows).toEqual([{ state: 'delivered', n: 3 * events.length }]);
     expect(orphaned).toBeGreaterThanOrEqual(1);
     expect(duplicates).toBeLessThanOrEqual(orphaned);
   }, 120_000);
