@@ -133,9 +133,14 @@ describe('retention, erasure and tenant deletion (API.md sections 4, 6 and 8; do
     expect((await redeliver('long', oldLong)).status).toBe(202);
     expect(await stored(`SELECT count(*) AS n FROM events WHERE id = $1`, [oldShort])).toBe(1);
 
-    const runs = await runToEnd();
-    expect(runs.reduce((n, r) => n + r.swept, 0)).toBeGreaterThanOrEqual(1);
-    expect(await stored(`SELECT count(*) AS n FROM events WHERE id = $1`, [oldShort])).toBe(0);
+    // A run skips a row another transaction holds (the delivery of that event, here to the tenant's sink): the
+    // next run takes it. Runs go on until it is swept.
+    let swept = 0;
+    await waitUntil('the expired event swept', async () => {
+      swept += (await runToEnd()).reduce((n, r) => n + r.swept, 0);
+      return (await stored(`SELECT count(*) AS n FROM events WHERE id = $1`, [oldShort])) === 0;
+    });
+    expect(swept).toBeGreaterThanOrEqual(1);
     expect(await stored(`SELECT count(*) AS n FROM events WHERE id = ANY($1::uuid[])`, [[newShort, oldLong]])).toBe(2);
     expect((await redeliver('short', oldShort)).status).toBe(410);
   });
