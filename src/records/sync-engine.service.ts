@@ -4,6 +4,7 @@ import { Counter, Gauge } from 'prom-client';
 import { DataSource } from 'typeorm';
 import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
+import { databaseOutage, isDatabaseUnavailable } from '../common/database-outage.js';
 import type { AppConfig, WorkflowListing } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { Environments } from '../config/environments.js';
@@ -106,7 +107,7 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
     this.timer = setInterval(() => {
       if (this.running || this.stopping) return;
       this.running = this.tick()
-        .catch((e: unknown) => this.logger.warn({ error: e instanceof Error ? e.message : 'unknown' }, 'sync tick failed'))
+        .catch((e: unknown) => this.background(e, 'sync tick failed'))
         .finally(() => (this.running = null));
     }, TICK_MS);
     this.timer.unref();
@@ -188,6 +189,12 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
     const applied = await this.records.apply(owner, [object], true);
     this.count(applied);
     if (applied.changes.length > 0) await this.syncs.touched(owner.connectionId, await this.records.countLive(owner.connectionId));
+  }
+
+  /** A background step's failure: the database's absence is counted once by the outage report, not logged per tick. */
+  private background(e: unknown, message: string): void {
+    if (isDatabaseUnavailable(e)) databaseOutage.report(e, 'background');
+    else this.logger.warn({ error: e instanceof Error ? e.message : 'unknown' }, message);
   }
 
   /** An answer's body, read to at most MAX_PAGE_BYTES whether or not it names its length. */

@@ -1,4 +1,5 @@
 import { BeforeApplicationShutdown, Inject, Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { databaseOutage, isDatabaseUnavailable } from '../common/database-outage.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { TenantKeys } from './tenant-keys.service.js';
@@ -73,7 +74,9 @@ export class VaultInstances implements OnModuleInit, BeforeApplicationShutdown {
     this.timer = setInterval(() => {
       this.beating ??= this.beat()
         .catch((e: unknown) =>
-          this.logger.warn({ error: e instanceof Error ? e.message : 'unknown' }, 'vault heartbeat failed; will retry'),
+          isDatabaseUnavailable(e)
+            ? databaseOutage.report(e, 'background')
+            : this.logger.warn({ error: e instanceof Error ? e.message : 'unknown' }, 'vault heartbeat failed; will retry'),
         )
         .finally(() => (this.beating = null));
     }, this.config.vaultHeartbeatMs);

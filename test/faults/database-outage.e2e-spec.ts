@@ -196,7 +196,7 @@ describe('a database outage', () => {
     if (lines.length >= 12)
       console.log(
         lines
-          .slice(0, 4)
+          .slice(0, 24)
           .map((l) => l.slice(0, 300))
           .join('\n'),
       );
