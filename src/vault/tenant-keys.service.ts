@@ -53,6 +53,7 @@ export class TenantKeys {
   private readonly loading = new Map<string, Promise<CachedKey>>();
   /** Set by the heartbeat (vault-instances.service.ts): every live instance opens the envelope format. */
   private envelopeOn = false;
+  private envelopeDecided = false;
   private storeDownUntil = 0;
   private lastStoreState: 'available' | 'unavailable' = 'available';
   private readonly unwraps: Counter<'store'> | null;
@@ -82,8 +83,14 @@ export class TenantKeys {
   }
 
   set envelope(on: boolean) {
-    if (on !== this.envelopeOn)
-      this.logger.log(`vault: new secrets are sealed ${on ? "with each tenant's data key" : 'with the VAULT_KEYS ring'}`);
+    // The first decision is the state of every start (quiet on a terminal); a change after it is news: the last
+    // instance of an older release left, or one joined.
+    if (on !== this.envelopeOn || !this.envelopeDecided) {
+      const message = `vault: new secrets are sealed ${on ? "with each tenant's data key" : 'with the VAULT_KEYS ring'}`;
+      if (this.envelopeDecided) this.logger.log(message);
+      else this.logger.debug(message);
+    }
+    this.envelopeDecided = true;
     this.envelopeOn = on;
   }
 
