@@ -3,18 +3,11 @@ import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
 import { ENDPOINT_COLUMNS as COLUMNS, type DisabledReason, type EndpointRow, toEndpoint } from './endpoint.js';
 
-export interface NewEndpoint {
-  id: string;
-  tenantId: string;
-  url: string;
-  description: string | null;
-  eventTypes: string[] | null;
-  filter: unknown;
-  rateLimitPerSecond: number | null;
-  maxInFlight: number;
-  disabled: boolean;
-  secretEnc: string;
-}
+/** What an insert writes: the stored row's own fields, the rest are the database's defaults. */
+export type NewEndpoint = Pick<
+  EndpointRow,
+  'id' | 'tenantId' | 'url' | 'description' | 'eventTypes' | 'filter' | 'rateLimitPerSecond' | 'maxInFlight' | 'disabled' | 'secretEnc'
+>;
 
 export type EndpointChanges = Partial<
   Pick<EndpointRow, 'url' | 'description' | 'eventTypes' | 'filter' | 'rateLimitPerSecond' | 'maxInFlight'>
