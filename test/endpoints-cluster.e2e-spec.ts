@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { EventsRepository } from '../src/events/events.repository.js';
 import { startSecondInstance, startTestApp, type TestApp } from './support/test-app.js';
 import { waitUntil, WebhookSink } from './support/webhook-sink.js';
+import { mostInAnyWindow } from './support/windows.js';
 
 /** A sink that counts the requests it holds at once, each held `holdMs` (or until `release` for `hang`). */
 class CountingSink {
@@ -30,16 +31,6 @@ class CountingSink {
 }
 
 /** The most arrivals within any `spanMs` (a sliding window over the arrival times, not clock seconds). */
-function mostInAnyWindow(times: number[], spanMs: number): number {
-  const sorted = [...times].sort((a, b) => a - b);
-  let most = 0;
-  for (let i = 0, j = 0; i < sorted.length; i++) {
-    while (sorted[i] - sorted[j] >= spanMs) j++;
-    most = Math.max(most, i - j + 1);
-  }
-  return most;
-}
-
 describe('event endpoints over three instances on one database: maxInFlight, rateLimitPerSecond, isolation', () => {
   let a: TestApp;
   const others: TestApp[] = [];
@@ -129,6 +120,13 @@ describe('event endpoints over three instances on one database: maxInFlight, rat
         1000,
       ),
     ).toBeGreaterThanOrEqual(8);
+    // Paced: a tenth of the second's budget in any 100 ms, never the whole second in one burst.
+    expect(
+      mostInAnyWindow(
+        starts.rows.map((r) => Number(r.ms)),
+        100,
+      ),
+    ).toBe(1);
     expect(Math.max(...s.arrivals) - Math.min(...s.arrivals)).toBeGreaterThanOrEqual(2900);
   }, 40_000);
 

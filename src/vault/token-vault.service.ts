@@ -26,6 +26,8 @@ interface TenantKeySource {
   readonly envelope: boolean;
   activeKey(tenantId: string): Promise<{ version: number; key: KeyObject }>;
   keyOf(tenantId: string, version: number): Promise<KeyObject>;
+  /** The key when held fresh in memory, without a promise (a warm read), else undefined. */
+  cachedKeyOf(tenantId: string, version: number): KeyObject | undefined;
 }
 
 /**
@@ -194,7 +196,8 @@ export class TokenVault {
    */
   async open(sealed: string, ref: SealedRef): Promise<string> {
     try {
-      return sealed.startsWith(`${ENVELOPE}.`) ? await this.openEnvelope(sealed, ref) : this.decrypt(sealed, ref);
+      const plaintext = sealed.startsWith(`${ENVELOPE}.`) ? this.openEnvelope(sealed, ref) : this.decrypt(sealed, ref);
+      return typeof plaintext === 'string' ? plaintext : await plaintext;
     } catch (e) {
       if (e instanceof VaultError) {
         this.openFailures?.inc({ table: ref.table, column: ref.column });
@@ -222,7 +225,8 @@ export class TokenVault {
     }
   }
 
-  private async openEnvelope(sealed: string, ref: SealedRef): Promise<string> {
+  /** A string when the tenant's key is cached (no promise on a warm read), else the promise of one. */
+  private openEnvelope(sealed: string, ref: SealedRef): string | Promise<string> {
     const parts = sealed.split('.');
     if (parts.length !== 5 || !KEY_VERSION.test(parts[1]) || !parts.slice(2).every((p) => BASE64URL.test(p))) {
       throw new VaultError(`the sealed value in ${ref.table}.${ref.column} is malformed`, ref.table, ref.column);
@@ -236,7 +240,11 @@ export class TokenVault {
     }
     checkTenant(ref);
     const version = Number(parts[1]);
-    const key = await this.tenantKeys.keyOf(ref.tenantId, version).catch((e: unknown) => {
+    const decipher = (key: KeyObject): string =>
+      this.decipher(key, envelopeAad(ref, version), parts[2], parts[3], parts[4], ref, `tenant/${version}`);
+    const cached = this.tenantKeys.cachedKeyOf(ref.tenantId, version);
+    if (cached) return decipher(cached);
+    return this.tenantKeys.keyOf(ref.tenantId, version).then(decipher, (e: unknown) => {
       if (e instanceof VaultError) {
         throw new VaultError(
           `the sealed value in ${ref.table}.${ref.column} does not open: ${e.message}`,
@@ -247,7 +255,6 @@ export class TokenVault {
       }
       throw e;
     });
-    return this.decipher(key, envelopeAad(ref, version), parts[2], parts[3], parts[4], ref, `tenant/${version}`);
   }
 
   private decrypt(sealed: string, ref: KekRef): string {

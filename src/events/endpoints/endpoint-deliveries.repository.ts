@@ -31,8 +31,10 @@ export interface ClaimedDelivery {
   fence: string;
   retryFrom: Date;
   firstFailedAt: Date | null;
-  /** When the claim counted the attempt's start (the database's clock; the rate limit's log). */
+  /** When the attempt starts as the rate limit's log counts it (the database's clock): now, or a planned start. */
   startedAt: Date;
+  /** How long to wait before sending: a rate-limited endpoint's planned start (at most a second), else 0. */
+  startDelayMs: number;
   /** The endpoint as the claim read it (its row locked), and the event; null when the event is gone. */
   endpoint: EndpointRow;
   event: StoredEvent | null;
@@ -111,7 +113,8 @@ export class EndpointDeliveriesRepository {
    * Claims up to `room` due deliveries over the endpoints that have some (docs/endpoints.md, "Isolation"): each
    * endpoint's row is locked with SKIP LOCKED (an endpoint another instance is claiming for is skipped, never waited
    * for); per endpoint at most maxInFlight deliveries are leased at once over all instances (the leases running
-   * are counted in the database), at most rateLimitPerSecond attempts start in any second (the sliding log), and
+   * are counted in the database), at most rateLimitPerSecond attempts start in any second (the sliding log of
+   * planned starts, 1/rate s apart and at most a second ahead: a second's budget is spread, never one burst), and
    * none before its Retry-After floor; nothing for a deleted tenant (its rows go with it). Each claimed delivery's
    * fence goes up and its lease runs `leaseMs`.
    */
@@ -134,12 +137,22 @@ export class EndpointDeliveriesRepository {
           [e.id],
         )) as Array<{ leased: number }>;
         let take = Math.min(room - claimed.length, Number(e.max_in_flight) - leased);
-        if (e.rate_limit_per_second !== null && take > 0) {
+        const rate = e.rate_limit_per_second === null ? null : Number(e.rate_limit_per_second);
+        let slots: { first: string; intervalUs: number } | null = null;
+        if (rate !== null && take > 0) {
+          // Paced (GCRA): starts are planned one interval (1/rate s) apart, at most a second ahead, so any second
+          // holds at most `rate` of them and a second's budget is never sent in one burst.
           await m.query(`DELETE FROM endpoint_rate_log WHERE endpoint_id = $1 AND at <= clock_timestamp() - interval '1 second'`, [e.id]);
-          const [{ started }] = (await m.query(`SELECT count(*)::int AS started FROM endpoint_rate_log WHERE endpoint_id = $1`, [
-            e.id,
-          ])) as Array<{ started: number }>;
-          take = Math.min(take, Number(e.rate_limit_per_second) - started);
+          const intervalUs = Math.ceil(1_000_000 / rate);
+          const [plan] = (await m.query(
+            `SELECT s.first::text AS first, extract(epoch FROM clock_timestamp() + interval '1 second' - s.first) * 1000000 AS room_us
+               FROM (SELECT greatest(clock_timestamp(), max(at) + $2 * interval '1 microsecond') AS first
+                       FROM endpoint_rate_log WHERE endpoint_id = $1) s`,
+            [e.id, intervalUs],
+          )) as Array<{ first: string; room_us: string }>;
+          const roomUs = Number(plan.room_us);
+          take = Math.min(take, roomUs <= 0 ? 0 : Math.ceil(roomUs / intervalUs));
+          slots = { first: plan.first, intervalUs };
         }
         if (take <= 0) continue;
         const [rows] = (await m.query(
@@ -150,8 +163,9 @@ export class EndpointDeliveriesRepository {
                  AND (lease_until IS NULL OR lease_until <= clock_timestamp())
                ORDER BY next_attempt_at, received_at LIMIT $2 FOR UPDATE SKIP LOCKED)
             RETURNING d.event_id, d.received_at, d.attempts, d.fence::text AS fence, d.retry_from, d.first_failed_at,
-              clock_timestamp() AS started_at`,
-          [e.id, take, leaseMs],
+              d.next_attempt_at, clock_timestamp() AS started_at`,
+          // A planned start is at most a second away: the lease covers the wait too.
+          [e.id, take, leaseMs + (slots ? 1000 : 0)],
         )) as [
           Array<{
             event_id: string;
@@ -160,17 +174,30 @@ export class EndpointDeliveriesRepository {
             fence: string;
             retry_from: Date;
             first_failed_at: Date | null;
+            next_attempt_at: Date;
             started_at: Date;
           }>,
           number,
         ];
         if (rows.length === 0) continue;
-        if (e.rate_limit_per_second !== null)
-          await m.query(`INSERT INTO endpoint_rate_log (endpoint_id, at) SELECT $1, unnest($2::timestamptz[])`, [
-            e.id,
-            rows.map((r) => r.started_at),
-          ]);
-        for (const r of rows)
+        const delays = rows.map(() => 0);
+        if (slots) {
+          rows.sort(
+            (x, y) => x.next_attempt_at.getTime() - y.next_attempt_at.getTime() || x.received_at.getTime() - y.received_at.getTime(),
+          );
+          const planned = (await m.query(
+            `INSERT INTO endpoint_rate_log (endpoint_id, at)
+               SELECT $1, $2::timestamptz + k * $3 * interval '1 microsecond' FROM generate_series(0, $4 - 1) k
+             RETURNING at, greatest(0, extract(epoch FROM at - clock_timestamp()) * 1000)::float8 AS delay_ms`,
+            [e.id, slots.first, slots.intervalUs, rows.length],
+          )) as Array<{ at: Date; delay_ms: number }>;
+          planned.sort((x, y) => x.at.getTime() - y.at.getTime());
+          rows.forEach((r, i) => {
+            r.started_at = planned[i].at;
+            delays[i] = Number(planned[i].delay_ms);
+          });
+        }
+        rows.forEach((r, i) =>
           claimed.push({
             endpointId: e.id,
             eventId: r.event_id,
@@ -180,9 +207,11 @@ export class EndpointDeliveriesRepository {
             retryFrom: r.retry_from,
             firstFailedAt: r.first_failed_at,
             startedAt: r.started_at,
+            startDelayMs: delays[i],
             endpoint: toEndpoint(e),
             event: null,
-          });
+          }),
+        );
       }
       if (claimed.length === 0) return claimed;
       // The events, in one statement for the whole claim; the receipt times keep it to their partitions.

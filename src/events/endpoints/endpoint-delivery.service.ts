@@ -244,6 +244,7 @@ export class EndpointDeliveryService implements OnApplicationBootstrap, OnModule
   private async attempt(c: ClaimedDelivery): Promise<void> {
     const { event, endpoint: ep } = c;
     if (!event) return this.deliveries.release(c, 'failed');
+    const startAt = performance.now() + c.startDelayMs;
     let secrets: string[];
     try {
       secrets = await this.secrets.signingSecretsOf(ep);
@@ -254,6 +255,9 @@ export class EndpointDeliveryService implements OnApplicationBootstrap, OnModule
         return this.deliveries.postpone(c, new Date(this.clock.now().getTime() + SECRET_RETRY_MS));
       secrets = [];
     }
+    // A rate-limited endpoint's attempt starts at its planned time (docs/endpoints.md, rateLimitPerSecond).
+    const wait = startAt - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     const outcome =
       secrets.length > 0
         ? await this.client.post(ep.url, secrets, event, endpointWebhookId(ep.id, event.id))
