@@ -125,6 +125,34 @@ describe('event endpoints (API.md section 13): routes, validation, signed delive
     expect(gone.body.error.code).toBe('endpoint_not_found');
   });
 
+  it('reads its health over the latest 10,000 attempts of the last 24 h at most', async () => {
+    const s = await sink();
+    const ep = await create('acme', { url: s.url, eventTypes: ['health.*'] });
+    // 500 failed attempts two hours ago, then 10,000 that succeeded in the last hour: only the latest 10,000 count.
+    await t.db.query(
+      `INSERT INTO endpoint_attempts (endpoint_id, event_id, started_at, at, status, duration_ms, error)
+       SELECT $1, gen_random_uuid(), now() - interval '2 hours', now() - interval '2 hours' + n * interval '1 millisecond', 500, 900, 'http_500'
+         FROM generate_series(1, 500) n`,
+      [ep.id],
+    );
+    await t.db.query(
+      `INSERT INTO endpoint_attempts (endpoint_id, event_id, started_at, at, status, duration_ms, error)
+       SELECT $1, gen_random_uuid(), now() - interval '1 hour', now() - interval '1 hour' + n * interval '1 millisecond', 200, 20, NULL
+         FROM generate_series(1, 10000) n`,
+      [ep.id],
+    );
+    const read = await get('acme', ep.id);
+    expect(read.health).toMatchObject({ successRate24h: 1, p99Ms24h: 20 });
+    await t.db.query(
+      `DELETE FROM endpoint_attempts WHERE endpoint_id = $1 AND error IS NULL AND at > now() - interval '1 hour' + interval '9 seconds'`,
+      [ep.id],
+    );
+    const mixed = await get('acme', ep.id);
+    expect(mixed.health.successRate24h).toBeLessThan(1);
+    expect(mixed.health.p99Ms24h).toBe(900);
+    expect((await t.request('DELETE', `/v1/tenants/acme/endpoints/${ep.id}`)).status).toBe(204);
+  });
+
   it('refuses bad input with 400 validation_failed (a bad filter names its path), internal targets with 422', async () => {
     const bad: Array<[Record<string, unknown>, string]> = [
       [{ url: 'ftp://example.com/x' }, 'validation_failed'],

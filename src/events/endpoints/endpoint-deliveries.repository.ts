@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import { HEALTH_SAMPLE } from '../event-delivery.repository.js';
 import { EVENT_COLUMNS, type StoredEvent, toEvent } from '../events.repository.js';
 import { ENDPOINT_COLUMNS, type EndpointRow, toEndpoint } from './endpoint.js';
 
@@ -328,8 +329,9 @@ export class EndpointDeliveriesRepository {
     const [a] = (await this.db.query(
       `SELECT count(*)::int AS attempts, count(*) FILTER (WHERE error IS NULL)::int AS ok,
               percentile_disc(0.99) WITHIN GROUP (ORDER BY duration_ms) AS p99
-         FROM endpoint_attempts WHERE endpoint_id = $1 AND at >= now() - interval '24 hours'`,
-      [endpointId],
+         FROM (SELECT error, duration_ms FROM endpoint_attempts WHERE endpoint_id = $1 AND at >= now() - interval '24 hours'
+                ORDER BY at DESC LIMIT $2) a`,
+      [endpointId, HEALTH_SAMPLE],
     )) as Array<{ attempts: number; ok: number; p99: number | null }>;
     const [p] = (await this.db.query(
       `SELECT count(*)::int AS pending, coalesce(extract(epoch FROM now() - min(received_at)), 0)::float8 AS oldest
