@@ -115,4 +115,29 @@ describe('the node client: event endpoints', () => {
     expect(gone).toMatchObject({ name: 'CwsApiError', status: 404, code: 'endpoint_not_found' });
     expect((await client.listEndpoints()).map((e) => e.id)).toEqual([FIRST_ENDPOINT_ID]);
   });
+
+  it("labels the service's own record, sync and endpoint events `service`, typed by their type", async () => {
+    const own = await WebhookSink.start();
+    try {
+      const mine = await client.createEndpoint({ url: own.url, eventTypes: ['record.*', 'sync.*', 'endpoint.*', 'workflow_step_updated'] });
+      await emit('record.changed', { object: 'workflow', id: 'wf-1', userId: 'u-1', action: 'updated', version: 2, cursor: 'c1' });
+      await emit('sync.ready', { userId: 'u-1', records: 3, cursor: 'c2' });
+      await emit('endpoint.disabled', { endpointId: FIRST_ENDPOINT_ID, description: null, reason: 'gone' });
+      await t.app.get(EventsRepository).record({ tenantId: 'ep-client', source: 'upstream', type: 'workflow_step_updated', payload: {} });
+      await waitUntil('four deliveries', () => own.accepted().length >= 4);
+      const events = own.accepted().map((d) => verifyEvent(d.headers, d.raw, mine.secret));
+      const byType = new Map(events.map((e) => [e.type, e]));
+      expect(byType.get('record.changed')).toMatchObject({ source: 'service', data: { id: 'wf-1', action: 'updated', version: 2 } });
+      expect(byType.get('sync.ready')).toMatchObject({ source: 'service', data: { records: 3 } });
+      expect(byType.get('endpoint.disabled')).toMatchObject({ source: 'service', data: { reason: 'gone' } });
+      expect(byType.get('workflow_step_updated')?.source).toBe('upstream');
+      const changed = events.find((e) => e.source === 'service' && e.type === 'record.changed');
+      // Typed by its type: the compiler knows `data` is a RecordChangedData here.
+      if (changed?.source === 'service' && changed.type === 'record.changed') expect(changed.data.cursor).toBe('c1');
+      else throw new Error('record.changed not verified as the service’s');
+      await client.deleteEndpoint(mine.id);
+    } finally {
+      await own.close();
+    }
+  });
 });

@@ -11,6 +11,7 @@ import {
   EventVerificationError,
   verifyEvent,
   type ConnectionEventData,
+  type ServiceEvent,
   type VerifiedEvent,
 } from '@cws-connect/node-client';
 // #endregion
@@ -62,6 +63,8 @@ describe('the partner guide', () => {
     const connectionEvents: Array<{ type: string; data: ConnectionEventData }> = [];
     const handleConnectionEvent = (type: string, data: ConnectionEventData) => connectionEvents.push({ type, data });
     const handleUpstreamEvent = (_type: string, _data: unknown) => undefined;
+    const serviceEvents: ServiceEvent[] = [];
+    const handleServiceEvent = (event: ServiceEvent) => serviceEvents.push(event);
     let connectLink: (userId: string) => Promise<string> = () => Promise.reject(new Error('not yet'));
     let onCwsEvent: (headers: IncomingHttpHeaders, rawBody: string) => number = () => 503;
     const recordChanges: Array<{ type: string; data: unknown }> = [];
@@ -133,9 +136,10 @@ describe('the partner guide', () => {
         if (e instanceof EventVerificationError) return 400; // not signed by cws-connect, altered, or too old
         throw e;
       }
-      if (event.source === 'service')
-        handleConnectionEvent(event.type, event.data); // typed: connectionId, userId, reason, …
-      else handleUpstreamEvent(event.type, event.data); // the upstream's delivery, as received
+      // upstream: its delivery as received; service: connection.*, record.changed, sync.*, endpoint.* (data typed)
+      if (event.source === 'upstream') handleUpstreamEvent(event.type, event.data);
+      else if ('connectionId' in event.data) handleConnectionEvent(event.type, event.data);
+      else handleServiceEvent(event);
       return 204; // event.id is stable across retries: use it to ignore a repeat
     };
     // #endregion

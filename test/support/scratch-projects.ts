@@ -136,7 +136,7 @@ export function sessionFor(client: CwsConnectClient, userId: string): Promise<Co
 
 export function connectionOf(headers: Headers, raw: string, secret: string): string | null {
   const event: VerifiedEvent = verifyEvent(headers, raw, secret);
-  return event.source === 'service' ? event.data.connectionId : null;
+  return event.source === 'service' && 'connectionId' in event.data ? event.data.connectionId : null;
 }
 `,
 };

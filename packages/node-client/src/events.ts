@@ -22,10 +22,68 @@ export const CONNECTION_EVENT_TYPES = [
 ] as const;
 export type ConnectionEventType = (typeof CONNECTION_EVENT_TYPES)[number];
 
+/** `record.changed`: one change of a user's synced workflow; read the record or the feed for its content. */
+export interface RecordChangedData {
+  object: 'workflow';
+  id: string;
+  userId: string;
+  action: 'added' | 'updated' | 'deleted';
+  version: number;
+  cursor: string;
+}
+
+/** `sync.ready`: a user's first full listing is in the copy (its records are in the feed, not announced one by one). */
+export interface SyncReadyData {
+  userId: string;
+  records: number;
+  cursor: string;
+}
+
+/** `sync.failing`: a user's listing has failed for an hour. */
+export interface SyncFailingData {
+  userId: string;
+  reason: string;
+  since: string;
+}
+
+/** `endpoint.failing`, `endpoint.disabled`, `endpoint.recovered`: about another of the tenant's event endpoints. */
+export interface EndpointEventData {
+  endpointId: string;
+  description: string | null;
+  reason?: string;
+  failingSince?: string;
+  failingHours?: number;
+}
+
+/** The `data` of each event type cws-connect emits itself. */
+export interface ServiceEventData {
+  'connection.created': ConnectionEventData<'connection.created'>;
+  'connection.reauth_required': ConnectionEventData<'connection.reauth_required'>;
+  'connection.recovered': ConnectionEventData<'connection.recovered'>;
+  'connection.deleted': ConnectionEventData<'connection.deleted'>;
+  'record.changed': RecordChangedData;
+  'sync.ready': SyncReadyData;
+  'sync.failing': SyncFailingData;
+  'endpoint.failing': EndpointEventData;
+  'endpoint.disabled': EndpointEventData;
+  'endpoint.recovered': EndpointEventData;
+}
+
+export const SERVICE_EVENT_TYPES = [
+  ...CONNECTION_EVENT_TYPES,
+  'record.changed',
+  'sync.ready',
+  'sync.failing',
+  'endpoint.failing',
+  'endpoint.disabled',
+  'endpoint.recovered',
+] as const satisfies ReadonlyArray<keyof ServiceEventData>;
+export type ServiceEventType = (typeof SERVICE_EVENT_TYPES)[number];
+
 /** An event cws-connect emits itself; `type` tells which, and narrows `data`. */
 export type ServiceEvent = {
-  [T in ConnectionEventType]: { source: 'service'; id: string; type: T; timestamp: string; data: ConnectionEventData<T> };
-}[ConnectionEventType];
+  [T in ServiceEventType]: { source: 'service'; id: string; type: T; timestamp: string; data: ServiceEventData[T] };
+}[ServiceEventType];
 
 /** An upstream delivery, forwarded as received: its shape is the upstream's (`type` from its event field, or `unknown`). */
 export interface UpstreamEvent {
@@ -67,7 +125,7 @@ export function verifyEvent(
   }
   if (!isDelivery(body)) throw new EventVerificationError('The body is not a cws-connect event ({type, timestamp, data}).');
   const id = flat['webhook-id'];
-  if ((CONNECTION_EVENT_TYPES as readonly string[]).includes(body.type)) {
+  if ((SERVICE_EVENT_TYPES as readonly string[]).includes(body.type)) {
     return { source: 'service', id, type: body.type, timestamp: body.timestamp, data: body.data } as ServiceEvent;
   }
   return { source: 'upstream', id, type: body.type, timestamp: body.timestamp, data: body.data };

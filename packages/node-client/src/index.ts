@@ -2,8 +2,20 @@ import { Readable } from 'node:stream';
 import createClient, { type Client } from 'openapi-fetch';
 import type { paths } from './generated/openapi.js';
 
-export { verifyEvent, EventVerificationError, CONNECTION_EVENT_TYPES } from './events.js';
-export type { ConnectionEventData, ConnectionEventType, ServiceEvent, UpstreamEvent, VerifiedEvent } from './events.js';
+export { verifyEvent, EventVerificationError, CONNECTION_EVENT_TYPES, SERVICE_EVENT_TYPES } from './events.js';
+export type {
+  ConnectionEventData,
+  ConnectionEventType,
+  EndpointEventData,
+  RecordChangedData,
+  ServiceEvent,
+  ServiceEventData,
+  ServiceEventType,
+  SyncFailingData,
+  SyncReadyData,
+  UpstreamEvent,
+  VerifiedEvent,
+} from './events.js';
 export type { components, paths } from './generated/openapi.js';
 
 /** The id of a tenant's first endpoint: its eventsTargetUrl. */
