@@ -67,7 +67,7 @@ describe.each(Object.keys(SUBJECTS))('key store %s', (kind) => {
     const vault = new TokenVault({ vaultKeys: [{ kid: 'ring', key: randomBytes(32) }] });
     const source = { query: (sql: string, params?: unknown[]) => typeormLike(db, sql, params) } as unknown as DataSource;
     const keys = new TenantKeys(
-      { keys: { store: 'local', pkcs11: null, cacheTtlMs: 60_000, cacheGraceMs: 0 } },
+      { keys: { store: 'local', pkcs11: null, transit: null, cacheTtlMs: 60_000, cacheGraceMs: 0 } },
       store,
       new TenantKeysRepository(source),
       vault,
