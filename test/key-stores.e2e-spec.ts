@@ -62,7 +62,11 @@ const SUBJECTS: Record<string, () => Promise<Subject>> = {
     for (const name of ['cws-kek', 'cws-kek-2', 'tenant-initech']) transit.createKey(name);
     const settings = { addr: transit.url, token: secret, mount: 'transit', keyName: 'cws-kek', namespace: null, caFile: null };
     const operator = (method: string, path: string, body?: unknown) =>
-      fetch(`${transit.url}/v1/transit/${path}`, { method, headers: { 'x-vault-token': secret }, body: body ? JSON.stringify(body) : undefined });
+      fetch(`${transit.url}/v1/transit/${path}`, {
+        method,
+        headers: { 'x-vault-token': secret },
+        body: body ? JSON.stringify(body) : undefined,
+      });
     return {
       store: await TransitKeyStore.open(settings),
       rotated: await TransitKeyStore.open({ ...settings, keyName: 'cws-kek-2' }),

@@ -58,7 +58,11 @@ describe('KEY_STORE=transit against a Transit emulator', () => {
     ...extra,
   });
   const operator = (method: string, path: string, body?: unknown) =>
-    fetch(`${transit.url}/v1/transit/${path}`, { method, headers: { 'x-vault-token': TOKEN }, body: body ? JSON.stringify(body) : undefined });
+    fetch(`${transit.url}/v1/transit/${path}`, {
+      method,
+      headers: { 'x-vault-token': TOKEN },
+      body: body ? JSON.stringify(body) : undefined,
+    });
 
   beforeAll(async () => {
     transit = await TransitEmulator.start({ token: TOKEN });
@@ -78,7 +82,9 @@ describe('KEY_STORE=transit against a Transit emulator', () => {
       expect(await configErrorOf(TransitKeyStore.open(settings({ keyName: 'no-such-key' })))).toMatch(
         /^TRANSIT_KEY_NAME: expected a Transit key at .*\/v1\/transit\/keys\/no-such-key, found none \(404\)$/,
       );
-      expect(await configErrorOf(TransitKeyStore.open(settings({ mount: 'kms' })))).toMatch(/^TRANSIT_KEY_NAME: .*\/v1\/kms\/keys\/cws-kek/);
+      expect(await configErrorOf(TransitKeyStore.open(settings({ mount: 'kms' })))).toMatch(
+        /^TRANSIT_KEY_NAME: .*\/v1\/kms\/keys\/cws-kek/,
+      );
       const down = await TransitEmulator.start({ token: TOKEN });
       const address = down.url;
       await down.stop();
@@ -177,7 +183,13 @@ describe('KEY_STORE=transit against a Transit emulator', () => {
     };
     const rotateSecret = () => call('POST', '/v1/tenants/acme/events-secret', { overlapSeconds: 60 });
     const cli = (args: string[]): Promise<{ code: number | null; out: string; err: string }> => {
-      const cliEnv = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', NODE_ENV: 'test', ...env(), DATA_DIR: mkdtempSync(join(tmpdir(), 'cws-transit-cli-')) };
+      const cliEnv = {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        NODE_ENV: 'test',
+        ...env(),
+        DATA_DIR: mkdtempSync(join(tmpdir(), 'cws-transit-cli-')),
+      };
       return new Promise((resolve, reject) => {
         const child = spawn('npx', ['tsx', 'src/cli.ts', ...args], { cwd: ROOT, env: cliEnv });
         let out = '';
@@ -217,7 +229,9 @@ describe('KEY_STORE=transit against a Transit emulator', () => {
         { tenantId: 'acme', userId: 'u-1', upstreamUserId: 'alice', tokens: sandbox.issueTokens('alice') },
       ]);
       expect((await call('POST', `/v1/tenants/acme/connections/${connection.id}/refresh`)).status).toBe(200);
-      const key = await db.query<{ kek_id: string; wrapped_key: string }>(`SELECT kek_id, wrapped_key FROM tenant_keys WHERE tenant_id = 'acme'`);
+      const key = await db.query<{ kek_id: string; wrapped_key: string }>(
+        `SELECT kek_id, wrapped_key FROM tenant_keys WHERE tenant_id = 'acme'`,
+      );
       expect(key.rows).toHaveLength(1);
       expect(key.rows[0].kek_id).toBe('transit:cws-kek:v1');
       expect(key.rows[0].wrapped_key.startsWith('vault:v1:')).toBe(true);
@@ -265,7 +279,7 @@ describe('KEY_STORE=transit against a Transit emulator', () => {
       expect(app?.output.join('')).not.toContain(TOKEN);
     });
 
-    it("keys set-kek gives the tenant a Transit key of its own; the running service reads through it", async () => {
+    it('keys set-kek gives the tenant a Transit key of its own; the running service reads through it', async () => {
       const refused = await cli(['keys', 'set-kek', '--tenant', 'acme', '--kek', 'no-such-key']);
       expect(refused.code).toBe(1);
       expect(refused.err).toContain('there is no Transit key "no-such-key"');

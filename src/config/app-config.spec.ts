@@ -211,7 +211,12 @@ describe('loadConfig', () => {
       cacheTtlMs: 30_000,
       cacheGraceMs: 3_600_000,
     });
-    const transit = { KEY_STORE: 'transit', TRANSIT_ADDR: 'https://vault.internal:8200/', TRANSIT_TOKEN: 'hvs.secret', TRANSIT_KEY_NAME: 'cws' };
+    const transit = {
+      KEY_STORE: 'transit',
+      TRANSIT_ADDR: 'https://vault.internal:8200/',
+      TRANSIT_TOKEN: 'hvs.secret',
+      TRANSIT_KEY_NAME: 'cws',
+    };
     expect(loadConfig({ ...base, DATA_DIR: dir, ...transit, TRANSIT_MOUNT: '/kms/' }).keys.transit).toEqual({
       addr: 'https://vault.internal:8200',
       token: 'hvs.secret',

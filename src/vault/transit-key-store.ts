@@ -69,7 +69,11 @@ export class TransitKeyStore implements KeyStore {
         throw new ConfigError('TRANSIT_CA_FILE', `could not be read (${codeOf(e)}): expected a PEM file at ${settings.caFile}`);
       }
     }
-    const agent = new Agent({ connect: { ca, timeout: KEY_STORE_TIMEOUT_MS }, headersTimeout: KEY_STORE_TIMEOUT_MS, bodyTimeout: KEY_STORE_TIMEOUT_MS });
+    const agent = new Agent({
+      connect: { ca, timeout: KEY_STORE_TIMEOUT_MS },
+      headersTimeout: KEY_STORE_TIMEOUT_MS,
+      bodyTimeout: KEY_STORE_TIMEOUT_MS,
+    });
     const where = `${settings.addr}/v1/${settings.mount}/keys/${settings.keyName}`;
     let answer: Answer;
     try {
@@ -82,7 +86,10 @@ export class TransitKeyStore implements KeyStore {
     if (problem) {
       await agent.close();
       if (answer.status === 403)
-        throw new ConfigError('TRANSIT_TOKEN', `was refused by ${settings.addr} (403 ${answer.errors.join('; ') || 'permission denied'}): expected a token allowed to read ${where}`);
+        throw new ConfigError(
+          'TRANSIT_TOKEN',
+          `was refused by ${settings.addr} (403 ${answer.errors.join('; ') || 'permission denied'}): expected a token allowed to read ${where}`,
+        );
       if (answer.status === 404) throw new ConfigError('TRANSIT_KEY_NAME', `expected a Transit key at ${where}, found none (404)`);
       throw new ConfigError('TRANSIT_KEY_NAME', `${where}: ${problem}`);
     }
@@ -99,7 +106,8 @@ export class TransitKeyStore implements KeyStore {
     if (answer.status !== 200) throw unreachable(`encrypt with "${name}"`, answer);
     const ciphertext = answer.data.ciphertext;
     const version = typeof ciphertext === 'string' ? CIPHERTEXT.exec(ciphertext)?.[1] : undefined;
-    if (typeof ciphertext !== 'string' || version === undefined) throw new KeyStoreUnavailable(`Transit's encrypt with "${name}" answered no ciphertext`);
+    if (typeof ciphertext !== 'string' || version === undefined)
+      throw new KeyStoreUnavailable(`Transit's encrypt with "${name}" answered no ciphertext`);
     if (name === this.settings.keyName) this.latest = Math.max(this.latest, Number(version));
     return { wrapped: ciphertext, kekId: kekId(name, Number(version)) };
   }
@@ -107,7 +115,11 @@ export class TransitKeyStore implements KeyStore {
   async unwrap(wrapped: WrappedKey, binding: KeyBinding): Promise<Buffer> {
     const name = /^transit:(.+):v\d+$/.exec(wrapped.kekId)?.[1];
     if (name === undefined || !CIPHERTEXT.test(wrapped.wrapped)) {
-      throw new VaultError(`the data key ${keyRowId(binding)} is not wrapped by Transit (it names ${wrapped.kekId})`, 'tenant_keys', 'wrapped_key');
+      throw new VaultError(
+        `the data key ${keyRowId(binding)} is not wrapped by Transit (it names ${wrapped.kekId})`,
+        'tenant_keys',
+        'wrapped_key',
+      );
     }
     const answer = await this.call('POST', `decrypt/${name}`, {
       ciphertext: wrapped.wrapped,

@@ -111,7 +111,11 @@ export function createSoftHsmToken(
         m.C_DestroyObject(s, found[0]);
         m.C_Logout(s);
         m.C_Finalize();`;
-      execFileSync(process.execPath, ['-e', script], { cwd: ROOT, env: { ...env, TOKEN_PIN: pin }, stdio: ['ignore', 'ignore', 'inherit'] });
+      execFileSync(process.execPath, ['-e', script], {
+        cwd: ROOT,
+        env: { ...env, TOKEN_PIN: pin },
+        stdio: ['ignore', 'ignore', 'inherit'],
+      });
     },
   };
 }

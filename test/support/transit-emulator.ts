@@ -92,7 +92,13 @@ export class TransitEmulator {
 
   /** A key made directly (as an operator would with `vault write -f transit/keys/<name>`). */
   createKey(name: string, type: EmulatedKey['type'] = 'aes256-gcm96'): void {
-    this.keys.set(name, { type, versions: [randomBytes(type === 'aes256-gcm96' ? 32 : 16)], created: [Date.now()], minDecryptionVersion: 1, deletionAllowed: false });
+    this.keys.set(name, {
+      type,
+      versions: [randomBytes(type === 'aes256-gcm96' ? 32 : 16)],
+      created: [Date.now()],
+      minDecryptionVersion: 1,
+      deletionAllowed: false,
+    });
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -107,7 +113,8 @@ export class TransitEmulator {
     const fail = (status: number, ...errors: string[]) => send(status, { errors });
     const prefix = `/v1/${this.mount}/`;
     const namespaceOk = (req.headers['x-vault-namespace'] ?? undefined) === this.options.namespace;
-    if (!url.pathname.startsWith(prefix) || !namespaceOk) return fail(404, `no handler for route "${url.pathname}". route entry not found.`);
+    if (!url.pathname.startsWith(prefix) || !namespaceOk)
+      return fail(404, `no handler for route "${url.pathname}". route entry not found.`);
     if (req.headers['x-vault-token'] !== this.options.token) return fail(403, 'permission denied');
     let input: Record<string, unknown>;
     try {
@@ -143,7 +150,8 @@ export class TransitEmulator {
       if (!key) return fail(400, 'no existing key named ' + name + ' could be found');
       if (input.min_decryption_version !== undefined) {
         const v = Number(input.min_decryption_version);
-        if (!Number.isInteger(v) || v < 0 || v > key.versions.length) return fail(400, 'cannot set min decryption version of 0 or higher than the latest version');
+        if (!Number.isInteger(v) || v < 0 || v > key.versions.length)
+          return fail(400, 'cannot set min decryption version of 0 or higher than the latest version');
         key.minDecryptionVersion = Math.max(1, v);
       }
       if (input.deletion_allowed !== undefined) key.deletionAllowed = input.deletion_allowed === true;
