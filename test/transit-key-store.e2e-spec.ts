@@ -1,6 +1,6 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
@@ -108,6 +108,51 @@ describe('KEY_STORE=transit against a Transit emulator', () => {
         expect((await store.unwrap(wrapped, { tenantId: 'acme', version: 1 })).equals(key)).toBe(true);
       } finally {
         await namespaced.stop();
+      }
+    });
+
+    it('trusts the CAs of TRANSIT_CA_FILE for an https TRANSIT_ADDR', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'cws-transit-tls-'));
+      const [key, cert] = [join(dir, 'key.pem'), join(dir, 'cert.pem')];
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'ec',
+          '-pkeyopt',
+          'ec_paramgen_curve:prime256v1',
+          '-nodes',
+          '-keyout',
+          key,
+          '-out',
+          cert,
+          '-days',
+          '1',
+          '-subj',
+          '/CN=127.0.0.1',
+          '-addext',
+          'subjectAltName=IP:127.0.0.1',
+        ],
+        { stdio: 'ignore' },
+      );
+      const secure = await TransitEmulator.start({
+        token: TOKEN,
+        tls: { key: readFileSync(key, 'utf8'), cert: readFileSync(cert, 'utf8') },
+      });
+      secure.createKey('cws-kek');
+      try {
+        expect(secure.url.startsWith('https://')).toBe(true);
+        expect(await configErrorOf(TransitKeyStore.open(settings({ addr: secure.url })))).toMatch(
+          /^TRANSIT_ADDR: no Vault \/ OpenBao server answered at https:.*SELF_SIGNED/,
+        );
+        const store = await TransitKeyStore.open(settings({ addr: secure.url, caFile: cert }));
+        const dataKey = randomBytes(32);
+        const wrapped = await store.wrap(dataKey, { tenantId: 'acme', version: 1 });
+        expect((await store.unwrap(wrapped, { tenantId: 'acme', version: 1 })).equals(dataKey)).toBe(true);
+      } finally {
+        await secure.stop();
       }
     });
 

@@ -1,5 +1,6 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 
 /** One named key: its versions' key material (version n at index n - 1; null once trimmed) and its settings. */
@@ -18,6 +19,8 @@ export interface TransitEmulatorOptions {
   mount?: string;
   /** When set, requests must carry it in X-Vault-Namespace (any other namespace has no such mount). */
   namespace?: string;
+  /** Serves HTTPS with this key and certificate (PEM) instead of HTTP. */
+  tls?: { key: string; cert: string };
 }
 
 const NONCE = 12;
@@ -53,7 +56,7 @@ export class TransitEmulator {
   }
 
   get url(): string {
-    return `http://127.0.0.1:${this.port}`;
+    return `${this.options.tls ? 'https' : 'http'}://127.0.0.1:${this.port}`;
   }
 
   get mount(): string {
@@ -63,8 +66,9 @@ export class TransitEmulator {
   /** Listens (again, on the same port once it had one). */
   async start(): Promise<void> {
     this.stalled = false;
-    const server = createServer((req, res) => void this.handle(req, res));
-    server.on('connection', (s: Socket) => {
+    const handler = (req: IncomingMessage, res: ServerResponse) => void this.handle(req, res);
+    const server: Server = this.options.tls ? createTlsServer(this.options.tls, handler) : createServer(handler);
+    server.on(this.options.tls ? 'secureConnection' : 'connection', (s: Socket) => {
       this.sockets.add(s);
       s.on('close', () => this.sockets.delete(s));
     });
