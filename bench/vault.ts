@@ -31,6 +31,9 @@ class MemoryTenantKeys {
     for (const r of this.rows.values()) if (r.tenantId === tenantId && (!best || r.version > best.version)) best = r;
     return Promise.resolve(best);
   }
+  kekOf(): Promise<string | null> {
+    return Promise.resolve(null);
+  }
   insert(tenantId: string, version: number, wrapped: string, kekId: string): Promise<boolean> {
     const id = `${tenantId}/${version}`;
     if (this.rows.has(id)) return Promise.resolve(false);
@@ -46,6 +49,9 @@ class CountingStore implements KeyStore {
   constructor(private readonly inner: KeyStore) {}
   wrap(dataKey: Buffer, binding: KeyBinding): Promise<WrappedKey> {
     return this.inner.wrap(dataKey, binding);
+  }
+  ownKek(kek: string): Promise<string> {
+    return this.inner.ownKek(kek);
   }
   unwrap(wrapped: WrappedKey, binding: KeyBinding): Promise<Buffer> {
     this.unwraps++;
@@ -63,7 +69,7 @@ function setup(): { vault: TokenVault; keys: TenantKeys; store: CountingStore } 
   const vault = new TokenVault({ vaultKeys: [{ kid: 'bench', key: randomBytes(32) }] });
   const store = new CountingStore(new LocalKeyStore(vault));
   const keys = new TenantKeys(
-    { keys: { store: 'local', pkcs11: null, cacheTtlMs: 5 * 60_000, cacheGraceMs: 10 * 60_000 } },
+    { keys: { store: 'local', pkcs11: null, transit: null, cacheTtlMs: 5 * 60_000, cacheGraceMs: 10 * 60_000 } },
     store,
     new MemoryTenantKeys() as unknown as TenantKeysRepository,
     vault,

@@ -9,29 +9,31 @@ import { RING_HOLD } from './vault-reencrypt.command.js';
 /** Exit code of a run stopped by Ctrl-C (128 + SIGINT). */
 const STOPPED = 130;
 
-const USAGE = `usage: npm run cli -- keys <status [--json] | rotate-kek | rotate --tenant <id> [--resume]>`;
+const USAGE = `usage: npm run cli -- keys <status [--json] | rotate-kek | rotate --tenant <id> [--resume] | set-kek --tenant <id> --kek <label or key name>>`;
 
 /**
  * The tenants' data keys (docs/keys.md): `keys status` (per tenant: key version, KEK id, values per format; never key
  * material), `keys rotate-kek` (rewraps every data key under the active KEK; resumable, idempotent), `keys rotate
- * --tenant <id>` (a new data key version, the tenant's values re-sealed with it, older versions destroyed once unused).
+ * --tenant <id>` (a new data key version, the tenant's values re-sealed with it, older versions destroyed once unused),
+ * `keys set-kek --tenant <id> --kek <name>` (the tenant's data keys rewrapped under a KEK of its own; resumable).
  */
 export const keysCommand: CliCommand = {
   name: 'keys',
-  summary: 'tenant data keys: status, rotate-kek (rewrap under the active KEK), rotate --tenant <id> (a new data key)',
+  summary:
+    'tenant data keys: status, rotate-kek (rewrap under the active KEK), rotate --tenant <id> (a new data key), set-kek --tenant <id> --kek <name> (a KEK of its own)',
   async run(runtime, args) {
     const [sub, ...rest] = args;
     if (sub === 'status') return status(runtime, rest.includes('--json'));
     if (sub === 'rotate-kek') return rotateKek(runtime);
-    if (sub === 'rotate') {
-      const i = rest.indexOf('--tenant');
-      const tenantId = i >= 0 ? rest[i + 1] : undefined;
-      if (!tenantId) {
-        console.error(USAGE);
-        return 1;
-      }
-      return rotateTenant(runtime, tenantId, rest.includes('--resume'));
-    }
+    const option = (name: string) => {
+      const i = rest.indexOf(name);
+      const value = i >= 0 ? rest[i + 1] : undefined;
+      return value && !value.startsWith('--') ? value : undefined;
+    };
+    const tenantId = option('--tenant');
+    if (sub === 'rotate' && tenantId) return rotateTenant(runtime, tenantId, rest.includes('--resume'));
+    const kek = option('--kek');
+    if (sub === 'set-kek' && tenantId && kek) return setKek(runtime, tenantId, kek);
     console.error(USAGE);
     return 1;
   },
@@ -51,8 +53,9 @@ async function status(runtime: CliRuntime, json: boolean): Promise<number> {
       .map(([f, n]) => `${f}=${n}`)
       .join(' ');
     const versions = r.versions.map((v) => `${v.version}${v.destroyed ? ' (destroyed)' : ''}`).join(', ');
+    const own = r.ownKek ? ` (its own: ${r.ownKek})` : '';
     console.log(
-      `${r.tenantId}: key version ${r.activeVersion ?? '-'}, KEK ${r.kekId ?? '-'}, versions [${versions}], rows ${formats || 'none'}`,
+      `${r.tenantId}: key version ${r.activeVersion ?? '-'}, KEK ${r.kekId ?? '-'}${own}, versions [${versions}], rows ${formats || 'none'}`,
     );
   }
   return 0;
@@ -111,5 +114,25 @@ async function rotateTenant(runtime: CliRuntime, tenantId: string, resume: boole
       `kept versions ${result.kept.join(', ')}: in use, or younger than KEY_CACHE_TTL (running instances may still seal with them); run keys rotate --tenant ${tenantId} --resume later to retire them.`,
     );
   }
+  return 0;
+}
+
+async function setKek(runtime: CliRuntime, tenantId: string, kek: string): Promise<number> {
+  let result;
+  try {
+    result = await (await runtime.get(TenantKeysAdmin)).setKek(tenantId, kek, runtime.signal);
+  } catch (e) {
+    console.error(`not setting the KEK of tenant ${tenantId}: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  }
+  if (!result.complete) {
+    console.log(
+      `stopped after ${result.rewrapped} of ${result.total} data keys. Every key still unwraps; run keys set-kek --tenant ${tenantId} --kek ${kek} again to finish.`,
+    );
+    return STOPPED;
+  }
+  console.log(
+    `tenant ${tenantId}: ${result.rewrapped} data key version(s) rewrapped under ${result.kekId}; new versions are wrapped by it. Once the tenant is deleted, destroying "${kek}" in the key store makes every copy of its data keys unreadable.`,
+  );
   return 0;
 }

@@ -192,10 +192,10 @@ describe('loadConfig', () => {
     expect(e.message).toContain('json, pretty');
   });
 
-  it('reads the key store: local by default, pkcs11 only with its four variables, durations for the cache', () => {
+  it('reads the key store: local by default, pkcs11 and transit only with their variables, durations for the cache', () => {
     const dir = tempDir();
     const defaults = loadConfig({ ...base, DATA_DIR: dir });
-    expect(defaults.keys).toEqual({ store: 'local', pkcs11: null, cacheTtlMs: 300_000, cacheGraceMs: 600_000 });
+    expect(defaults.keys).toEqual({ store: 'local', pkcs11: null, transit: null, cacheTtlMs: 300_000, cacheGraceMs: 600_000 });
     const pkcs11 = {
       KEY_STORE: 'pkcs11',
       PKCS11_MODULE: '/usr/lib/softhsm/libsofthsm2.so',
@@ -207,13 +207,32 @@ describe('loadConfig', () => {
     expect(set.keys).toEqual({
       store: 'pkcs11',
       pkcs11: { module: pkcs11.PKCS11_MODULE, tokenLabel: 'cws', pin: 'pin-1234-secret', kekLabel: 'kek' },
+      transit: null,
       cacheTtlMs: 30_000,
       cacheGraceMs: 3_600_000,
     });
+    const transit = {
+      KEY_STORE: 'transit',
+      TRANSIT_ADDR: 'https://vault.internal:8200/',
+      TRANSIT_TOKEN: 'hvs.secret',
+      TRANSIT_KEY_NAME: 'cws',
+    };
+    expect(loadConfig({ ...base, DATA_DIR: dir, ...transit, TRANSIT_MOUNT: '/kms/' }).keys.transit).toEqual({
+      addr: 'https://vault.internal:8200',
+      token: 'hvs.secret',
+      mount: 'kms',
+      keyName: 'cws',
+      namespace: null,
+      caFile: null,
+    });
+    expect(loadConfig({ ...base, DATA_DIR: dir, ...transit }).keys.transit?.mount).toBe('transit');
+    expect(configErrorOf(() => loadConfig({ ...base, DATA_DIR: dir, ...transit, TRANSIT_TOKEN: '' })).message).toBe(
+      'TRANSIT_TOKEN: is required when KEY_STORE=transit',
+    );
     const missing = configErrorOf(() => loadConfig({ ...base, DATA_DIR: dir, ...pkcs11, PKCS11_PIN: '' }));
     expect(missing.message).toBe('PKCS11_PIN: is required when KEY_STORE=pkcs11');
     expect(configErrorOf(() => loadConfig({ ...base, DATA_DIR: dir, KEY_STORE: 'kms' })).message).toMatch(
-      /^KEY_STORE: must be one of local, pkcs11/,
+      /^KEY_STORE: must be one of local, pkcs11, transit/,
     );
     expect(configErrorOf(() => loadConfig({ ...base, DATA_DIR: dir, KEY_CACHE_TTL: 'soon' })).message).toMatch(
       /^KEY_CACHE_TTL: must be a duration/,

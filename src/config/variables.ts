@@ -71,9 +71,9 @@ export const SERVICE_VARIABLES = {
   ),
   KEY_STORE: variable(
     'secrets',
-    oneOf(['local', 'pkcs11'] as const),
+    oneOf(['local', 'pkcs11', 'transit'] as const),
     'local',
-    'where the key-encryption key (KEK) that wraps each tenant\'s data key lives: `local` (the `VAULT_KEYS` ring) or `pkcs11` (a PKCS#11 module: an HSM, SoftHSM2); docs/security.md, "Keys"',
+    "where the key-encryption key (KEK) that wraps each tenant's data key lives: `local` (the `VAULT_KEYS` ring), `pkcs11` (a PKCS#11 module: an HSM, SoftHSM2) or `transit` (a HashiCorp Vault / OpenBao Transit secrets engine); docs/keys.md",
   ),
   PKCS11_MODULE: optional('secrets', text(), 'with `KEY_STORE=pkcs11`: the path of the PKCS#11 module (a `.so`)', {
     defaultText: 'unset (required with `pkcs11`)',
@@ -86,6 +86,27 @@ export const SERVICE_VARIABLES = {
   }),
   PKCS11_KEK_LABEL: optional('secrets', text(), 'with `KEY_STORE=pkcs11`: the label of the AES key on the token that wraps the data keys', {
     defaultText: 'unset (required with `pkcs11`)',
+  }),
+  TRANSIT_ADDR: optional('secrets', httpUrl(), 'with `KEY_STORE=transit`: the Vault / OpenBao server (`https://vault.internal:8200`)', {
+    defaultText: 'unset (required with `transit`)',
+  }),
+  TRANSIT_TOKEN: optional('secrets', text(), 'with `KEY_STORE=transit`: the token sent as `X-Vault-Token` (a secret: never logged)', {
+    defaultText: 'unset (required with `transit`)',
+  }),
+  TRANSIT_KEY_NAME: optional(
+    'secrets',
+    text(),
+    'with `KEY_STORE=transit`: the Transit key (type `aes256-gcm96`) that wraps the data keys',
+    {
+      defaultText: 'unset (required with `transit`)',
+    },
+  ),
+  TRANSIT_MOUNT: variable('secrets', text(), 'transit', "with `KEY_STORE=transit`: the Transit secrets engine's mount path"),
+  TRANSIT_NAMESPACE: optional('secrets', text(), 'with `KEY_STORE=transit`: the namespace sent as `X-Vault-Namespace`', {
+    defaultText: 'unset: none sent',
+  }),
+  TRANSIT_CA_FILE: optional('secrets', text(), 'with `KEY_STORE=transit`: a PEM file of the CA certificates trusted for `TRANSIT_ADDR`', {
+    defaultText: "unset: the system's CAs",
   }),
   KEY_CACHE_TTL: variable(
     'secrets',

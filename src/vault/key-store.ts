@@ -1,13 +1,23 @@
 /**
  * Where the key-encryption key (KEK) lives (KEY_STORE): it wraps and unwraps the tenants' data keys and never
  * hands the KEK itself out. `local` holds the VAULT_KEYS ring in memory; `pkcs11` asks a PKCS#11 module (an HSM,
- * SoftHSM2). The vault's only contact with a key store is this interface (tenant-keys.service.ts).
+ * SoftHSM2); `transit` asks a HashiCorp Vault / OpenBao Transit secrets engine over HTTP. The vault's only contact
+ * with a key store is this interface (tenant-keys.service.ts).
  */
 export interface KeyStore {
   /** KEY_STORE's value. */
-  readonly kind: 'local' | 'pkcs11';
-  /** Wraps a data key under the KEK that wraps new keys now, bound to `binding` (its tenant and version). */
-  wrap(dataKey: Buffer, binding: KeyBinding): Promise<WrappedKey>;
+  readonly kind: KeyStoreKind;
+  /**
+   * Wraps a data key, bound to `binding` (its tenant and version), under the KEK that wraps new keys now, or under
+   * `kek`: a KEK of the store given to one tenant (a PKCS#11 key label, a Transit key name: docs/keys.md).
+   */
+  wrap(dataKey: Buffer, binding: KeyBinding, kek?: string): Promise<WrappedKey>;
+  /**
+   * The id of what `kek` (a label or key name of this store) wraps with now, once the store has it: a tenant's own
+   * KEK is checked before any key is wrapped under it. A KEK the store does not have, or a store that offers none
+   * (`local`), is an Error naming it.
+   */
+  ownKek(kek: string): Promise<string>;
   /**
    * The data key `wrapped` holds. A wrapped key that does not unwrap (another binding, another KEK, damaged) is a
    * VaultError; a store that cannot be reached or does not answer in time is a KeyStoreUnavailable.
@@ -28,12 +38,14 @@ export interface KeyBinding {
 export interface WrappedKey {
   /** Text: the wrapped bytes in the store's own format. */
   wrapped: string;
-  /** The KEK that wrapped it (`local:<kid>`, `pkcs11:<label>`). */
+  /** The KEK that wrapped it (`local:<kid>`, `pkcs11:<label>`, `transit:<key name>:v<key version>`). */
   kekId: string;
 }
 
+export type KeyStoreKind = 'local' | 'pkcs11' | 'transit';
+
 export interface KeyStoreDescription {
-  store: 'local' | 'pkcs11';
+  store: KeyStoreKind;
   /** The KEK that wraps new data keys now. */
   kekId: string;
 }
@@ -52,4 +64,9 @@ export const KEY_STORE = Symbol('KEY_STORE');
 /** The id a wrapped key is bound to (tenant_keys.id): `<tenant>/<version>`. */
 export function keyRowId(binding: KeyBinding): string {
   return `${binding.tenantId}/${binding.version}`;
+}
+
+/** The associated data a wrapped key is bound with by the stores that encrypt it with AES-GCM (pkcs11, transit). */
+export function bindingAad(binding: KeyBinding): Buffer {
+  return Buffer.from(`cws-connect/tenant-key\0${keyRowId(binding)}`, 'utf8');
 }

@@ -14,7 +14,8 @@ export class LocalKeyStore implements KeyStore {
 
   constructor(private readonly vault: TokenVault) {}
 
-  wrap(dataKey: Buffer, binding: KeyBinding): Promise<WrappedKey> {
+  wrap(dataKey: Buffer, binding: KeyBinding, kek?: string): Promise<WrappedKey> {
+    if (kek !== undefined) return Promise.reject(noOwnKek());
     const kid = this.vault.sealingKid;
     return Promise.resolve({
       wrapped: this.vault.sealWith(kid, dataKey.toString('base64url'), wrapRef(binding)),
@@ -33,6 +34,14 @@ export class LocalKeyStore implements KeyStore {
     }
   }
 
+  /**
+   * Not offered: this store's KEK is the VAULT_KEYS ring, held in every instance's configuration and its copies, so a
+   * key given to one tenant could not be shown destroyed everywhere (docs/keys.md).
+   */
+  ownKek(): Promise<string> {
+    return Promise.reject(noOwnKek());
+  }
+
   describe(): KeyStoreDescription {
     return { store: 'local', kekId: `${PREFIX}${this.vault.sealingKid}` };
   }
@@ -45,4 +54,8 @@ export class LocalKeyStore implements KeyStore {
 /** Where a wrapped data key is sealed (its AAD): the tenant and the version. */
 export function wrapRef(binding: KeyBinding): KekRef {
   return { table: 'tenant_keys', id: keyRowId(binding), column: 'wrapped_key' };
+}
+
+function noOwnKek(): Error {
+  return new Error('KEY_STORE=local offers no per-tenant KEK: use KEY_STORE=pkcs11 or transit (docs/keys.md)');
 }

@@ -3,7 +3,15 @@ import { createRequire } from 'node:module';
 import type * as Pkcs11Module from 'pkcs11js';
 import type { KeysConfig } from '../config/app-config.js';
 import { ConfigError } from '../config/config-error.js';
-import { type KeyBinding, type KeyStore, type KeyStoreDescription, KeyStoreUnavailable, keyRowId, type WrappedKey } from './key-store.js';
+import {
+  bindingAad,
+  type KeyBinding,
+  type KeyStore,
+  type KeyStoreDescription,
+  KeyStoreUnavailable,
+  keyRowId,
+  type WrappedKey,
+} from './key-store.js';
 import { VaultError } from './token-vault.service.js';
 
 type Pkcs11 = typeof Pkcs11Module;
@@ -65,11 +73,19 @@ export class Pkcs11KeyStore implements KeyStore {
     return Promise.resolve(store);
   }
 
-  wrap(dataKey: Buffer, binding: KeyBinding): Promise<WrappedKey> {
+  wrap(dataKey: Buffer, binding: KeyBinding, kek?: string): Promise<WrappedKey> {
     return this.call(() => {
       const iv = randomBytes(IV_BYTES);
-      const out = this.crypt('encrypt', iv, binding, dataKey, Buffer.alloc(dataKey.length + TAG_BITS / 8));
-      return { wrapped: `${FORMAT}.${iv.toString('base64url')}.${out.toString('base64url')}`, kekId: this.kekId() };
+      const out = this.crypt('encrypt', iv, binding, dataKey, Buffer.alloc(dataKey.length + TAG_BITS / 8), kek);
+      return { wrapped: `${FORMAT}.${iv.toString('base64url')}.${out.toString('base64url')}`, kekId: this.kekId(kek) };
+    });
+  }
+
+  /** A tenant's own KEK: an AES key of the same token under its own label. */
+  ownKek(kek: string): Promise<string> {
+    return this.call(() => {
+      this.findKey(this.connected().session, kek);
+      return this.kekId(kek);
     });
   }
 
@@ -129,8 +145,8 @@ export class Pkcs11KeyStore implements KeyStore {
     }
   }
 
-  private kekId(): string {
-    return `pkcs11:${this.settings.kekLabel}`;
+  private kekId(label = this.settings.kekLabel): string {
+    return `pkcs11:${label}`;
   }
 
   private crypt(op: 'encrypt' | 'decrypt', iv: Buffer, binding: KeyBinding, input: Buffer, output: Buffer, label?: string): Buffer {
@@ -142,7 +158,7 @@ export class Pkcs11KeyStore implements KeyStore {
       parameter: {
         type: this.p11.CK_PARAMS_AES_GCM_v240,
         iv,
-        aad: Buffer.from(`cws-connect/tenant-key\0${keyRowId(binding)}`, 'utf8'),
+        aad: bindingAad(binding),
         ivBits: IV_BYTES * 8,
         tagBits: TAG_BITS,
       },

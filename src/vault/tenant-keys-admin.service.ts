@@ -12,6 +12,8 @@ export interface TenantKeyStatus {
   /** The version new values are sealed with; null: the tenant has no data key yet (or it was destroyed). */
   activeVersion: number | null;
   kekId: string | null;
+  /** The KEK of its own the tenant has in the key store (keys set-kek), or null: the store's shared KEK. */
+  ownKek: string | null;
   /** Every version, live or destroyed. */
   versions: Array<{ version: number; kekId: string; destroyed: boolean }>;
   /** Values per format: `v1` (the VAULT_KEYS ring), `v2/<version>` (the data key's version). */
@@ -23,6 +25,16 @@ export interface RewrapResult {
   total: number;
   rewrapped: number;
   /** Rewritten meanwhile (another run): read again. */
+  skippedConcurrent: number;
+  complete: boolean;
+}
+
+export interface SetKekResult {
+  /** The id data keys wrapped by the tenant's KEK get (`pkcs11:<label>`, `transit:<name>:v<version>`). */
+  kekId: string;
+  /** The tenant's live data keys not wrapped by it when the run started. */
+  total: number;
+  rewrapped: number;
   skippedConcurrent: number;
   complete: boolean;
 }
@@ -53,11 +65,16 @@ export class TenantKeysAdmin {
 
   async status(): Promise<TenantKeyStatus[]> {
     const byTenant = new Map<string, TenantKeyStatus>();
+    const keks = await this.repo.keks();
     const of = (tenantId: string) => {
       let s = byTenant.get(tenantId);
-      if (!s) byTenant.set(tenantId, (s = { tenantId, activeVersion: null, kekId: null, versions: [], rows: {} }));
+      if (!s) {
+        s = { tenantId, activeVersion: null, kekId: null, ownKek: keks.get(tenantId) ?? null, versions: [], rows: {} };
+        byTenant.set(tenantId, s);
+      }
       return s;
     };
+    for (const tenantId of keks.keys()) of(tenantId);
     for (const row of await this.repo.all()) {
       const s = of(row.tenantId);
       s.versions.push({ version: row.version, kekId: row.kekId, destroyed: row.wrapped === null });
@@ -79,7 +96,7 @@ export class TenantKeysAdmin {
    * touches the tenants' values.
    */
   async rotateKek(signal?: AbortSignal, onProgress?: (done: number, total: number) => void): Promise<RewrapResult> {
-    const kekId = this.keys.store.describe().kekId;
+    let kekId = this.keys.store.describe().kekId;
     const result: RewrapResult = { total: 0, rewrapped: 0, skippedConcurrent: 0, complete: false };
     result.total = (await this.repo.notWrappedBy(kekId, 1_000_000)).length;
     onProgress?.(0, result.total);
@@ -89,8 +106,11 @@ export class TenantKeysAdmin {
       if (batch.length === 0) break;
       for (const row of batch) {
         if (signal?.aborted) return result;
-        if (await this.rewrap(row)) result.rewrapped++;
+        const now = await this.rewrap(row);
+        if (now) result.rewrapped++;
         else result.skippedConcurrent++;
+        // The KEK was rotated again meanwhile (a Transit key's new version): the walk goes on towards the newest.
+        if (now && now !== kekId) kekId = now;
         onProgress?.(result.rewrapped, Math.max(result.total, result.rewrapped));
       }
     }
@@ -98,12 +118,42 @@ export class TenantKeysAdmin {
     return result;
   }
 
-  private async rewrap(row: TenantKeyRow): Promise<boolean> {
-    if (row.wrapped === null) return false;
+  /**
+   * Gives the tenant a KEK of its own in the key store (`kek`: a PKCS#11 label, a Transit key name), checked first;
+   * then rewraps each of the tenant's live data keys under it, one row per version, each a compare-and-swap: a run
+   * stopped at any point leaves every key readable, and a re-run finishes the rest (or, with Transit, moves the keys
+   * to the newest version of the tenant's key after it was rotated). New versions are wrapped by it from the start.
+   */
+  async setKek(tenantId: string, kek: string, signal?: AbortSignal): Promise<SetKekResult> {
+    const kekId = await this.keys.store.ownKek(kek);
+    await this.repo.setKek(tenantId, kek);
+    this.keys.forget(tenantId);
+    const result: SetKekResult = { kekId, total: 0, rewrapped: 0, skippedConcurrent: 0, complete: false };
+    result.total = (await this.repo.ofTenantNotWrappedBy(tenantId, kekId, 1_000_000)).length;
+    for (;;) {
+      if (signal?.aborted) return result;
+      const batch = await this.repo.ofTenantNotWrappedBy(tenantId, result.kekId, 100);
+      if (batch.length === 0) break;
+      for (const row of batch) {
+        if (signal?.aborted) return result;
+        const now = await this.rewrap(row, kek);
+        if (now) result.rewrapped++;
+        else result.skippedConcurrent++;
+        if (now && now !== result.kekId) result.kekId = now;
+      }
+    }
+    result.complete = true;
+    return result;
+  }
+
+  /** One row rewrapped (compare-and-swap): the KEK id it now names, or null when another run changed it first. */
+  private async rewrap(row: TenantKeyRow, kek?: string): Promise<string | null> {
+    if (row.wrapped === null) return null;
     const binding = { tenantId: row.tenantId, version: row.version };
     const key = await this.keys.store.unwrap({ wrapped: row.wrapped, kekId: row.kekId }, binding);
     try {
-      return await this.repo.rewrap(row, await this.keys.store.wrap(key, binding));
+      const next = await this.keys.store.wrap(key, binding, kek);
+      return (await this.repo.rewrap(row, next)) ? next.kekId : null;
     } finally {
       key.fill(0);
     }

@@ -20,7 +20,10 @@ function updated(result: unknown): number {
 
 const COLUMNS = `tenant_id AS "tenantId", version, wrapped_key AS wrapped, kek_id AS "kekId", created_at AS "createdAt", destroyed_at AS "destroyedAt"`;
 
-/** The tenant_keys table: each tenant's data keys, wrapped by the key store's KEK (tenant-keys.service.ts). */
+/**
+ * The tenant_keys table: each tenant's data keys, wrapped by the key store's KEK (tenant-keys.service.ts); and
+ * tenant_keks, the KEK of its own a tenant may have in the key store (keys set-kek).
+ */
 @Injectable()
 export class TenantKeysRepository {
   constructor(@InjectDataSource() private readonly db: DataSource) {}
@@ -71,12 +74,45 @@ export class TenantKeysRepository {
     return updated(result) === 1;
   }
 
-  /** Live keys not wrapped by `kekId`, by id (a resumable walk: rewrapped rows no longer match). */
+  /**
+   * Live keys not wrapped by `kekId`, by id (a resumable walk: rewrapped rows no longer match); tenants with a KEK of
+   * their own are left to it.
+   */
   async notWrappedBy(kekId: string, limit: number): Promise<TenantKeyRow[]> {
     return this.db.query<TenantKeyRow[]>(
-      `SELECT ${COLUMNS} FROM tenant_keys WHERE wrapped_key IS NOT NULL AND kek_id <> $1 ORDER BY id LIMIT $2`,
+      `SELECT ${COLUMNS} FROM tenant_keys
+        WHERE wrapped_key IS NOT NULL AND kek_id <> $1 AND tenant_id NOT IN (SELECT tenant_id FROM tenant_keks)
+        ORDER BY id LIMIT $2`,
       [kekId, limit],
     );
+  }
+
+  /** The tenant's live keys not wrapped by `kekId`, by version (keys set-kek's resumable walk). */
+  async ofTenantNotWrappedBy(tenantId: string, kekId: string, limit: number): Promise<TenantKeyRow[]> {
+    return this.db.query<TenantKeyRow[]>(
+      `SELECT ${COLUMNS} FROM tenant_keys WHERE tenant_id = $1 AND wrapped_key IS NOT NULL AND kek_id <> $2 ORDER BY version LIMIT $3`,
+      [tenantId, kekId, limit],
+    );
+  }
+
+  /** The KEK of its own the tenant has in the key store (a label or key name), or null: the store's shared KEK. */
+  async kekOf(tenantId: string): Promise<string | null> {
+    const rows = await this.db.query<Array<{ kek: string }>>(`SELECT kek FROM tenant_keks WHERE tenant_id = $1`, [tenantId]);
+    return rows[0]?.kek ?? null;
+  }
+
+  /** Gives the tenant a KEK of its own (or another one): new data key versions are wrapped by it from now on. */
+  async setKek(tenantId: string, kek: string): Promise<void> {
+    await this.db.query(
+      `INSERT INTO tenant_keks (tenant_id, kek) VALUES ($1, $2) ON CONFLICT (tenant_id) DO UPDATE SET kek = $2, set_at = now()`,
+      [tenantId, kek],
+    );
+  }
+
+  /** Every tenant with a KEK of its own (keys status). */
+  async keks(): Promise<Map<string, string>> {
+    const rows = await this.db.query<Array<{ tenantId: string; kek: string }>>(`SELECT tenant_id AS "tenantId", kek FROM tenant_keks`);
+    return new Map(rows.map((r) => [r.tenantId, r.kek]));
   }
 
   /** Compare-and-swap: the new wrapped form only if the row still holds the one that was read. */

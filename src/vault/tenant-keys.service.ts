@@ -175,9 +175,11 @@ export class TenantKeys {
 
   private async create(tenantId: string, version: number): Promise<TenantKeyRow> {
     const binding = { tenantId, version };
+    // A tenant with a KEK of its own (keys set-kek) has every version wrapped by it.
+    const kek = (await this.repo.kekOf(tenantId)) ?? undefined;
     const dataKey = randomBytes(32);
     try {
-      const wrapped = await this.call(() => this.store.wrap(dataKey, binding));
+      const wrapped = await this.call(() => this.store.wrap(dataKey, binding, kek));
       if (await this.repo.insert(tenantId, version, wrapped.wrapped, wrapped.kekId)) {
         this.remember(keyRowId(binding), createSecretKey(dataKey));
       }

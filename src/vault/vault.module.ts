@@ -20,6 +20,10 @@ async function keyStoreOf(config: AppConfig, vault: TokenVault): Promise<KeyStor
     const { Pkcs11KeyStore } = await import('./pkcs11-key-store.js');
     return Pkcs11KeyStore.open(config.keys.pkcs11);
   }
+  if (config.keys.store === 'transit' && config.keys.transit) {
+    const { TransitKeyStore } = await import('./transit-key-store.js');
+    return TransitKeyStore.open(config.keys.transit);
+  }
   return new LocalKeyStore(vault);
 }
 

@@ -30,6 +30,8 @@ export interface SoftHsmToken {
   pin: string;
   /** Removes the token and its key: from then on the key store cannot be reached. */
   destroy(): void;
+  /** Destroys one key of the token (as an operator destroys a deleted tenant's own KEK). */
+  destroyKey(label: string): void;
 }
 
 /**
@@ -92,6 +94,28 @@ export function createSoftHsmToken(
     },
     destroy() {
       execFileSync('softhsm2-util', ['--delete-token', '--token', label], { env, stdio: 'ignore' });
+    },
+    destroyKey(kek: string) {
+      const script = `
+        const p11 = require('pkcs11js');
+        const m = new p11.PKCS11();
+        m.load(${JSON.stringify(SOFTHSM_MODULE)});
+        m.C_Initialize();
+        const slot = m.C_GetSlotList(true).find((s) => m.C_GetTokenInfo(s).label.trim() === ${JSON.stringify(label)});
+        const s = m.C_OpenSession(slot, p11.CKF_SERIAL_SESSION | p11.CKF_RW_SESSION);
+        m.C_Login(s, p11.CKU_USER, process.env.TOKEN_PIN);
+        m.C_FindObjectsInit(s, [{ type: p11.CKA_CLASS, value: p11.CKO_SECRET_KEY }, { type: p11.CKA_LABEL, value: ${JSON.stringify(kek)} }]);
+        const found = m.C_FindObjects(s, 10);
+        m.C_FindObjectsFinal(s);
+        if (found.length !== 1) throw new Error('expected one key labelled ' + ${JSON.stringify(kek)} + ', found ' + found.length);
+        m.C_DestroyObject(s, found[0]);
+        m.C_Logout(s);
+        m.C_Finalize();`;
+      execFileSync(process.execPath, ['-e', script], {
+        cwd: ROOT,
+        env: { ...env, TOKEN_PIN: pin },
+        stdio: ['ignore', 'ignore', 'inherit'],
+      });
     },
   };
 }

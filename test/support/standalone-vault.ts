@@ -21,7 +21,7 @@ export function standaloneVault(vaultKeys: string, db?: pg.Pool | pg.Client): To
     };
     const source = { query } as unknown as DataSource;
     new TenantKeys(
-      { keys: { store: 'local', pkcs11: null, cacheTtlMs: 60_000, cacheGraceMs: 0 } },
+      { keys: { store: 'local', pkcs11: null, transit: null, cacheTtlMs: 60_000, cacheGraceMs: 0 } },
       new LocalKeyStore(vault),
       new TenantKeysRepository(source),
       vault,
