@@ -25,7 +25,7 @@ import { TokenVault } from '../src/vault/token-vault.service.js';
 import { seedConnections as seedUsers } from '../test/support/seed-connections.js';
 import { buildApp } from '../test/support/spawn-app.js';
 import { finish, median } from './harness.js';
-import { p99, rssMiB, scratchDatabase, startBenchApp, startSandbox, tenantKey } from './measure.js';
+import { type BenchSandbox, p99, rssMiB, scratchDatabase, startBenchApp, startSandbox, tenantKey } from './measure.js';
 import { BIG_TENANT, seedConnections, seedTenants } from './scale-seed.js';
 
 const QUICK = Boolean(process.env.BENCH_QUICK);
@@ -64,166 +64,220 @@ function pct(values: number[], q: number): number {
 
 const ms = (v: number) => v.toFixed(2);
 
+/** One size of the copy: its own database, seeded, and its own service on it. */
+interface Copy {
+  size: number;
+  url: string;
+  key: string;
+  probeXid: string;
+  firstSeq: number;
+  /** The floor's connection (application_name cws-bench). */
+  floor: pg.Client;
+  /** The seeding connection, the operator key and the service's pid (the listings and the share use the first size's). */
+  db: pg.Client;
+  operatorKey: string;
+  appPid: number;
+  close(): Promise<void>;
+}
+
+interface Probe {
+  ids: string[];
+  records: string[];
+  feed: string[];
+}
+
+/** The probe user's 1,000 workflows, sealed once for the records and the feed (the same ids in every database). */
+async function probeRows(vault: TokenVault): Promise<Probe> {
+  const owner = `${BIG_TENANT}/${PROBE_USER}`;
+  const ids = Array.from({ length: PROBE }, (_, i) => `wf_p${String(i).padStart(5, '0')}`);
+  const objects = ids.map((id, i) => workflow(id, i));
+  const seal = (table: string) =>
+    Promise.all(ids.map((id, i) => vault.seal(objects[i], { table, id: `${owner}/${id}`, column: 'data_enc', tenantId: BIG_TENANT })));
+  return { ids, records: await seal('records'), feed: await seal('record_changes') };
+}
+
+async function copyOf(size: number, sandbox: BenchSandbox, vaultKeys: string, probe: Probe): Promise<Copy> {
+  const seedStart = performance.now();
+  const scratch = await scratchDatabase(`cws_bench_records_${size}`);
+  const db = scratch.db;
+  const alice = await sandbox.tokens('alice');
+  await seedTenants(db, vaultKeys, 2);
+  await seedConnections(db, vaultKeys, {
+    tenants: 2,
+    connections: 2 * (FILLER_USERS + 1),
+    accessToken: alice.access_token,
+    accessExpiresAt: new Date(Date.now() + alice.expiresIn * 1000),
+  });
+  const users = (
+    await db.query<{ id: string; user_id: string }>(`SELECT id, user_id FROM connections WHERE tenant_id = $1 ORDER BY user_id`, [
+      BIG_TENANT,
+    ])
+  ).rows;
+  const probeConnection = users.find((u) => u.user_id === PROBE_USER)!;
+  const fillers = users.filter((u) => u.user_id !== PROBE_USER).slice(0, FILLER_USERS);
+  await db.query('BEGIN');
+  await db.query(
+    `INSERT INTO records (connection_id, workflow_id, tenant_id, user_id, data_enc, digest, version, last_modified)
+     SELECT $1, u.id, $2, $3, u.data, md5(u.id), 1, now() FROM unnest($4::text[], $5::text[]) AS u(id, data)`,
+    [probeConnection.id, BIG_TENANT, PROBE_USER, probe.ids, probe.records],
+  );
+  const feed = await db.query<{ xid: string; seq: string }>(
+    `INSERT INTO record_changes (tenant_id, connection_id, user_id, workflow_id, action, version, last_modified, data_enc)
+     SELECT $1, $2, $3, u.id, 'added', 1, now(), u.data FROM unnest($4::text[], $5::text[]) WITH ORDINALITY AS u(id, data, ord)
+      ORDER BY u.ord RETURNING writer_xid::text AS xid, seq`,
+    [BIG_TENANT, probeConnection.id, PROBE_USER, probe.ids, probe.feed],
+  );
+  await db.query('COMMIT');
+  // The rest: one sealed blob copied (never opened), over the other users, 100,000 rows a statement (a transaction each).
+  for (let from = PROBE; from < size; from += 100_000) {
+    const values = [
+      fillers.map((f) => f.id),
+      fillers.map((f) => f.user_id),
+      BIG_TENANT,
+      probe.records[0],
+      from,
+      Math.min(size, from + 100_000) - 1,
+    ];
+    await db.query(
+      `INSERT INTO records (connection_id, workflow_id, tenant_id, user_id, data_enc, digest, version, last_modified)
+       SELECT ($1::uuid[])[1 + g % array_length($1::uuid[], 1)], 'wf_' || lpad(g::text, 9, '0'), $3,
+              ($2::text[])[1 + g % array_length($1::uuid[], 1)], $4, md5(g::text), 1, now()
+         FROM generate_series($5::int, $6::int) g`,
+      values,
+    );
+    await db.query(
+      `INSERT INTO record_changes (tenant_id, connection_id, user_id, workflow_id, action, version, last_modified, data_enc)
+       SELECT $3, ($1::uuid[])[1 + g % array_length($1::uuid[], 1)], ($2::text[])[1 + g % array_length($1::uuid[], 1)],
+              'wf_' || lpad(g::text, 9, '0'), 'added', 1, now(), $4
+         FROM generate_series($5::int, $6::int) g ORDER BY g`,
+      values,
+    );
+  }
+  await db.query('VACUUM ANALYZE');
+  await db.query('CHECKPOINT');
+  const [{ n }] = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM records`)).rows;
+  const { app, operatorKey } = await startBenchApp(scratch.url, sandbox, vaultKeys, { SYNC_POLL_INTERVAL: '1s' });
+  const floor = new pg.Client({ connectionString: scratch.url, application_name: 'cws-bench' });
+  await floor.connect();
+  console.log(`${n.toLocaleString('en')} records stored and a service on them (${((performance.now() - seedStart) / 1000).toFixed(1)} s)`);
+  return {
+    size: n,
+    url: app.url,
+    key: await tenantKey(app.url, operatorKey, BIG_TENANT),
+    probeXid: feed.rows[0].xid,
+    firstSeq: Math.min(...feed.rows.map((r) => Number(r.seq))),
+    floor,
+    db,
+    operatorKey,
+    appPid: app.pid,
+    async close() {
+      await floor.end().catch(() => undefined);
+      await app.stop('SIGTERM');
+      await scratch.drop();
+    },
+  };
+}
+
+const PAGE_SQL = `SELECT connection_id, tenant_id, user_id, workflow_id, data_enc, version, last_modified, synced_at FROM records
+   WHERE tenant_id = $1 AND deleted_at IS NULL AND user_id = $2 AND (user_id, workflow_id) > ($2, $3::text)
+   ORDER BY user_id, workflow_id LIMIT ${PAGE + 1}`;
+const FEED_SQL = `SELECT seq, writer_xid::text, user_id, workflow_id, action, version, last_modified, data_enc, changed_at, connection_id, tenant_id
+    FROM record_changes c WHERE c.tenant_id = $1 AND (c.writer_xid, c.seq) > ($2::xid8, $3::bigint)
+   ORDER BY c.writer_xid, c.seq LIMIT ${PAGE}`;
+
+async function timedGet(url: string, key: string, rows: number): Promise<number> {
+  const t = performance.now();
+  const res = await fetch(url, { headers: { authorization: `Bearer ${key}` } });
+  const text = await res.text();
+  const elapsed = performance.now() - t;
+  if (res.status !== 200 || (JSON.parse(text) as { items: unknown[] }).items.length !== rows)
+    throw new Error(`${url} answered ${res.status}: ${text.slice(0, 300)}`);
+  return elapsed;
+}
+
+async function timedSql(db: pg.Client, sql: string, values: unknown[], rows: number): Promise<number> {
+  const t = performance.now();
+  const r = await db.query(sql, values);
+  const elapsed = performance.now() - t;
+  if (r.rows.length !== rows) throw new Error(`the floor read ${r.rows.length} rows, not ${rows}`);
+  return elapsed;
+}
+
+interface Figures {
+  page: number[];
+  feed: number[];
+  pageFloor: number[];
+  feedFloor: number[];
+}
+
+/** One read of each kind from every size, the sizes in a new order each round (the machine's load falls on all alike). */
+async function readRound(copies: Copy[], probe: Probe, figures: Figures[] | null): Promise<void> {
+  const at = () => Math.floor(Math.random() * (PROBE - PAGE));
+  const order = copies.map((_, i) => i).sort(() => Math.random() - 0.5);
+  for (const i of order) {
+    const c = copies[i];
+    const page = `${c.url}/v1/tenants/${BIG_TENANT}/records/workflows?userId=${PROBE_USER}&limit=${PAGE}&after=${cursorOf(`r|${JSON.stringify([PROBE_USER, probe.ids[at()]])}`)}`;
+    const feed = `${c.url}/v1/tenants/${BIG_TENANT}/records/workflows/changes?limit=${PAGE}&cursor=${encodeChangeCursor({ writerXid: c.probeXid, seq: c.firstSeq + at(), at: Date.now() })}`;
+    const f = figures?.[i];
+    const times = [
+      await timedGet(page, c.key, PAGE),
+      await timedGet(feed, c.key, PAGE),
+      await timedSql(c.floor, PAGE_SQL, [BIG_TENANT, PROBE_USER, probe.ids[at()]], PAGE + 1),
+      await timedSql(c.floor, FEED_SQL, [BIG_TENANT, c.probeXid, c.firstSeq + at()], PAGE),
+    ];
+    if (f) {
+      f.page.push(times[0]);
+      f.feed.push(times[1]);
+      f.pageFloor.push(times[2]);
+      f.feedFloor.push(times[3]);
+    }
+  }
+}
+
 async function main(): Promise<void> {
   if (!process.env.BENCH_SKIP_BUILD) buildApp();
   const vaultKeys = `bench:${randomBytes(32).toString('base64')}`;
   const vault = new TokenVault({ vaultKeys: parseVaultKeys(vaultKeys) });
   const sandbox = await startSandbox();
-  const scratch = await scratchDatabase('cws_bench_records');
-  const db = scratch.db;
-  let stopApp = async (): Promise<unknown> => undefined;
+  const copies: Array<Copy> = [];
   try {
-    const alice = await sandbox.tokens('alice');
-    await seedTenants(db, vaultKeys, 2);
-    await seedConnections(db, vaultKeys, {
-      tenants: 2,
-      connections: 2 * (FILLER_USERS + 1),
-      accessToken: alice.access_token,
-      accessExpiresAt: new Date(Date.now() + alice.expiresIn * 1000),
-    });
-    const { app, operatorKey } = await startBenchApp(scratch.url, sandbox, vaultKeys, { SYNC_POLL_INTERVAL: '1s' });
-    stopApp = () => app.stop('SIGTERM');
-    const op = { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' };
-    const key = await tenantKey(app.url, operatorKey, BIG_TENANT);
-    const auth = { authorization: `Bearer ${key}` };
-
-    // 1. Reads as the copy grows.
-    const users = (
-      await db.query<{ id: string; user_id: string }>(`SELECT id, user_id FROM connections WHERE tenant_id = $1 ORDER BY user_id`, [
-        BIG_TENANT,
-      ])
-    ).rows;
-    const probe = users.find((u) => u.user_id === PROBE_USER)!;
-    const fillers = users.filter((u) => u.user_id !== PROBE_USER).slice(0, FILLER_USERS);
-    const probeIds = Array.from({ length: PROBE }, (_, i) => `wf_p${String(i).padStart(5, '0')}`);
-    const owner = `${BIG_TENANT}/${PROBE_USER}`;
-    const objects = probeIds.map((id, i) => workflow(id, i));
-    const sealedRecords = await Promise.all(
-      probeIds.map((id, i) => vault.seal(objects[i], { table: 'records', id: `${owner}/${id}`, column: 'data_enc', tenantId: BIG_TENANT })),
-    );
-    const sealedFeed = await Promise.all(
-      probeIds.map((id, i) =>
-        vault.seal(objects[i], { table: 'record_changes', id: `${owner}/${id}`, column: 'data_enc', tenantId: BIG_TENANT }),
-      ),
-    );
-    await db.query('BEGIN');
-    await db.query(
-      `INSERT INTO records (connection_id, workflow_id, tenant_id, user_id, data_enc, digest, version, last_modified)
-       SELECT $1, u.id, $2, $3, u.data, md5(u.id), 1, now() FROM unnest($4::text[], $5::text[]) AS u(id, data)`,
-      [probe.id, BIG_TENANT, PROBE_USER, probeIds, sealedRecords],
-    );
-    const feed = await db.query<{ xid: string; seq: string }>(
-      `INSERT INTO record_changes (tenant_id, connection_id, user_id, workflow_id, action, version, last_modified, data_enc)
-       SELECT $1, $2, $3, u.id, 'added', 1, now(), u.data FROM unnest($4::text[], $5::text[]) WITH ORDINALITY AS u(id, data, ord)
-        ORDER BY u.ord RETURNING writer_xid::text AS xid, seq`,
-      [BIG_TENANT, probe.id, PROBE_USER, probeIds, sealedFeed],
-    );
-    await db.query('COMMIT');
-    const probeXid = feed.rows[0].xid;
-    const firstSeq = Math.min(...feed.rows.map((r) => Number(r.seq)));
-    const blob = sealedRecords[0];
-
-    const pageUrl = (i: number) =>
-      `${app.url}/v1/tenants/${BIG_TENANT}/records/workflows?userId=${PROBE_USER}&limit=${PAGE}&after=${cursorOf(`r|${JSON.stringify([PROBE_USER, probeIds[i]])}`)}`;
-    const feedUrl = (i: number) =>
-      `${app.url}/v1/tenants/${BIG_TENANT}/records/workflows/changes?limit=${PAGE}&cursor=${encodeChangeCursor({ writerXid: probeXid, seq: firstSeq + i, at: Date.now() })}`;
-    const PAGE_SQL = `SELECT connection_id, tenant_id, user_id, workflow_id, data_enc, version, last_modified, synced_at FROM records
-       WHERE tenant_id = $1 AND deleted_at IS NULL AND user_id = $2 AND (user_id, workflow_id) > ($2, $3::text)
-       ORDER BY user_id, workflow_id LIMIT ${PAGE + 1}`;
-    const FEED_SQL = `SELECT seq, writer_xid::text, user_id, workflow_id, action, version, last_modified, data_enc, changed_at, connection_id, tenant_id
-        FROM record_changes c WHERE c.tenant_id = $1 AND (c.writer_xid, c.seq) > ($2::xid8, $3::bigint)
-       ORDER BY c.writer_xid, c.seq LIMIT ${PAGE}`;
-    const floorDb = new pg.Client({ connectionString: scratch.url, application_name: 'cws-bench' });
-    await floorDb.connect();
-
-    async function timedGet(url: string, check: (body: { items: unknown[] }) => boolean): Promise<number> {
-      const t = performance.now();
-      const res = await fetch(url, { headers: auth });
-      const text = await res.text();
-      const elapsed = performance.now() - t;
-      if (res.status !== 200 || !check(JSON.parse(text) as { items: unknown[] }))
-        throw new Error(`${url} answered ${res.status}: ${text.slice(0, 300)}`);
-      return elapsed;
-    }
-    async function timedSql(sql: string, values: unknown[], rows: number): Promise<number> {
-      const t = performance.now();
-      const r = await floorDb.query(sql, values);
-      const elapsed = performance.now() - t;
-      if (r.rows.length !== rows) throw new Error(`the floor read ${r.rows.length} rows, not ${rows}`);
-      return elapsed;
-    }
-
-    const results: Array<{ size: number; page: number[]; feed: number[]; pageFloor: number[]; feedFloor: number[] }> = [];
-    let stored = PROBE;
-    for (const size of SIZES) {
-      const seedStart = performance.now();
-      for (let from = stored; from < size; from += 100_000) {
-        const to = Math.min(size, from + 100_000);
-        const values = [fillers.map((f) => f.id), fillers.map((f) => f.user_id), BIG_TENANT, blob, from, to - 1];
-        await db.query(
-          `INSERT INTO records (connection_id, workflow_id, tenant_id, user_id, data_enc, digest, version, last_modified)
-           SELECT ($1::uuid[])[1 + g % array_length($1::uuid[], 1)], 'wf_' || lpad(g::text, 9, '0'), $3,
-                  ($2::text[])[1 + g % array_length($1::uuid[], 1)], $4, md5(g::text), 1, now()
-             FROM generate_series($5::int, $6::int) g`,
-          values,
-        );
-        await db.query(
-          `INSERT INTO record_changes (tenant_id, connection_id, user_id, workflow_id, action, version, last_modified, data_enc)
-           SELECT $3, ($1::uuid[])[1 + g % array_length($1::uuid[], 1)], ($2::text[])[1 + g % array_length($1::uuid[], 1)],
-                  'wf_' || lpad(g::text, 9, '0'), 'added', 1, now(), $4
-             FROM generate_series($5::int, $6::int) g ORDER BY g`,
-          values,
-        );
-      }
-      stored = Math.max(stored, size);
-      await db.query('VACUUM ANALYZE records, record_changes');
-      await db.query('CHECKPOINT');
-      const [{ n }] = (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM records`)).rows;
-      console.log(`${n.toLocaleString('en')} records stored (seeded in ${((performance.now() - seedStart) / 1000).toFixed(1)} s)`);
-      const r = { size: n, page: [] as number[], feed: [] as number[], pageFloor: [] as number[], feedFloor: [] as number[] };
-      const at = () => Math.floor(Math.random() * (PROBE - PAGE));
-      const pageOk = (b: { items: unknown[] }) => b.items.length === PAGE;
-      for (let i = 0; i < Math.min(300, READS); i++) {
-        await timedGet(pageUrl(at()), pageOk);
-        await timedGet(feedUrl(at()), pageOk);
-        await timedSql(PAGE_SQL, [BIG_TENANT, PROBE_USER, probeIds[at()]], PAGE + 1);
-        await timedSql(FEED_SQL, [BIG_TENANT, probeXid, firstSeq + at()], PAGE);
-      }
-      for (let i = 0; i < READS; i++) {
-        r.page.push(await timedGet(pageUrl(at()), pageOk));
-        r.feed.push(await timedGet(feedUrl(at()), pageOk));
-        r.pageFloor.push(await timedSql(PAGE_SQL, [BIG_TENANT, PROBE_USER, probeIds[at()]], PAGE + 1));
-        r.feedFloor.push(await timedSql(FEED_SQL, [BIG_TENANT, probeXid, firstSeq + at()], PAGE));
-      }
-      results.push(r);
+    // 1. Reads at each size, interleaved.
+    const probe = await probeRows(vault);
+    for (const size of SIZES) copies.push(await copyOf(size, sandbox, vaultKeys, probe));
+    for (let i = 0; i < Math.min(300, READS); i++) await readRound(copies, probe, null);
+    const results: Figures[] = copies.map(() => ({ page: [], feed: [], pageFloor: [], feedFloor: [] }));
+    for (let i = 0; i < READS; i++) await readRound(copies, probe, results);
+    copies.forEach((c, i) => {
+      const r = results[i];
       console.log(
-        `  page p50 ${ms(median(r.page))} p99 ${ms(p99(r.page))} ms (floor p50 ${ms(median(r.pageFloor))} p99 ${ms(p99(r.pageFloor))});` +
+        `${c.size.toLocaleString('en')} records: page p50 ${ms(median(r.page))} p99 ${ms(p99(r.page))} ms (floor p50 ${ms(median(r.pageFloor))} p99 ${ms(p99(r.pageFloor))});` +
           ` feed page p50 ${ms(median(r.feed))} p99 ${ms(p99(r.feed))} ms (floor p50 ${ms(median(r.feedFloor))} p99 ${ms(p99(r.feedFloor))})`,
       );
-    }
+    });
+    const largest = copies[copies.length - 1];
     for (const [name, sql, values] of [
-      ['page', PAGE_SQL, [BIG_TENANT, PROBE_USER, probeIds[450]]],
-      ['feed', FEED_SQL, [BIG_TENANT, probeXid, firstSeq + 450]],
+      ['page', PAGE_SQL, [BIG_TENANT, PROBE_USER, probe.ids[450]]],
+      ['feed', FEED_SQL, [BIG_TENANT, largest.probeXid, largest.firstSeq + 450]],
     ] as const) {
-      const plan = await floorDb.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) ${sql}`, [...values]);
-      console.log(
-        `  plan of the ${name} at the largest size: ${plan.rows
-          .map((p) => p['QUERY PLAN'].trim())
-          .filter((l) => /Index|Buffers|Execution/.test(l))
-          .join(' | ')}`,
-      );
+      const plan = await largest.floor.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) ${sql}`, [...values]);
+      const lines = plan.rows.map((p) => p['QUERY PLAN'].trim()).filter((l) => /Index Scan|Buffers|Execution/.test(l));
+      console.log(`  plan of the ${name} at ${largest.size.toLocaleString('en')}: ${[...new Set(lines)].join(' | ')}`);
     }
     const [first, last] = [results[0], results[results.length - 1]];
     for (const kind of ['page', 'feed'] as const) {
-      const floorKind = kind === 'page' ? 'pageFloor' : 'feedFloor';
+      const fk = kind === 'page' ? 'pageFloor' : 'feedFloor';
       console.log(
-        `${kind}: ${last.size.toLocaleString('en')}/${first.size.toLocaleString('en')} records: p50 ${(median(last[kind]) / median(first[kind])).toFixed(2)}x, ` +
-          `p99 ${(p99(last[kind]) / p99(first[kind])).toFixed(2)}x (floor p50 ${(median(last[floorKind]) / median(first[floorKind])).toFixed(2)}x, ` +
-          `p99 ${(p99(last[floorKind]) / p99(first[floorKind])).toFixed(2)}x); service/floor p50 at the largest ${(median(last[kind]) / median(last[floorKind])).toFixed(1)}x` +
-          (kind === 'page' ? `; goal flat within 1.1x, p99 <= 5 ms: p99 ${ms(p99(last.page))} ms` : '; goal flat within 1.1x'),
+        `${kind}: ${largest.size.toLocaleString('en')}/${copies[0].size.toLocaleString('en')} records: p50 ${(median(last[kind]) / median(first[kind])).toFixed(2)}x, ` +
+          `p99 ${(p99(last[kind]) / p99(first[kind])).toFixed(2)}x (floor p50 ${(median(last[fk]) / median(first[fk])).toFixed(2)}x, ` +
+          `p99 ${(p99(last[fk]) / p99(first[fk])).toFixed(2)}x); service/floor p50 ${(median(last[kind]) / median(last[fk])).toFixed(1)}x` +
+          (kind === 'page' ? `; goal: flat within 1.1x, p99 <= 5 ms (p99 ${ms(p99(last.page))} ms)` : '; goal: flat within 1.1x'),
       );
     }
-    await floorDb.end();
+    // The listings and the share run on the smallest size's service, the others stopped.
+    for (const c of copies.splice(1)) await c.close();
+    const { db, operatorKey } = copies[0];
+    const app = { url: copies[0].url, pid: copies[0].appPid };
+    const op = { authorization: `Bearer ${operatorKey}`, 'content-type': 'application/json' };
 
     // 2 and 3: listings of users of tenants of their own, sync on for that tenant only.
     async function syncedTenant(id: string, upstreamUser: string, count: number): Promise<string> {
@@ -330,43 +384,54 @@ async function main(): Promise<void> {
         `${((performance.now() - listStart) / 1000).toFixed(1)} s, RSS ${rssBefore.toFixed(0)} -> peak ${rssPeak.toFixed(0)} MiB, growth ${(rssPeak - rssBefore).toFixed(1)} MiB (goal < 64 MiB)`,
     );
 
-    // 4. A person's p95 with sync's share in use.
+    // 4. A person's p95 with sync's share in use, against the same person before it and, at the same time, against a
+    // person of a tenant that does not sync (the floor in the same run: the machine's load falls on both alike).
     const shareKey = await syncedTenant('share', 'alice', SHARE_USERS);
-    const patched = await fetch(`${app.url}/v1/tenants/share`, {
-      method: 'PATCH',
-      headers: op,
-      body: JSON.stringify({ quotas: { read: '400/60s' } }),
-    });
-    if (patched.status !== 200) throw new Error(`PATCH quotas answered ${patched.status}`);
-    async function person(seconds: number): Promise<number[]> {
-      const out: number[] = [];
+    const calmKey = await syncedTenant('calm', 'alice', 1);
+    for (const tenant of ['share', 'calm']) {
+      const patched = await fetch(`${app.url}/v1/tenants/${tenant}`, {
+        method: 'PATCH',
+        headers: op,
+        body: JSON.stringify({ quotas: { read: '400/60s' } }),
+      });
+      if (patched.status !== 200) throw new Error(`PATCH quotas answered ${patched.status}`);
+    }
+    async function personOf(tenant: string, tkey: string): Promise<number> {
+      const t = performance.now();
+      const res = await fetch(`${app.url}/v1/tenants/${tenant}/workflows?step=Review`, {
+        headers: { authorization: `Bearer ${tkey}`, 'x-user-id': 'u-0' },
+      });
+      await res.arrayBuffer();
+      if (res.status !== 200) throw new Error(`a person's call answered ${res.status}`);
+      return performance.now() - t;
+    }
+    /** A call of each tenant's person every 400 ms, in turn (2.5 calls a second each). */
+    async function people(seconds: number): Promise<{ share: number[]; calm: number[] }> {
+      const out = { share: [] as number[], calm: [] as number[] };
       const end = Date.now() + seconds * 1000;
-      for (let next = Date.now(); next < end; next += 200) {
+      for (let next = Date.now(), i = 0; next < end; next += 200, i++) {
         await new Promise((r) => setTimeout(r, Math.max(0, next - Date.now())));
-        const t = performance.now();
-        const res = await fetch(`${app.url}/v1/tenants/share/workflows?step=Review`, {
-          headers: { authorization: `Bearer ${shareKey}`, 'x-user-id': 'u-0' },
-        });
-        await res.arrayBuffer();
-        if (res.status !== 200) throw new Error(`a person's call answered ${res.status}`);
-        out.push(performance.now() - t);
+        if (i % 2 === 0) out.share.push(await personOf('share', shareKey));
+        else out.calm.push(await personOf('calm', calmKey));
       }
       return out;
     }
-    await person(2); // warm-up
-    const idle = await person(SHARE_SECONDS);
+    await people(2); // warm-up
+    const idle = await people(SHARE_SECONDS);
     const callsBefore = await stats();
     await setSync('share', true);
     await syncNow('share');
-    const busy = await person(SHARE_SECONDS);
-    const syncCalls = (await stats()) - callsBefore - busy.length;
+    const busy = await people(SHARE_SECONDS);
+    const syncCalls = (await stats()) - callsBefore - busy.share.length - busy.calm.length;
+    const p95 = (v: number[]) => pct(v, 0.95);
     console.log(
-      `a person's GET /workflows, 400 reads/60 s, ${SHARE_USERS} synced users: p95 idle ${ms(pct(idle, 0.95))} ms, while syncing ${ms(pct(busy, 0.95))} ms: ` +
-        `${(pct(busy, 0.95) / pct(idle, 0.95)).toFixed(2)}x (goal <= 1.1x); sync's calls meanwhile ${syncCalls} (share: ${Math.floor(400 * 0.25)} a minute)`,
+      `a person's GET /workflows, 400 reads/60 s, ${SHARE_USERS} synced users: p95 before ${ms(p95(idle.share))} ms, while syncing ${ms(p95(busy.share))} ms ` +
+        `(${(p95(busy.share) / p95(idle.share)).toFixed(2)}x); a tenant that does not sync, meanwhile: ${ms(p95(busy.calm))} ms (before ${ms(p95(idle.calm))}): ` +
+        `syncing/not syncing at the same time ${(p95(busy.share) / p95(busy.calm)).toFixed(2)}x (goal <= 1.1x); sync's upstream calls meanwhile ${syncCalls} ` +
+        `(its share: ${Math.floor(400 * 0.25)} a minute)`,
     );
   } finally {
-    await stopApp();
-    await scratch.drop();
+    for (const c of copies) await c.close();
     sandbox.proc.kill('SIGTERM');
   }
 }
