@@ -212,7 +212,8 @@ interface Figures {
 
 /** One read of each kind from every size, the sizes in a new order each round (the machine's load falls on all alike). */
 async function readRound(copies: Copy[], probe: Probe, figures: Figures[] | null): Promise<void> {
-  const at = () => Math.floor(Math.random() * (PROBE - PAGE));
+  // Positions with a full page after them (and one row more, the service's look-ahead) in the probe's rows.
+  const at = () => Math.floor(Math.random() * (PROBE - PAGE - 1));
   const order = copies.map((_, i) => i).sort(() => Math.random() - 0.5);
   for (const i of order) {
     const c = copies[i];
@@ -244,7 +245,7 @@ async function main(): Promise<void> {
     // 1. Reads at each size, interleaved.
     const probe = await probeRows(vault);
     for (const size of SIZES) copies.push(await copyOf(size, sandbox, vaultKeys, probe));
-    for (let i = 0; i < Math.min(300, READS); i++) await readRound(copies, probe, null);
+    for (let i = 0; i < Math.min(200, READS); i++) await readRound(copies, probe, null);
     const results: Figures[] = copies.map(() => ({ page: [], feed: [], pageFloor: [], feedFloor: [] }));
     for (let i = 0; i < READS; i++) await readRound(copies, probe, results);
     copies.forEach((c, i) => {
