@@ -269,7 +269,7 @@ describe('synced records: listings, paging, lost visibility, dropped webhooks (A
     expect(listCalls()).toBeLessThanOrEqual(5);
     const refused = (await states()).filter((u) => (u.lastError ?? '').includes('share'));
     expect(refused.length).toBeGreaterThan(0);
-    // The share is counted per clock window of the budget: a day long, so that this test does not straddle one.
+    // The share frees as its calls leave the budgets' sliding log (a day's span here): the refused wait for that.
     for (const u of refused) expect(Date.parse(u.nextListAt)).toBeGreaterThan(Date.now() + 60_000);
     // People are served from the rest of the budget.
     const person = await t.request('GET', '/v1/tenants/thrifty/workflows', { headers: { 'x-user-id': 'alice' } });

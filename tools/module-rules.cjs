@@ -18,7 +18,7 @@ const MODULES = {
   connect: ['audit', 'auth', 'connections', 'tenants', 'upstream'],
   refresh: ['connections', 'events', 'telemetry', 'upstream', 'vault'],
   routing: ['changes', 'connections', 'quota', 'refresh', 'telemetry', 'tenants', 'upstream'],
-  records: ['connections', 'events', 'routing', 'telemetry', 'tenants', 'upstream', 'vault'],
+  records: ['connections', 'events', 'quota', 'routing', 'telemetry', 'tenants', 'upstream', 'vault'],
   retention: ['agents', 'audit', 'auth', 'connect', 'connections', 'database', 'events', 'tenants'],
   webhooks: ['audit', 'database', 'events', 'records', 'routing', 'telemetry', 'upstream', 'vault'],
   console: ['audit', 'auth', 'telemetry'],

@@ -1,8 +1,16 @@
-import type { Budget } from '../config/quota-budgets.js';
+import type { Budget, QuotaClass } from '../config/quota-budgets.js';
 
 /** Who a call is for, in the order served when a company's budget is short (routing's `Lane`; docs/quotas.md). */
 export const LANES = ['interactive', 'agent', 'background'] as const;
 export type QuotaLane = (typeof LANES)[number];
+
+/**
+ * A part of a class's budget kept apart, with its own log beside the class's (`quota_logs.class` = `<class>:<part>`):
+ * `sync`, the share of the read budget the sync engine may spend (SYNC_BUDGET_SHARE, docs/records.md).
+ */
+export type BudgetPart = 'sync';
+/** Which log of a tenant: a class's, or a part's. */
+export type LogKey = QuotaClass | `${QuotaClass}:${BudgetPart}`;
 
 /** A budget's log in PostgreSQL (`logOf`): the span every grant counts in, its buckets, the budget. */
 export interface LogGeometry {

@@ -4,7 +4,7 @@ import { DataSource } from 'typeorm';
 import { CHANGES_CHANNEL } from '../changes/change-feed.service.js';
 import type { QuotaClass } from '../config/quota-budgets.js';
 import { preparedQuery } from '../database/pg-pool.js';
-import type { LeaseRule, LogGeometry, QuotaLane } from './lane-policy.js';
+import type { LeaseRule, LogGeometry, LogKey, QuotaLane } from './lane-policy.js';
 import type { LeaseAnswer, WindowCounts } from './window-host.js';
 
 /** Windows kept per tenant and class: the current one and the two before it (the tenant shows the last two). */
@@ -63,10 +63,13 @@ export interface WindowFigures {
 export class QuotaWindowsRepository {
   constructor(@InjectDataSource() private readonly db: DataSource) {}
 
-  /** Up to `want` units for `lane` from the class's log, as the lane rule allows now (`atMs`: tests' clock; null: the database's). */
+  /**
+   * Up to `want` units for `lane` from the log of `cls` (a class, or a part of one kept apart: `read:sync`), as the
+   * lane rule allows now (`atMs`: tests' clock; null: the database's).
+   */
   async lease(
     tenantId: string,
-    cls: QuotaClass,
+    cls: LogKey,
     log: LogGeometry,
     lane: QuotaLane,
     want: number,

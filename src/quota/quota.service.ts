@@ -8,7 +8,7 @@ import { isQuotaClass, type Budget, type QuotaBudgets, type QuotaClass } from '.
 import { ChangeFeed, type Change } from '../changes/change-feed.service.js';
 import { BudgetWindow } from './budget-window.js';
 import type { LeaseAnswer, QuotaOutcome, WindowCounts, WindowHost, WindowKey } from './window-host.js';
-import { leaseRuleOf, logOf, type QuotaLane } from './lane-policy.js';
+import { leaseRuleOf, logOf, type BudgetPart, type QuotaLane } from './lane-policy.js';
 import { QuotaMetrics } from './quota-metrics.js';
 import { quotaRefusal } from './quota-refusal.js';
 import { usageOf, type QuotaClassUsage } from './quota-usage.js';
@@ -85,6 +85,20 @@ export class QuotaService implements WindowHost, OnModuleDestroy {
       window.setBudget(budget, now);
     }
     return window.take(lane, now);
+  }
+
+  /**
+   * One unit of a part of `budget` kept apart (`part` of class `cls`: sync's share of the read budget), `share` of its
+   * calls (at least 1) within any interval of its window over every instance: the same sliding log and lease as the
+   * class's own (quota_logs, key `<class>:<part>`), one unit per call, on the database's clock. The part's log has
+   * one lane: its units are filed as people's, which the lease limits by the budget alone. Answers 0 when the unit is
+   * granted, else the ms until the log frees one. The call still takes its unit of the class's budget (`take`).
+   */
+  async takePart(tenantId: string, cls: QuotaClass, part: BudgetPart, budget: Budget, share: number): Promise<number> {
+    const calls = Math.max(1, Math.floor(budget.calls * share));
+    const log = logOf({ calls, windowMs: budget.windowMs, text: budget.text });
+    const answer = await this.track(this.repo.lease(tenantId, `${cls}:${part}`, log, 'interactive', 1, leaseRuleOf(calls)));
+    return answer.units > 0 ? 0 : Math.max(1, answer.waitMs);
   }
 
   /**

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { ConnectionsModule } from '../connections/connections.module.js';
 import { EventsModule } from '../events/events.module.js';
+import { QuotaModule } from '../quota/quota.module.js';
 import { RoutingModule } from '../routing/routing.module.js';
 import { MetricsModule } from '../telemetry/metrics.module.js';
 import { TenantsModule } from '../tenants/tenants.module.js';
@@ -16,7 +17,7 @@ import { SyncStateRepository } from './sync-state.repository.js';
  * sealed), the change feed (record_changes), each user's sync state (record_sync) and the engine that lists them.
  */
 @Module({
-  imports: [ConnectionsModule, EventsModule, RoutingModule, TenantsModule, MetricsModule, VaultModule],
+  imports: [ConnectionsModule, EventsModule, QuotaModule, RoutingModule, TenantsModule, MetricsModule, VaultModule],
   controllers: [RecordsController],
   providers: [RecordsRepository, SyncStateRepository, SyncEngine, RecordsService],
   exports: [SyncEngine, RecordsService],

@@ -8,8 +8,9 @@ import { databaseOutage, isDatabaseUnavailable } from '../common/database-outage
 import type { AppConfig, WorkflowListing } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { Environments } from '../config/environments.js';
-import { budgetsInForce } from '../config/quota-budgets.js';
+import { budgetsInForce, type Budget } from '../config/quota-budgets.js';
 import { EventsRepository } from '../events/events.repository.js';
+import { QuotaService } from '../quota/quota.service.js';
 import { RoutingService } from '../routing/routing.service.js';
 import { MetricsService } from '../telemetry/metrics.service.js';
 import { TenantsService } from '../tenants/tenants.service.js';
@@ -81,6 +82,7 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
     private readonly records: RecordsRepository,
     private readonly syncs: SyncStateRepository,
     private readonly events: EventsRepository,
+    private readonly quota: QuotaService,
     metrics: MetricsService,
   ) {
     this.calls = new Counter({
@@ -161,7 +163,7 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
 
   /** GET /workflows/{id} with the user's token: the object written if it changed; a 404 removes it from the copy. */
   async readOne(owner: CopyOwner, workflowId: string): Promise<void> {
-    if (!(await this.withinShare(owner.tenantId))) return;
+    if ((await this.shareWaitMs(owner.tenantId)) > 0) return;
     const res = await this.routing.call(owner.tenantId, 'user', owner.userId, {
       method: 'GET',
       path: `/workflows/${encodeURIComponent(workflowId)}`,
@@ -282,12 +284,8 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
       // A drain hands the user back at once (listed by another instance, from where this one stood).
       if (this.stopping) throw new Unlisted('the instance listing it shut down', false, 0);
       if (!(await this.syncs.extend(c.connectionId, this.config.instanceId, this.leaseMs))) throw new LeaseLost();
-      if (!(await this.withinShare(c.tenantId)))
-        throw new Unlisted(
-          "sync's share of the company's read budget is spent for this window",
-          false,
-          await this.windowLeftMs(c.tenantId),
-        );
+      const waitMs = await this.shareWaitMs(c.tenantId);
+      if (waitMs > 0) throw new Unlisted("sync's share of the company's read budget is spent for now", false, waitMs + 100);
       const res = await this.routing.call(c.tenantId, 'user', c.userId, {
         method: 'GET',
         path,
@@ -359,25 +357,20 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
     return Math.max(interval, Math.ceil(users / perWindow) * budget.windowMs);
   }
 
-  /** One call of sync's share of the tenant's read budget (none enforced: always). */
-  private async withinShare(tenantId: string): Promise<boolean> {
+  /**
+   * One call of sync's share of the tenant's read budget, held in any interval of its window over every instance
+   * (QuotaService.takePart: the budgets' sliding log): 0 when it may go (always, without a read budget), else the ms
+   * until the share frees a call.
+   */
+  private async shareWaitMs(tenantId: string): Promise<number> {
     const budget = await this.readBudget(tenantId);
-    if (budget === null) return true;
-    const now = this.clock.now().getTime();
-    const start = Math.floor(now / budget.windowMs) * budget.windowMs;
-    const allowed = await this.syncs.spend(tenantId, new Date(start), Math.max(1, Math.floor(budget.calls * this.config.sync.budgetShare)));
-    if (!allowed) this.calls.inc({ kind: 'list', outcome: 'refused' });
-    if (this.ticks % ENROL_EVERY_TICKS === 0) await this.syncs.pruneBudget(new Date(start - budget.windowMs));
-    return allowed;
+    if (budget === null) return 0;
+    const waitMs = await this.quota.takePart(tenantId, 'read', 'sync', budget, this.config.sync.budgetShare);
+    if (waitMs > 0) this.calls.inc({ kind: 'list', outcome: 'refused' });
+    return waitMs;
   }
 
-  private async windowLeftMs(tenantId: string): Promise<number> {
-    const budget = await this.readBudget(tenantId);
-    if (budget === null) return RETRY_MS;
-    return budget.windowMs - (this.clock.now().getTime() % budget.windowMs) + 100;
-  }
-
-  private async readBudget(tenantId: string): Promise<{ calls: number; windowMs: number } | null> {
+  private async readBudget(tenantId: string): Promise<Budget | null> {
     const tenant = await this.tenants.get(tenantId);
     const budgets = budgetsInForce(this.environments.find(tenant.environment)?.quotas ?? {}, tenant.quotas);
     return budgets.read ?? null;

@@ -226,25 +226,6 @@ export class SyncStateRepository {
     return row.n;
   }
 
-  /**
-   * One upstream call of sync's share of the tenant's budget window starting at `windowStart`: false when the
-   * share (`calls`) is spent. Shared by every instance (record_sync_budget).
-   */
-  async spend(tenantId: string, windowStart: Date, calls: number): Promise<boolean> {
-    const rows = (await this.db.query(
-      `INSERT INTO record_sync_budget (tenant_id, window_start, calls) VALUES ($1, $2, 1)
-       ON CONFLICT (tenant_id, window_start) DO UPDATE SET calls = record_sync_budget.calls + 1 WHERE record_sync_budget.calls < $3
-       RETURNING calls`,
-      [tenantId, windowStart, calls],
-    )) as unknown[];
-    return rows.length > 0;
-  }
-
-  /** Removes budget rows of windows that ended before `before`. */
-  async pruneBudget(before: Date): Promise<void> {
-    await this.db.query(`DELETE FROM record_sync_budget WHERE window_start < $1`, [before]);
-  }
-
   /** How late the oldest due listing is, in seconds (0 when none is due). */
   async lagSeconds(): Promise<number> {
     const [row] = (await this.db.query(
