@@ -145,8 +145,8 @@ describe('tenant data key rotation: re-sealed in the background by the instances
         Array.from({ length: 5 }, (_, i) => ({
           tenantId: tenant,
           userId: `u-${i}`,
-          upstreamUserId: `user${i}`,
-          tokens: sandbox.issueTokens(`user${i}`),
+          upstreamUserId: 'alice',
+          tokens: sandbox.issueTokens('alice'),
         })),
       );
       for (let i = 0; i < 4; i++) {
