@@ -66,7 +66,13 @@ export class TenantKeyResealLoop implements OnApplicationBootstrap, OnModuleDest
   }
 
   private report(e: unknown): void {
+    // Not migrated yet: readiness reports the pending migration; the loop finds its table once it is applied.
+    if (codeOf(e) === '42P01') return;
     if (isDatabaseUnavailable(e)) databaseOutage.report(e, 'background');
     else this.logger.warn({ error: e instanceof Error ? e.message : 'unknown' }, 'tenant key re-seal failed; will retry');
   }
+}
+
+function codeOf(e: unknown): unknown {
+  return (e as { code?: unknown }).code ?? (e as { driverError?: { code?: unknown } }).driverError?.code;
 }
