@@ -100,7 +100,8 @@ describe('the audit trail (API.md sections 4 and 6)', () => {
       ['op-delete', 'tenant.deleted', null],
     ];
     for (const [requestId, action, target] of expected) {
-      const rows = await rowsOf(requestId);
+      // The key operation a deletion makes is a row of its own (below).
+      const rows = (await rowsOf(requestId)).filter((r) => r.action !== 'tenant_key.destroyed');
       expect(rows).toHaveLength(1);
       expect(rows[0]).toMatchObject({
         action,
@@ -112,8 +113,20 @@ describe('the audit trail (API.md sections 4 and 6)', () => {
         count: 1,
       });
     }
+    // Its data keys destroyed with it: how many versions, by the same actor and request, no key.
+    expect((await rowsOf('op-delete')).find((r) => r.action === 'tenant_key.destroyed')).toMatchObject({
+      actor: { kind: 'operator', id: 'operator' },
+      tenantId: 'audit-gone',
+      target: null,
+      outcome: 'success',
+      details: { versions: 1 },
+    });
     // A deleted tenant's rows stay for the operator; its own listing is gone with it.
-    expect((await allRows('&tenantId=audit-gone')).map((r) => r.action)).toEqual(['tenant.deleted', 'tenant.created']);
+    expect((await allRows('&tenantId=audit-gone')).map((r) => r.action)).toEqual([
+      'tenant.deleted',
+      'tenant_key.destroyed',
+      'tenant.created',
+    ]);
     expect((await t.request<ErrorBody>('GET', '/v1/tenants/audit-gone/audit')).body.error.code).toBe('tenant_not_found');
   });
 

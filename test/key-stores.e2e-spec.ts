@@ -2,9 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import type { DataSource } from 'typeorm';
+import type { AuditRecord } from '../src/audit/audit-entry.js';
+import type { AuditService } from '../src/audit/audit.service.js';
 import type { KeyStore } from '../src/vault/key-store.js';
 import { LocalKeyStore } from '../src/vault/local-key-store.js';
 import { Pkcs11KeyStore } from '../src/vault/pkcs11-key-store.js';
+import { TenantKeyResealsRepository } from '../src/vault/tenant-key-reseals.repository.js';
 import { TenantKeysAdmin } from '../src/vault/tenant-keys-admin.service.js';
 import { TenantKeys } from '../src/vault/tenant-keys.service.js';
 import { TenantKeysRepository } from '../src/vault/tenant-keys.repository.js';
@@ -110,8 +113,19 @@ describe.each(Object.keys(SUBJECTS))('key store %s', (kind) => {
     const repo = new TenantKeysRepository(source);
     const keys = new TenantKeys(config, store, repo, vault);
     keys.envelope = true;
-    const admin = new TenantKeysAdmin(config as never, keys, repo, new VaultRepository(source), vault);
-    return { vault, keys, admin };
+    const audits: AuditRecord[] = [];
+    const audit = { recordAfter: (r: AuditRecord) => Promise.resolve(void audits.push(r)) } as unknown as AuditService;
+    // The re-seal worker is not used here (rotate-kek, set-kek and status only).
+    const admin = new TenantKeysAdmin(
+      keys,
+      repo,
+      new VaultRepository(source),
+      vault,
+      new TenantKeyResealsRepository(source),
+      null as never,
+      audit,
+    );
+    return { vault, keys, admin, audits };
   };
   const ref = (tenantId: string) => ({ table: 'tenants', id: tenantId, column: 'events_secret_enc', tenantId });
 
@@ -158,7 +172,7 @@ describe.each(Object.keys(SUBJECTS))('key store %s', (kind) => {
   });
 
   it("a tenant's own KEK: its keys rewrapped under it; destroyed in the store, a copy taken before never opens", async () => {
-    const { vault, keys, admin } = vaultOver(subject.store);
+    const { vault, keys, admin, audits } = vaultOver(subject.store);
     const own = subject.tenantKek;
     if (own === null) {
       // local: its KEK is the VAULT_KEYS ring; a key for one tenant could not be shown destroyed everywhere.
@@ -184,6 +198,9 @@ describe.each(Object.keys(SUBJECTS))('key store %s', (kind) => {
 
     const set = await admin.setKek('initech', own.name);
     expect(set).toMatchObject({ total: 2, rewrapped: 2, complete: true });
+    expect(audits.map((a) => [a.action, a.tenantId, a.outcome, a.details])).toEqual([
+      ['tenant_key.kek_set', 'initech', 'success', { kek: own.name, kekId: set.kekId, rewrapped: 2, complete: true }],
+    ]);
     expect(set.kekId).toContain(own.name);
     expect(await kekIds('initech')).toEqual([set.kekId, set.kekId]);
     expect(await kekIds('hooli')).toEqual([shared]);

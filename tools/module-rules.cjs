@@ -4,7 +4,7 @@
 /** @type {Record<string, string[]>} */
 const MODULES = {
   telemetry: [],
-  vault: ['telemetry'],
+  vault: ['audit', 'telemetry'],
   database: [],
   changes: [],
   quota: ['changes', 'database', 'telemetry'],

@@ -26,6 +26,15 @@ export const AUDIT_ACTIONS = [
   'agent_session.created',
   'agent_session.revoked',
   'agent.tool_call',
+  'kek.rotation_started',
+  'kek.rotation_finished',
+  'tenant_key.rotated',
+  'tenant_key.resealed',
+  'tenant_key.retired',
+  'tenant_key.destroyed',
+  'tenant_key.kek_set',
+  'vault.reencrypt_started',
+  'vault.reencrypt_finished',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
@@ -45,6 +54,9 @@ export interface AuditActor {
 
 export type AuditOutcome = 'success' | 'failure';
 
+/** What a key operation did, in ids, versions and counts (docs/keys.md, "Audit rows"); never key material. */
+export type AuditDetails = Record<string, string | number | boolean | number[]>;
+
 export interface AuditRecord {
   action: AuditAction;
   actor: AuditActor;
@@ -59,6 +71,8 @@ export interface AuditRecord {
   status?: number | null;
   /** The trace the change ran in (tracing on), to find its spans. */
   traceId?: string | null;
+  /** Ids, versions and counts of the operation (key operations); never a secret. */
+  details?: AuditDetails | null;
 }
 
 /**

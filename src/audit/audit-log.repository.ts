@@ -5,7 +5,7 @@ import type pg from 'pg';
 import type { DataSource, EntityManager } from 'typeorm';
 import { exactTime } from '../database/exact-time.js';
 import { preparedQuery } from '../database/pg-pool.js';
-import type { ActorKind, AuditAction, AuditOutcome, AuditPosition, AuditRecord, AuditRow } from './audit-entry.js';
+import type { ActorKind, AuditAction, AuditDetails, AuditOutcome, AuditPosition, AuditRecord, AuditRow } from './audit-entry.js';
 
 /** Advisory lock of the retention sweep: one instance sweeps at a time, the others skip their turn. */
 const SWEEP_LOCK = 7_310_442_101;
@@ -24,6 +24,7 @@ type RawRow = {
   count: number;
   status: number | null;
   trace_id: string | null;
+  details: AuditDetails | null;
 };
 
 /** A page starts before this position: after every row (`at` is never infinity). */
@@ -32,7 +33,7 @@ const AFTER_ALL: AuditPosition = { at: 'infinity', id: 'ffffffff-ffff-ffff-ffff-
 /** A page, newest first, before ($1, $2), at most $3 rows; `tenant` narrows it to one tenant's rows ($4). */
 const PAGE_SQL = (tenant: string) =>
   `SELECT id, at::text AS at_text, actor_kind, actor_id,
-          action, tenant_id, target, user_id, request_id, outcome, count, status, trace_id
+          action, tenant_id, target, user_id, request_id, outcome, count, status, trace_id, details
      FROM audit_log WHERE ${tenant} (at, id) < ($1::timestamptz, $2::uuid)
     ORDER BY at DESC, id DESC
     LIMIT $3`;
@@ -55,8 +56,8 @@ export class AuditLogRepository {
   async insert(r: AuditRecord, at: Date, manager?: EntityManager): Promise<void> {
     const bucket = r.outcome === 'failure' && r.action !== 'agent.tool_call' ? new Date(Math.floor(at.getTime() / 60_000) * 60_000) : null;
     await (manager ?? this.db).query(
-      `INSERT INTO audit_log (id, at, actor_kind, actor_id, action, tenant_id, target, user_id, request_id, outcome, bucket, status, trace_id)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+      `INSERT INTO audit_log (id, at, actor_kind, actor_id, action, tenant_id, target, user_id, request_id, outcome, bucket, status, trace_id, details)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::jsonb)
        ON CONFLICT (bucket, action, actor_kind, COALESCE(actor_id, ''), COALESCE(tenant_id, '')) WHERE bucket IS NOT NULL
        DO UPDATE SET count = audit_log.count + 1`,
       [
@@ -73,6 +74,7 @@ export class AuditLogRepository {
         bucket,
         r.status ?? null,
         r.traceId ?? null,
+        r.details ? JSON.stringify(r.details) : null,
       ],
     );
   }
@@ -130,6 +132,7 @@ export class AuditLogRepository {
         outcome: r.outcome,
         status: r.status,
         traceId: r.trace_id,
+        details: r.details,
         count: r.count,
         position: { at: exact, id: r.id },
       };

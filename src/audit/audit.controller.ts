@@ -1,4 +1,4 @@
-import { Controller, Get, Param, Query } from '@nestjs/common';
+import { Controller, Get, Inject, Param, Query } from '@nestjs/common';
 import { ApiBearerAuth, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
 import { OperatorOnly } from '../auth/auth.decorators.js';
@@ -12,7 +12,7 @@ const PAGING =
 @ApiBearerAuth()
 @Controller('v1')
 export class AuditController {
-  constructor(private readonly audit: AuditService) {}
+  constructor(@Inject(AuditService) private readonly audit: AuditService) {}
 
   @Get('audit')
   @OperatorOnly()

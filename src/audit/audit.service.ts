@@ -32,8 +32,9 @@ export class AuditService {
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-    private readonly repo: AuditLogRepository,
-    private readonly clock: Clock,
+    // Named (@Inject): the command line runs under tsx, which emits no decorator metadata, and writes key operations' rows.
+    @Inject(AuditLogRepository) private readonly repo: AuditLogRepository,
+    @Inject(Clock) private readonly clock: Clock,
   ) {}
 
   /** One row, at the service's clock; in `manager`'s transaction when given (the row commits with the change). */

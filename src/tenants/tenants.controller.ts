@@ -1,5 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Patch, Post, Query } from '@nestjs/common';
 import { ApiBearerAuth, ApiBody, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { AuditBy, type AuditContext } from '../audit/audit-context.js';
 import { Audited } from '../audit/audited.decorator.js';
 import { ApiErrors, ApiRoute } from '../common/api-docs.js';
 import { uuidParam } from '../common/params.js';
@@ -89,8 +90,8 @@ export class TenantsController {
     description:
       'The tenant is gone at once (404 on every route, its keys refused); everything it owns (connections and their tokens, sessions, keys, events, attempts) is removed in the background in small batches that never block other tenants.',
   })
-  async delete(@Param('tenantId') tenantId: string): Promise<void> {
-    await this.tenants.delete(tenantId);
+  async delete(@Param('tenantId') tenantId: string, @AuditBy() by: AuditContext): Promise<void> {
+    await this.tenants.delete(tenantId, by);
   }
 
   @Post(':tenantId/events-secret')

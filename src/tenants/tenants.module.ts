@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
+import { AuditModule } from '../audit/audit.module.js';
 import { AuthModule } from '../auth/auth.module.js';
 import { TenantDirectory } from '../auth/tenant-directory.js';
 import { QuotaModule } from '../quota/quota.module.js';
@@ -10,7 +11,7 @@ import { TenantsRepository } from './tenants.repository.js';
 import { TenantsService } from './tenants.service.js';
 
 @Module({
-  imports: [VaultModule, AuthModule, QuotaModule, TypeOrmModule.forFeature([TenantEntity])],
+  imports: [AuditModule, VaultModule, AuthModule, QuotaModule, TypeOrmModule.forFeature([TenantEntity])],
   controllers: [TenantsController],
   providers: [TenantsRepository, TenantsService],
   exports: [TenantsService, TenantsRepository],

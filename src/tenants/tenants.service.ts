@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
+import type { AuditContext } from '../audit/audit-context.js';
+import { AuditService } from '../audit/audit.service.js';
 import { ApiKeysService } from '../auth/api-keys.service.js';
 import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
@@ -30,6 +32,7 @@ export class TenantsService {
     private readonly keys: ApiKeysService,
     private readonly quota: QuotaService,
     private readonly tenantKeys: TenantKeys,
+    private readonly audit: AuditService,
   ) {
     this.targets = targetPolicy(config.production, config.security.eventsTargetAllowPrivate);
   }
@@ -107,13 +110,22 @@ export class TenantsService {
    * Deletes a tenant: from this moment it answers 404 and its keys are revoked; its rows (connections and their
    * tokens, sessions, receivers, events, attempts) are removed in the background in small batches
    * (retention/tenant-purge.ts), so no transaction holds locks other tenants need. Its data keys are destroyed at
-   * once: whatever of its rows survives anywhere (a backup taken from now on, a row not purged yet) no longer opens.
+   * once: whatever of its rows survives anywhere (a backup taken from now on, a row not purged yet) no longer opens
+   * (its own audit row, `tenant_key.destroyed`, says how many versions).
    */
-  async delete(id: string): Promise<void> {
+  async delete(id: string, by: AuditContext): Promise<void> {
     const now = this.clock.now();
     if (!(await this.repo.markDeleted(id, now))) throw new AppError('tenant_not_found', 'No such tenant.');
     await this.keys.revokeAllOf(id, now);
-    await this.tenantKeys.destroy(id);
+    const versions = await this.tenantKeys.destroy(id);
+    await this.audit.recordAfter({
+      action: 'tenant_key.destroyed',
+      ...by,
+      tenantId: id,
+      target: null,
+      outcome: 'success',
+      details: { versions },
+    });
   }
 
   /** Its budgets in force per class, with the figures every instance saved (docs/quotas.md). */

@@ -125,6 +125,11 @@ export class TenantKeysRepository {
     return updated(result) === 1;
   }
 
+  /** Every version of the tenant's key, live or destroyed, oldest first. */
+  async versionsOf(tenantId: string): Promise<TenantKeyRow[]> {
+    return this.db.query<TenantKeyRow[]>(`SELECT ${COLUMNS} FROM tenant_keys WHERE tenant_id = $1 ORDER BY version`, [tenantId]);
+  }
+
   /** Every key row, by tenant then version (keys status). */
   async all(): Promise<TenantKeyRow[]> {
     return this.db.query<TenantKeyRow[]>(`SELECT ${COLUMNS} FROM tenant_keys ORDER BY tenant_id, version`);

@@ -1,4 +1,5 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
+import { AuditService } from '../audit/audit.service.js';
 import { SEALED_COLUMNS, type SealedColumn } from './sealed-columns.js';
 import { type SealedRef, TokenVault, VaultError } from './token-vault.service.js';
 import { type ReencryptTarget, VaultRepository } from './vault.repository.js';
@@ -34,6 +35,7 @@ export class VaultReencryptService {
   constructor(
     @Inject(TokenVault) private readonly vault: TokenVault,
     @Inject(VaultRepository) private readonly repository: VaultRepository,
+    @Optional() @Inject(AuditService) private readonly audit?: AuditService,
   ) {}
 
   /** Rows per sealed column that are not under the active key (absent tables and columns are left out). */
@@ -61,9 +63,29 @@ export class VaultReencryptService {
     const work = await this.pending(options.toRing ?? false);
     const result: ReencryptResult = { total: work.reduce((n, w) => n + w.count, 0), reencrypted: 0, skippedConcurrent: 0, complete: false };
     onProgress?.(0, result.total);
+    // Audited when there is something to move (a run that finds nothing changes nothing): the operator's command.
+    if (result.total > 0) await this.record('vault.reencrypt_started', { target, kid, total: result.total });
+    try {
+      await this.moveAll(work, kid, target, batchSize, result, options.signal, onProgress);
+    } finally {
+      if (result.total > 0 || result.reencrypted > 0)
+        await this.record('vault.reencrypt_finished', { target, kid, ...result }, result.complete ? 'success' : 'failure');
+    }
+    return result;
+  }
+
+  private async moveAll(
+    work: Array<{ column: SealedColumn }>,
+    kid: string,
+    target: ReencryptTarget,
+    batchSize: number,
+    result: ReencryptResult,
+    signal?: AbortSignal,
+    onProgress?: (done: number, total: number) => void,
+  ): Promise<void> {
     for (const { column } of work) {
       for (;;) {
-        if (options.signal?.aborted) return result;
+        if (signal?.aborted) return;
         // Always from the start: finished rows no longer match, and a row that lost its compare-and-swap
         // comes back with its new value (or not at all, when a running instance already sealed it anew).
         const batch = await this.repository.findNotUnderKey(column, kid, batchSize, target);
@@ -81,7 +103,23 @@ export class VaultReencryptService {
       }
     }
     result.complete = true;
-    return result;
+  }
+
+  /** The run's audit row (the command line's, as the operator): the target, the ring's key id and counts; never a key. */
+  private async record(
+    action: 'vault.reencrypt_started' | 'vault.reencrypt_finished',
+    details: Record<string, string | number | boolean>,
+    outcome: 'success' | 'failure' = 'success',
+  ): Promise<void> {
+    await this.audit?.recordAfter({
+      action,
+      actor: { kind: 'operator', id: 'cli' },
+      tenantId: null,
+      target: null,
+      requestId: null,
+      outcome,
+      details,
+    });
   }
 
   private async open(sealed: string, ref: SealedRef): Promise<string> {

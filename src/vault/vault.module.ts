@@ -1,9 +1,12 @@
 import { Module } from '@nestjs/common';
+import { AuditModule } from '../audit/audit.module.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { MetricsModule } from '../telemetry/metrics.module.js';
 import { KEY_STORE, type KeyStore } from './key-store.js';
 import { LocalKeyStore } from './local-key-store.js';
+import { TenantKeyResealer } from './tenant-key-resealer.js';
+import { TenantKeyResealsRepository } from './tenant-key-reseals.repository.js';
 import { TenantKeysAdmin } from './tenant-keys-admin.service.js';
 import { TenantKeys } from './tenant-keys.service.js';
 import { TenantKeysRepository } from './tenant-keys.repository.js';
@@ -28,7 +31,7 @@ async function keyStoreOf(config: AppConfig, vault: TokenVault): Promise<KeyStor
 }
 
 @Module({
-  imports: [MetricsModule],
+  imports: [AuditModule, MetricsModule],
   providers: [
     TokenVault,
     VaultRepository,
@@ -38,8 +41,19 @@ async function keyStoreOf(config: AppConfig, vault: TokenVault): Promise<KeyStor
     TenantKeysRepository,
     TenantKeys,
     TenantKeysAdmin,
+    TenantKeyResealsRepository,
+    TenantKeyResealer,
     { provide: KEY_STORE, useFactory: keyStoreOf, inject: [APP_CONFIG, TokenVault] },
   ],
-  exports: [TokenVault, VaultRepository, VaultInstancesRepository, TenantKeys, TenantKeysRepository, TenantKeysAdmin],
+  exports: [
+    TokenVault,
+    VaultRepository,
+    VaultInstancesRepository,
+    TenantKeys,
+    TenantKeysRepository,
+    TenantKeysAdmin,
+    TenantKeyResealsRepository,
+    TenantKeyResealer,
+  ],
 })
 export class VaultModule {}

@@ -121,15 +121,35 @@ export class VaultRepository {
     return rows[0].n;
   }
 
-  /** The first `limit` rows of the tenant sealed under a data key version other than `version` (keys rotate). */
-  async findUnderOtherVersion(col: SealedColumn, tenantId: string, version: number, limit: number): Promise<SealedValue[]> {
+  /**
+   * The first `limit` rows of the tenant (by id, after `after` when given) sealed other than under version `version`
+   * of its data key: under an older version, or in the ring's format (keys rotate).
+   */
+  async findUnderOtherVersion(
+    col: SealedColumn,
+    tenantId: string,
+    version: number,
+    limit: number,
+    after: string | null = null,
+  ): Promise<SealedValue[]> {
+    const from = after === null ? '' : `AND ${ident(col.idColumn)} > $4`;
     return this.db.query<SealedValue[]>(
       `SELECT ${ident(col.idColumn)}::text AS id, ${ident(col.column)} AS value, ${ident(col.tenantColumn)}::text AS "tenantId"
          FROM ${ident(col.table)}
         WHERE ${ident(col.tenantColumn)}::text = $1 AND ${ident(col.column)} IS NOT NULL
-          AND NOT (${ident(col.column)} LIKE $2) ORDER BY ${ident(col.idColumn)} LIMIT $3`,
-      [tenantId, `v2.${version}.%`, limit],
+          AND NOT (${ident(col.column)} LIKE $2) ${from} ORDER BY ${ident(col.idColumn)} LIMIT $3`,
+      after === null ? [tenantId, `v2.${version}.%`, limit] : [tenantId, `v2.${version}.%`, limit, after],
     );
+  }
+
+  /** How many rows findUnderOtherVersion would walk (none left: the tenant's values are all under `version`). */
+  async countUnderOtherVersion(col: SealedColumn, tenantId: string, version: number): Promise<number> {
+    const rows = await this.db.query<Array<{ n: number }>>(
+      `SELECT count(*)::int AS n FROM ${ident(col.table)}
+        WHERE ${ident(col.tenantColumn)}::text = $1 AND ${ident(col.column)} IS NOT NULL AND NOT (${ident(col.column)} LIKE $2)`,
+      [tenantId, `v2.${version}.%`],
+    );
+    return rows[0].n;
   }
 
   /**

@@ -66,6 +66,14 @@ export class AuditEntryDto {
   @ApiProperty({ type: String, nullable: true, description: 'The trace the action ran in, when tracing is on (docs/operations.md).' })
   traceId: string | null;
   @ApiProperty({
+    type: 'object',
+    additionalProperties: true,
+    nullable: true,
+    description:
+      'What a key operation did, in ids, versions and counts (`kekId`, `version`, `total`, `resealed`, `retired`...; docs/keys.md); null for other actions. Never key material.',
+  })
+  details: Record<string, unknown> | null;
+  @ApiProperty({
     description:
       'How many times it happened: failures of the same action by the same actor on the same tenant within a minute share one row.',
   })
@@ -84,6 +92,7 @@ export class AuditEntryDto {
       outcome: r.outcome,
       status: r.status,
       traceId: r.traceId,
+      details: r.details,
       count: r.count,
     };
   }

@@ -1112,12 +1112,16 @@ export interface components {
         };
         AuditEntryDto: {
             /** @enum {string} */
-            action: "tenant.created" | "tenant.updated" | "tenant.deleted" | "api_key.created" | "api_key.revoked" | "events_secret.rotated" | "endpoint.created" | "endpoint.updated" | "endpoint.deleted" | "endpoint.secret_rotated" | "endpoint.failing" | "endpoint.disabled" | "endpoint.recovered" | "webhook.provisioned" | "connection.created" | "connection.reconnected" | "connection.deleted" | "user.erased" | "console.login" | "console.logout" | "agent_session.created" | "agent_session.revoked" | "agent.tool_call";
+            action: "tenant.created" | "tenant.updated" | "tenant.deleted" | "api_key.created" | "api_key.revoked" | "events_secret.rotated" | "endpoint.created" | "endpoint.updated" | "endpoint.deleted" | "endpoint.secret_rotated" | "endpoint.failing" | "endpoint.disabled" | "endpoint.recovered" | "webhook.provisioned" | "connection.created" | "connection.reconnected" | "connection.deleted" | "user.erased" | "console.login" | "console.logout" | "agent_session.created" | "agent_session.revoked" | "agent.tool_call" | "kek.rotation_started" | "kek.rotation_finished" | "tenant_key.rotated" | "tenant_key.resealed" | "tenant_key.retired" | "tenant_key.destroyed" | "tenant_key.kek_set" | "vault.reencrypt_started" | "vault.reencrypt_finished";
             actor: components["schemas"]["AuditActorDto"];
             /** Format: date-time */
             at: string;
             /** @description How many times it happened: failures of the same action by the same actor on the same tenant within a minute share one row. */
             count: number;
+            /** @description What a key operation did, in ids, versions and counts (`kekId`, `version`, `total`, `resealed`, `retired`...; docs/keys.md); null for other actions. Never key material. */
+            details: {
+                [key: string]: unknown;
+            } | null;
             /** Format: uuid */
             id: string;
             /** @enum {string} */
