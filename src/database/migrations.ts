@@ -30,6 +30,7 @@ import { CreateSyncedRecords1798200000000 } from '../../migrations/1798200000000
 import { SyncListingProgress1798200000001 } from '../../migrations/1798200000001-SyncListingProgress.js';
 import { CreateEventEndpoints1798300000000 } from '../../migrations/1798300000000-CreateEventEndpoints.js';
 import { CreateTenantKeys1798400000000 } from '../../migrations/1798400000000-CreateTenantKeys.js';
+import { TenantKeyDestroyNotify1798510000000 } from '../../migrations/1798510000000-TenantKeyDestroyNotify.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
@@ -68,4 +69,5 @@ export const MIGRATIONS = [
   SyncListingProgress1798200000001,
   CreateEventEndpoints1798300000000,
   CreateTenantKeys1798400000000,
+  TenantKeyDestroyNotify1798510000000,
 ];
