@@ -1,8 +1,10 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
+import { Gauge } from 'prom-client';
 import { ChangeFeed, type Change } from '../changes/change-feed.service.js';
 import type { EnvironmentName } from '../config/app-config.js';
 import type { QuotaBudgets } from '../config/quota-budgets.js';
 import type { ConnectionEntity } from '../connections/store/connection.entity.js';
+import { MetricsService } from '../telemetry/metrics.service.js';
 import type { Design } from '../tenants/tenant.entity.js';
 
 export interface CachedTenant {
@@ -65,9 +67,23 @@ export class RouteCache {
   private ownerCount = 0;
   private epoch = 0;
 
-  constructor(private readonly feed: ChangeFeed) {
+  constructor(
+    @Inject(ChangeFeed) private readonly feed: ChangeFeed,
+    @Optional() @Inject(MetricsService) metrics?: MetricsService,
+  ) {
     feed.onReset(() => this.clear());
     feed.subscribe((change) => this.onChange(change));
+    if (metrics) {
+      const tokens = this.tokens;
+      new Gauge({
+        name: 'cws_route_tokens_cached',
+        help: "Connections' access tokens this instance holds in memory for facade calls (a deleted tenant's are dropped when the change is heard).",
+        registers: [metrics.registry],
+        collect() {
+          this.set(tokens.size);
+        },
+      });
+    }
   }
 
   mark(): number {
