@@ -22,6 +22,8 @@ export class TenantLoad {
   readonly counts = { reads: 0, renewals: 0 };
   /** Answer times (ms) of the calls that did not answer 200, by status. */
   readonly refusals: Array<{ tenantId: string; status: number; code: string; ms: number }> = [];
+  /** Answer times (ms) of the calls answered 200. */
+  readonly answered: number[] = [];
   readonly live: Set<string>;
   /** Off: the renewal loop waits (a phase that counts what instances hold). */
   renewing = true;
@@ -103,7 +105,10 @@ export class TenantLoad {
       });
       const text = await res.text();
       const ms = performance.now() - started;
-      if (res.status === 200) return ok();
+      if (res.status === 200) {
+        this.answered.push(ms);
+        return ok();
+      }
       if (!this.live.has(tenantId)) return;
       if (this.expectRefusals.has(tenantId)) {
         const code = (/"code":"([a-z_]+)"/.exec(text) ?? [])[1] ?? '';
@@ -115,6 +120,12 @@ export class TenantLoad {
       if (this.live.has(tenantId)) this.failures.push({ tenantId, what: `${method}: ${(e as Error).message}` });
     }
   }
+}
+
+/** The `q` quantile (0..1) of `values`, NaN for none. */
+export function quantile(values: number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 }
 
 /** `/metrics` of an instance, as name → value for the gauges without labels. */
