@@ -44,13 +44,12 @@ describe('tenant keys across instances under load', () => {
   const operatorKey = `cwsop_test_${randomBytes(24).toString('base64url')}`;
 
   const start = (i: number, vaultKeys: string) =>
-    spawnApp({ ...env, VAULT_KEYS: vaultKeys, INSTANCE_ID: `keys-${i}-${randomBytes(3).toString('hex')}` }, { port: ports[i], readyTimeoutMs: 60_000 });
+    spawnApp(
+      { ...env, VAULT_KEYS: vaultKeys, INSTANCE_ID: `keys-${i}-${randomBytes(3).toString('hex')}` },
+      { port: ports[i], readyTimeoutMs: 60_000 },
+    );
   const keyRows = async () =>
-    (
-      await db.query<KeyRow>(
-        `SELECT id, version, kek_id AS kek, wrapped_key IS NOT NULL AS live FROM tenant_keys ORDER BY id`,
-      )
-    ).rows;
+    (await db.query<KeyRow>(`SELECT id, version, kek_id AS kek, wrapped_key IS NOT NULL AS live FROM tenant_keys ORDER BY id`)).rows;
 
   beforeAll(async () => {
     ensureHaproxy();
@@ -86,7 +85,12 @@ describe('tenant keys across instances under load', () => {
       });
       if (res.status !== 200) throw new Error(`refresh answered ${res.status}: ${await res.text()}`);
     }
-    load = new TenantLoad(() => lb.url, operatorKey, TENANTS, (t) => connections.get(t) ?? '');
+    load = new TenantLoad(
+      () => lb.url,
+      operatorKey,
+      TENANTS,
+      (t) => connections.get(t) ?? '',
+    );
     load.start();
   }, 180_000);
 
@@ -112,7 +116,9 @@ describe('tenant keys across instances under load', () => {
     // Every tenant read through each instance: each holds the 20 data keys and the 20 access tokens.
     for (const app of apps) {
       for (const tenantId of TENANTS) {
-        const res = await fetch(`${app.url}/v1/tenants/${tenantId}/me`, { headers: { authorization: `Bearer ${operatorKey}`, 'x-user-id': 'u-1' } });
+        const res = await fetch(`${app.url}/v1/tenants/${tenantId}/me`, {
+          headers: { authorization: `Bearer ${operatorKey}`, 'x-user-id': 'u-1' },
+        });
         expect(res.status).toBe(200);
       }
     }
@@ -120,11 +126,15 @@ describe('tenant keys across instances under load', () => {
       const g = await gauges(app.url);
       expect([g.get('cws_tenant_keys_cached'), g.get('cws_route_tokens_cached')]).toEqual([20, 20]);
     }
-    const sealed = (await db.query<{ v: string }>(`SELECT access_token_enc AS v FROM connections WHERE tenant_id = $1`, [DELETED])).rows[0].v;
+    const sealed = (await db.query<{ v: string }>(`SELECT access_token_enc AS v FROM connections WHERE tenant_id = $1`, [DELETED])).rows[0]
+      .v;
     const failuresBefore = load.failures.length;
 
     load.live.delete(DELETED);
-    const res = await fetch(`${apps[0].url}/v1/tenants/${DELETED}`, { method: 'DELETE', headers: { authorization: `Bearer ${operatorKey}` } });
+    const res = await fetch(`${apps[0].url}/v1/tenants/${DELETED}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${operatorKey}` },
+    });
     expect(res.status).toBe(204);
     const deletedAt = performance.now();
     const droppedAfter: number[] = [NaN, NaN];
@@ -133,7 +143,8 @@ describe('tenant keys across instances under load', () => {
         apps.map(async (app, i) => {
           if (!Number.isNaN(droppedAfter[i])) return;
           const g = await gauges(app.url);
-          if (g.get('cws_tenant_keys_cached') === 19 && g.get('cws_route_tokens_cached') === 19) droppedAfter[i] = performance.now() - deletedAt;
+          if (g.get('cws_tenant_keys_cached') === 19 && g.get('cws_route_tokens_cached') === 19)
+            droppedAfter[i] = performance.now() - deletedAt;
         }),
       );
       await sleep(20);
@@ -142,7 +153,9 @@ describe('tenant keys across instances under load', () => {
     await sleep(1500);
     const after = await Promise.all(apps.map((a) => gauges(a.url)));
     const reads = await Promise.all(
-      apps.map((a) => fetch(`${a.url}/v1/tenants/${DELETED}/me`, { headers: { authorization: `Bearer ${operatorKey}`, 'x-user-id': 'u-1' } })),
+      apps.map((a) =>
+        fetch(`${a.url}/v1/tenants/${DELETED}/me`, { headers: { authorization: `Bearer ${operatorKey}`, 'x-user-id': 'u-1' } }),
+      ),
     );
     const opened = await openAccessToken(K1, db, { id: connections.get(DELETED) ?? '', tenantId: DELETED }, sealed).then(
       () => 'opened',
@@ -172,7 +185,8 @@ describe('tenant keys across instances under load', () => {
       const watch = (async () => {
         while (watching) {
           const r = await fetch(`${other.url}/health/ready`).catch((e: Error) => e);
-          if (r instanceof Error || r.status !== 200) notReady.push(`instance ${1 - i} while ${i} rolled: ${r instanceof Error ? r.message : r.status}`);
+          if (r instanceof Error || r.status !== 200)
+            notReady.push(`instance ${1 - i} while ${i} rolled: ${r instanceof Error ? r.message : r.status}`);
           await sleep(100);
         }
       })();

@@ -100,8 +100,21 @@ describe('the key store stopped for 60 s under load (KEY_STORE=pkcs11, SoftHSM2)
       `SELECT split_part(access_token_enc, '.', 1) AS f, count(*)::int AS n FROM connections GROUP BY 1`,
     );
     expect(formats.rows).toEqual([{ f: 'v2', n: TENANTS.length }]);
-    const cached = new TenantLoad(() => lb.url, operatorKey, CACHED, (t) => connections.get(t) ?? '', 4);
-    const cold = new TenantLoad(() => lb.url, operatorKey, COLD, (t) => connections.get(t) ?? '', 2, new Set(COLD));
+    const cached = new TenantLoad(
+      () => lb.url,
+      operatorKey,
+      CACHED,
+      (t) => connections.get(t) ?? '',
+      4,
+    );
+    const cold = new TenantLoad(
+      () => lb.url,
+      operatorKey,
+      COLD,
+      (t) => connections.get(t) ?? '',
+      2,
+      new Set(COLD),
+    );
     cold.renewing = false;
     cached.start();
     await sleep(2000);
@@ -144,7 +157,9 @@ describe('the key store stopped for 60 s under load (KEY_STORE=pkcs11, SoftHSM2)
         `answer time median ${fig(quantile(served, 0.5))} ms, p99 ${fig(quantile(served, 0.99))} ms, max ${fig(quantile(served, 1))} ms; ` +
         `other tenants ${refusals.length} refused ${JSON.stringify(Object.fromEntries(codes))}, answer time median ${fig(quantile(ms, 0.5))} ms, p99 ${fig(quantile(ms, 0.99))} ms, ` +
         `max ${fig(quantile(ms, 1))} ms, ${ms.filter((m) => m >= 1200).length} at 1.2 s or more; ${coldOk} answered 200 (none expected); ` +
-        `every tenant served again on instance 0 after ${fig(recoveredAfter[0])} ms, instance 1 after ${fig(recoveredAfter[1])} ms (machine load ${loadavg().map((l) => l.toFixed(1)).join(' ')})`,
+        `every tenant served again on instance 0 after ${fig(recoveredAfter[0])} ms, instance 1 after ${fig(recoveredAfter[1])} ms (machine load ${loadavg()
+          .map((l) => l.toFixed(1))
+          .join(' ')})`,
     );
     expect(cached.failures).toEqual([]);
     expect(cached.counts.renewals).toBeGreaterThan(20);

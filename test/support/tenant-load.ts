@@ -86,8 +86,11 @@ export class TenantLoad {
       }
       const tenants = [...this.live];
       const tenantId = tenants[n % tenants.length];
-      const call = this.call(tenantId, 'POST', `/v1/tenants/${tenantId}/connections/${this.connectionOf(tenantId)}/refresh`, () =>
-        this.counts.renewals++,
+      const call = this.call(
+        tenantId,
+        'POST',
+        `/v1/tenants/${tenantId}/connections/${this.connectionOf(tenantId)}/refresh`,
+        () => this.counts.renewals++,
       );
       this.renewalInFlight = call;
       await call;
@@ -115,7 +118,10 @@ export class TenantLoad {
         this.refusals.push({ tenantId, status: res.status, code, ms });
         return;
       }
-      this.failures.push({ tenantId, what: `${method} ${path.split('/').slice(4).join('/')} answered ${res.status} ${text.slice(0, 100)}` });
+      this.failures.push({
+        tenantId,
+        what: `${method} ${path.split('/').slice(4).join('/')} answered ${res.status} ${text.slice(0, 100)}`,
+      });
     } catch (e) {
       if (this.live.has(tenantId)) this.failures.push({ tenantId, what: `${method}: ${(e as Error).message}` });
     }
