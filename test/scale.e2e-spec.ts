@@ -457,6 +457,7 @@ describe('at 100k connections and 10k tenants: indexes, bounded reads, bounded c
       for (const row of rows) {
         cache.setOwner(BIG_TENANT, ownerKey('user', row.userId), row, cache.mark());
         cache.setToken(
+          BIG_TENANT,
           row.id,
           { accessToken: `scale-access-${row.id}`, version: Number(row.version), expiresAt: Date.now() + 3_600_000 },
           cache.mark(),

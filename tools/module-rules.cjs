@@ -12,7 +12,7 @@ const MODULES = {
   auth: ['changes', 'database'],
   cli: ['database', 'vault'],
   audit: ['auth', 'database'],
-  tenants: ['audit', 'auth', 'database', 'quota', 'vault'],
+  tenants: ['audit', 'auth', 'changes', 'database', 'quota', 'vault'],
   events: ['audit', 'auth', 'database', 'telemetry', 'tenants', 'vault'],
   connections: ['audit', 'database', 'events', 'tenants', 'upstream', 'vault'],
   connect: ['audit', 'auth', 'connections', 'tenants', 'upstream'],

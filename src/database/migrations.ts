@@ -32,6 +32,7 @@ import { CreateEventEndpoints1798300000000 } from '../../migrations/179830000000
 import { CreateTenantKeys1798400000000 } from '../../migrations/1798400000000-CreateTenantKeys.js';
 import { CreateTenantKeks1798500000000 } from '../../migrations/1798500000000-CreateTenantKeks.js';
 import { TenantKeyReseals1798540000000 } from '../../migrations/1798540000000-TenantKeyReseals.js';
+import { TenantKeyDestroyNotify1798510000000 } from '../../migrations/1798510000000-TenantKeyDestroyNotify.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
@@ -72,4 +73,5 @@ export const MIGRATIONS = [
   CreateTenantKeys1798400000000,
   CreateTenantKeks1798500000000,
   TenantKeyReseals1798540000000,
+  TenantKeyDestroyNotify1798510000000,
 ];

@@ -36,7 +36,7 @@ describe('RouteCache', () => {
     const { feed, cache } = setup();
     const key = ownerKey('user', 'u1');
     cache.setOwner('t1', key, conn('c1'), cache.mark());
-    cache.setToken('c1', token, cache.mark());
+    cache.setToken('t1', 'c1', token, cache.mark());
     expect(cache.owner('t1', key)?.id).toBe('c1');
     expect(cache.token('c1')).toEqual(token);
     feed.emit('connections:t1:c2');
@@ -114,12 +114,25 @@ describe('RouteCache', () => {
     expect(cache.owner('t1', 'admin')).toBeUndefined();
   });
 
+  it("drops every access token of a tenant when the tenant row changes (its deletion), and no other tenant's", () => {
+    const { feed, cache } = setup();
+    cache.setToken('t1', 'c1', token, cache.mark());
+    cache.setToken('t1', 'c2', token, cache.mark());
+    cache.renewedHere('t1', 'c3', { ...token, version: 2 });
+    cache.setToken('t2', 'c4', token, cache.mark());
+    expect(cache.size().tokens).toBe(4);
+    feed.emit('tenants:t1:t1');
+    expect([cache.token('c1'), cache.token('c2'), cache.token('c3')]).toEqual([undefined, undefined, undefined]);
+    expect(cache.token('c4')).toEqual(token);
+    expect(cache.size().tokens).toBe(1);
+  });
+
   it('keeps the newest token of a renewal made here', () => {
     const { cache } = setup();
-    cache.setToken('c1', { ...token, version: 3 }, cache.mark());
-    cache.renewedHere('c1', { ...token, accessToken: 'old', version: 2 });
+    cache.setToken('t1', 'c1', { ...token, version: 3 }, cache.mark());
+    cache.renewedHere('t1', 'c1', { ...token, accessToken: 'old', version: 2 });
     expect(cache.token('c1')?.version).toBe(3);
-    cache.renewedHere('c1', { ...token, accessToken: 'new', version: 4 });
+    cache.renewedHere('t1', 'c1', { ...token, accessToken: 'new', version: 4 });
     expect(cache.token('c1')?.accessToken).toBe('new');
   });
 

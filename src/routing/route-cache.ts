@@ -1,8 +1,10 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
+import { Gauge } from 'prom-client';
 import { ChangeFeed, type Change } from '../changes/change-feed.service.js';
 import type { EnvironmentName } from '../config/app-config.js';
 import type { QuotaBudgets } from '../config/quota-budgets.js';
 import type { ConnectionEntity } from '../connections/store/connection.entity.js';
+import { MetricsService } from '../telemetry/metrics.service.js';
 import type { Design } from '../tenants/tenant.entity.js';
 
 export interface CachedTenant {
@@ -60,12 +62,28 @@ export class RouteCache {
   /** tenantId → owner → connection, or null: known to have none. */
   private readonly owners = new Map<string, TenantOwners>();
   private readonly tokens = new Map<string, CachedToken>();
+  /** tenantId → the connections whose token is held: a change of the tenant (its deletion) drops them all. */
+  private readonly tokensOf = new Map<string, Set<string>>();
   private ownerCount = 0;
   private epoch = 0;
 
-  constructor(private readonly feed: ChangeFeed) {
+  constructor(
+    @Inject(ChangeFeed) private readonly feed: ChangeFeed,
+    @Optional() @Inject(MetricsService) metrics?: MetricsService,
+  ) {
     feed.onReset(() => this.clear());
     feed.subscribe((change) => this.onChange(change));
+    if (metrics) {
+      const tokens = this.tokens;
+      new Gauge({
+        name: 'cws_route_tokens_cached',
+        help: "Connections' access tokens this instance holds in memory for facade calls (a deleted tenant's are dropped when the change is heard).",
+        registers: [metrics.registry],
+        collect() {
+          this.set(tokens.size);
+        },
+      });
+    }
   }
 
   mark(): number {
@@ -106,18 +124,25 @@ export class RouteCache {
     return this.feed.live ? this.tokens.get(connectionId) : undefined;
   }
 
-  setToken(connectionId: string, token: CachedToken, epoch: number): void {
-    if (this.usable(epoch)) this.tokens.set(connectionId, token);
+  setToken(tenantId: string, connectionId: string, token: CachedToken, epoch: number): void {
+    if (this.usable(epoch)) this.holdToken(tenantId, connectionId, token);
   }
 
   /**
    * A renewal made by this instance: the new token replaces the old one at once, unless a newer one is
    * already known. The renewal's own NOTIFY then drops it, and the next call reloads the same token.
    */
-  renewedHere(connectionId: string, token: CachedToken): void {
+  renewedHere(tenantId: string, connectionId: string, token: CachedToken): void {
     if (!this.feed.live) return;
     const current = this.tokens.get(connectionId);
-    if (!current || current.version <= token.version) this.tokens.set(connectionId, token);
+    if (!current || current.version <= token.version) this.holdToken(tenantId, connectionId, token);
+  }
+
+  private holdToken(tenantId: string, connectionId: string, token: CachedToken): void {
+    this.tokens.set(connectionId, token);
+    let held = this.tokensOf.get(tenantId);
+    if (!held) this.tokensOf.set(tenantId, (held = new Set()));
+    held.add(connectionId);
   }
 
   private usable(epoch: number): boolean {
@@ -128,12 +153,17 @@ export class RouteCache {
     if (change.table === 'quota_pauses') return; // the quota module's, nothing cached here
     this.epoch++;
     if (change.table === 'tenants') {
+      // A change of the tenant (its deletion, its data keys destroyed) drops its access tokens too: a deleted
+      // tenant's tokens are in no instance's memory once the change is heard.
       this.tenants.delete(change.tenantId);
       this.dropTenantOwners(change.tenantId);
+      for (const id of this.tokensOf.get(change.tenantId) ?? []) this.tokens.delete(id);
+      this.tokensOf.delete(change.tenantId);
       return;
     }
     if (change.table !== 'connections') return;
     this.tokens.delete(change.id);
+    this.tokensOf.get(change.tenantId)?.delete(change.id);
     const t = this.owners.get(change.tenantId);
     if (!t) return;
     // A change may be a change of this connection, or a new one (every "none" entry of the tenant is now in doubt).
@@ -168,6 +198,7 @@ export class RouteCache {
     this.tenants.clear();
     this.owners.clear();
     this.tokens.clear();
+    this.tokensOf.clear();
     this.ownerCount = 0;
   }
 }

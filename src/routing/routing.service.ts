@@ -143,7 +143,7 @@ export class RoutingService {
     const { connection, env, tenant } = picked;
     await first.body.dump().catch(() => undefined);
     const renewed = await this.renewal.renewAfterRejection(connection, token.version);
-    this.cache.renewedHere(connection.id, {
+    this.cache.renewedHere(connection.tenantId, connection.id, {
       accessToken: renewed.accessToken,
       version: renewed.version,
       expiresAt: renewed.expiresAt.getTime(),
@@ -193,7 +193,7 @@ export class RoutingService {
     const epoch = this.cache.mark();
     const fresh = await this.renewal.accessTokenFor(connection);
     const token: CachedToken = { accessToken: fresh.accessToken, version: fresh.version, expiresAt: fresh.expiresAt.getTime() };
-    this.cache.setToken(connection.id, token, epoch);
+    this.cache.setToken(connection.tenantId, connection.id, token, epoch);
     return token;
   }
 

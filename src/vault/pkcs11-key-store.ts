@@ -22,18 +22,26 @@ const IV_BYTES = 12;
 const TAG_BITS = 128;
 /** Return values that mean the wrapped key itself does not decrypt (another binding, damaged): the value's problem. */
 const NOT_OURS = new Set([0x40 /* CKR_ENCRYPTED_DATA_INVALID */, 0x41 /* CKR_ENCRYPTED_DATA_LEN_RANGE */]);
+/** After the token was unreachable, the module is initialized again before a new session, at most this often. */
+const REINITIALIZE_MS = 1000;
 
 /**
  * KEY_STORE=pkcs11: the KEK is an AES key on a PKCS#11 token (an HSM, SoftHSM2), found by PKCS11_KEK_LABEL, and never
  * leaves it. A data key is wrapped by encrypting it on the token with CKM_AES_GCM (a fresh 96-bit IV, the tenant and
  * version as AAD): `p11.<iv>.<ciphertext and tag>` (base64url). pkcs11js is a synchronous native binding: each call is
  * one short round trip to the module. A failure of the module, the session, the token or the key handle is the store
- * being unreachable (503 key_store_unavailable for uncached tenants); the store logs in again at the next call.
+ * being unreachable (503 key_store_unavailable for uncached tenants); the store logs in again at the next call, after
+ * finalizing and initializing the module again (at most once a second): a module keeps the slots it found at
+ * C_Initialize, so a token that went away and came back (SoftHSM2's token directory restored, a device reattached)
+ * is seen again only then, and the store serves again without a restart.
  */
 export class Pkcs11KeyStore implements KeyStore {
   readonly kind = 'pkcs11' as const;
   private session: Buffer | null = null;
   private key: Buffer | null = null;
+  /** The token was unreachable: the module is initialized again before the next session. */
+  private stale = false;
+  private reinitializedAt = 0;
 
   private constructor(
     private readonly p11: Pkcs11,
@@ -141,6 +149,7 @@ export class Pkcs11KeyStore implements KeyStore {
       return true;
     } catch {
       this.drop();
+      this.stale = true;
       return false;
     }
   }
@@ -177,10 +186,14 @@ export class Pkcs11KeyStore implements KeyStore {
       return Promise.resolve(op());
     } catch (e) {
       if (e instanceof VaultError || e instanceof KeyStoreUnavailable) {
-        if (e instanceof KeyStoreUnavailable) this.drop();
+        if (e instanceof KeyStoreUnavailable) {
+          this.drop();
+          this.stale = true;
+        }
         return Promise.reject(e);
       }
       this.drop();
+      this.stale = true;
       return Promise.reject(new KeyStoreUnavailable(`the PKCS#11 module failed: ${describe(e)}`));
     }
   }
@@ -193,6 +206,20 @@ export class Pkcs11KeyStore implements KeyStore {
 
   private connect(): void {
     const m = this.module;
+    if (this.stale && Date.now() - this.reinitializedAt >= REINITIALIZE_MS) {
+      this.reinitializedAt = Date.now();
+      try {
+        m.C_Finalize();
+      } catch {
+        /* not initialized any more */
+      }
+      try {
+        m.C_Initialize();
+      } catch (e) {
+        if (codeOf(e) !== 0x191 /* CKR_CRYPTOKI_ALREADY_INITIALIZED */) throw e;
+      }
+      this.stale = false;
+    }
     const slot = m.C_GetSlotList(true).find((s) => m.C_GetTokenInfo(s).label.trim() === this.settings.tokenLabel);
     if (!slot) throw new ConfigError('PKCS11_TOKEN_LABEL', `no token labelled "${this.settings.tokenLabel}" in ${this.settings.module}`);
     const session = m.C_OpenSession(slot, this.p11.CKF_SERIAL_SESSION | this.p11.CKF_RW_SESSION);

@@ -130,6 +130,16 @@ export class TenantKeysRepository {
     return this.db.query<TenantKeyRow[]>(`SELECT ${COLUMNS} FROM tenant_keys WHERE tenant_id = $1 ORDER BY version`, [tenantId]);
   }
 
+  /** Which of these key rows (`<tenant>/<version>`) are destroyed (or gone): what an instance must stop holding. */
+  async destroyedAmong(ids: string[]): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.db.query<Array<{ id: string }>>(
+      `SELECT i.id FROM unnest($1::text[]) AS i(id) LEFT JOIN tenant_keys k ON k.id = i.id WHERE k.wrapped_key IS NULL`,
+      [ids],
+    );
+    return rows.map((r) => r.id);
+  }
+
   /** Every key row, by tenant then version (keys status). */
   async all(): Promise<TenantKeyRow[]> {
     return this.db.query<TenantKeyRow[]>(`SELECT ${COLUMNS} FROM tenant_keys ORDER BY tenant_id, version`);

@@ -1,6 +1,6 @@
 import { createSecretKey, type KeyObject, randomBytes } from 'node:crypto';
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
-import { Counter } from 'prom-client';
+import { Counter, Gauge } from 'prom-client';
 import { AppError } from '../common/app-error.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
@@ -58,6 +58,11 @@ export class TenantKeys {
   private lastStoreState: 'available' | 'unavailable' = 'available';
   private readonly unwraps: Counter<'store'> | null;
   private readonly now = Date.now;
+  /**
+   * Moves on whenever what is cached may have been revoked (a tenant's change heard, `forget`): an unwrap started
+   * before does not cache what it read, so a key read just before its destruction cannot outlive the news of it.
+   */
+  private epoch = 0;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: Pick<AppConfig, 'keys'>,
@@ -74,6 +79,17 @@ export class TenantKeys {
           registers: [metrics.registry],
         })
       : null;
+    if (metrics) {
+      const keys = this.keys;
+      new Gauge({
+        name: 'cws_tenant_keys_cached',
+        help: "Tenant data keys this instance holds unwrapped in memory (a deleted tenant's are dropped within a second or two).",
+        registers: [metrics.registry],
+        collect() {
+          this.set(keys.size);
+        },
+      });
+    }
     vault.useTenantKeys(this);
   }
 
@@ -161,8 +177,30 @@ export class TenantKeys {
 
   /** Drops what this instance holds of the tenant's keys (after a destroy or a rotation). */
   forget(tenantId: string): void {
+    this.epoch++;
     this.active.delete(tenantId);
     for (const id of this.keys.keys()) if (id.startsWith(`${tenantId}/`)) this.keys.delete(id);
+  }
+
+  /** Whether this instance holds any key of the tenant now. */
+  holds(tenantId: string): boolean {
+    for (const id of this.keys.keys()) if (id.startsWith(`${tenantId}/`)) return true;
+    return false;
+  }
+
+  /**
+   * Another instance may have destroyed keys this one holds (the tenant's deletion, a retired version): drops every
+   * held key whose row is destroyed now, with the whole tenant's, and tells how many tenants were dropped.
+   * `tenantId`: only that tenant's keys (a change of that tenant was heard); none: every key held (the change
+   * feed's fallback poll). Unwraps in flight when it starts cache nothing.
+   */
+  async dropDestroyed(tenantId?: string): Promise<number> {
+    this.epoch++;
+    const ids = [...this.keys.keys()].filter((id) => tenantId === undefined || id.startsWith(`${tenantId}/`));
+    const tenants = new Set<string>();
+    for (const id of await this.repo.destroyedAmong(ids)) tenants.add(id.slice(0, id.lastIndexOf('/')));
+    for (const t of tenants) this.forget(t);
+    return tenants.size;
   }
 
   /** A new version of the tenant's data key (keys rotate): new values are sealed with it from now on. */
@@ -178,10 +216,11 @@ export class TenantKeys {
     // A tenant with a KEK of its own (keys set-kek) has every version wrapped by it.
     const kek = (await this.repo.kekOf(tenantId)) ?? undefined;
     const dataKey = randomBytes(32);
+    const epoch = this.epoch;
     try {
       const wrapped = await this.call(() => this.store.wrap(dataKey, binding, kek));
       if (await this.repo.insert(tenantId, version, wrapped.wrapped, wrapped.kekId)) {
-        this.remember(keyRowId(binding), createSecretKey(dataKey));
+        this.remember(keyRowId(binding), createSecretKey(dataKey), epoch);
       }
     } finally {
       dataKey.fill(0);
@@ -203,6 +242,7 @@ export class TenantKeys {
 
   private async unwrap(binding: KeyBinding, known?: TenantKeyRow): Promise<CachedKey> {
     const id = keyRowId(binding);
+    const epoch = this.epoch;
     const row = known ?? (await this.repo.find(binding.tenantId, binding.version));
     if (!row) throw new VaultError(`the tenant data key ${id} does not exist`, 'tenant_keys', 'wrapped_key');
     if (row.wrapped === null) throw new VaultError(`the tenant data key ${id} was destroyed`, 'tenant_keys', 'wrapped_key');
@@ -210,17 +250,18 @@ export class TenantKeys {
     const bytes = await this.call(() => this.store.unwrap({ wrapped, kekId: row.kekId }, binding));
     this.unwraps?.inc({ store: this.store.kind });
     try {
-      return this.remember(id, createSecretKey(bytes));
+      return this.remember(id, createSecretKey(bytes), epoch);
     } finally {
       bytes.fill(0);
     }
   }
 
-  private remember(id: string, key: KeyObject): CachedKey {
+  /** Caches the key, unless something may have been revoked since `epoch` (the caller still uses it, once). */
+  private remember(id: string, key: KeyObject, epoch: number): CachedKey {
     const at = this.now();
     const freshUntil = this.freshUntil(at);
     const entry = { key, at, freshUntil, refreshFrom: freshUntil - Math.floor(this.config.keys.cacheTtlMs * 0.1) };
-    this.keys.set(id, entry);
+    if (epoch === this.epoch) this.keys.set(id, entry);
     return entry;
   }
 
