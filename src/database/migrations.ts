@@ -31,8 +31,8 @@ import { SyncListingProgress1798200000001 } from '../../migrations/1798200000001
 import { CreateEventEndpoints1798300000000 } from '../../migrations/1798300000000-CreateEventEndpoints.js';
 import { CreateTenantKeys1798400000000 } from '../../migrations/1798400000000-CreateTenantKeys.js';
 import { CreateTenantKeks1798500000000 } from '../../migrations/1798500000000-CreateTenantKeks.js';
-import { TenantKeyReseals1798540000000 } from '../../migrations/1798540000000-TenantKeyReseals.js';
 import { TenantKeyDestroyNotify1798510000000 } from '../../migrations/1798510000000-TenantKeyDestroyNotify.js';
+import { TenantKeyReseals1798540000000 } from '../../migrations/1798540000000-TenantKeyReseals.js';
 
 /**
  * Every migration, in order. Listed explicitly (no glob) so that the same list works compiled, under
@@ -72,6 +72,6 @@ export const MIGRATIONS = [
   CreateEventEndpoints1798300000000,
   CreateTenantKeys1798400000000,
   CreateTenantKeks1798500000000,
-  TenantKeyReseals1798540000000,
   TenantKeyDestroyNotify1798510000000,
+  TenantKeyReseals1798540000000,
 ];
