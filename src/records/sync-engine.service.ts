@@ -131,7 +131,7 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
       const before = new Date(this.clock.now().getTime() - (this.config.sync.tombstoneDays + 1) * 86_400_000);
       for (let i = 0; i < 10 && (await this.records.prune(before, PRUNE_BATCH)) >= PRUNE_BATCH; i++);
     }
-    if (this.ticks % ENROL_EVERY_TICKS === 1) this.lag.set(await this.syncs.lagSeconds());
+    if (this.ticks % ENROL_EVERY_TICKS === 1) this.lag.set(await this.syncs.lagSeconds(this.config.sync.workflows));
     const claimed = await this.syncs.claim(this.config.instanceId, this.config.sync.workflows, this.leaseMs, CLAIM_BATCH);
     await Promise.all(claimed.map((c) => this.list(c)));
   }
