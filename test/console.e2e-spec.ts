@@ -395,6 +395,63 @@ describe('the operator console, as a person uses it (headless Chromium)', () => 
     await expect(page.getByRole('row', { name: /api_key\.created/ }).textContent()).resolves.toContain('Operator key');
   });
 
+  it("shows each user's sync state: a ready copy with its records, one whose listing fails with its error and since when, never a record", async () => {
+    const SYNCED = 'synced-co';
+    expect(
+      (
+        await t.request('POST', '/v1/tenants', {
+          body: { id: SYNCED, name: 'Synced Co', environment: 'sandbox', allowedReturnUrls: ['http://localhost:5173/'] },
+        })
+      ).status,
+    ).toBe(201);
+    for (const as of ['carol', 'dave']) expect((await connectViaHttp(t, SYNCED, { userId: `sync-${as}`, as })).status).toBe('connected');
+    const launched = await t.request('POST', `/v1/tenants/${SYNCED}/workflows`, {
+      headers: { 'x-user-id': 'sync-carol' },
+      body: { name: 'Confidential merger memo', approvers: [] },
+    });
+    expect(launched.status).toBe(201);
+    expect((await t.request('PATCH', `/v1/tenants/${SYNCED}`, { body: { sync: { workflows: true } } })).status).toBe(200);
+    type State = { userId: string; state: string; records: number; lastListedAt: string | null; lastError?: string };
+    const stateOf = async (userId: string) =>
+      (await t.request<{ items: State[] }>('GET', `/v1/tenants/${SYNCED}/sync?userId=${userId}`)).body.items[0];
+    expect((await t.request('POST', `/v1/tenants/${SYNCED}/sync`, { body: { userId: 'sync-carol' } })).status).toBe(202);
+    await waitUntil("carol's listing", async () => (await stateOf('sync-carol'))?.lastListedAt != null);
+    // Dave's listing is refused upstream (the sandbox answers 403 to a first page, once).
+    t.sandbox!.setListing({ pageSize: 100, fail: { page: 1, status: 403, times: 1 } });
+    expect((await t.request('POST', `/v1/tenants/${SYNCED}/sync`, { body: { userId: 'sync-dave' } })).status).toBe(202);
+    await waitUntil("dave's failed listing", async () => (await stateOf('sync-dave'))?.lastError !== undefined);
+    t.sandbox!.setListing({ pageSize: null });
+    const carol = await stateOf('sync-carol');
+    expect(carol.records).toBeGreaterThanOrEqual(1);
+
+    await page.goto(`${t.url}/console/#/`);
+    await page.getByRole('link', { name: 'Sync of Synced Co' }).click();
+    await page.getByRole('heading', { level: 1, name: `Synced records of ${SYNCED}` }).waitFor();
+    const ready = page.getByRole('row', { name: /sync-carol/ });
+    await ready.waitFor();
+    const cells = async (row: typeof ready) => (await row.getByRole('cell').allTextContents()).join(' | ');
+    const readyText = await cells(ready);
+    expect(readyText).toContain('ready');
+    expect(readyText).toContain(`${carol.lastListedAt!.slice(0, 10)} `);
+    expect(readyText).toContain('on time');
+    expect(readyText).toContain(` | ${carol.records} | none`);
+    const failing = await cells(page.getByRole('row', { name: /sync-dave/ }));
+    const dave = await stateOf('sync-dave');
+    expect(failing).toContain(dave.state);
+    expect(failing).toContain(` | ${dave.records} | `);
+    expect(failing).toContain('GET /workflows answered 403 (page 1)');
+    expect(failing).toMatch(/failing since \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC/);
+    // The user's link opens their connection.
+    await ready.getByRole('link', { name: 'sync-carol' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Connection sync-carol' }).waitFor();
+    await page.goBack();
+    await page.getByRole('row', { name: /sync-dave/ }).waitFor();
+    await shot('sync');
+    // Figures only: the workflow's content is not on the page, nor in any answer the page received.
+    await expect(page.content()).resolves.not.toContain('Confidential merger memo');
+    expect((await Promise.all(bodies)).some((b) => b.text.includes('Confidential merger memo'))).toBe(false);
+  });
+
   it('never sends the page a token, key or secret, and loads nothing from elsewhere', async () => {
     const cookie = (await context.cookies()).find((c) => c.name === 'cws_console');
     expect(cookie).toBeDefined();

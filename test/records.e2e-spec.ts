@@ -34,12 +34,15 @@ interface ChangePage {
 }
 interface SyncItem {
   userId: string;
+  connectionId: string;
   state: string;
   records: number;
   lastListedAt: string | null;
   lastChangeAt: string | null;
   nextListAt: string;
+  lagSeconds: number;
   lastError?: string;
+  failingSince: string | null;
 }
 interface EventItem {
   id: string;
@@ -243,6 +246,7 @@ describe('synced records (API.md 12): the copy, the change feed, sync state', ()
     try {
       const state = await syncAttempt('alice');
       expect(state.lastError).toContain('500');
+      expect(Date.parse(state.failingSince!)).toBeLessThanOrEqual(Date.now());
       expect(await records('alice')).toEqual(before);
     } finally {
       t.sandbox!.setFault(null);
@@ -250,7 +254,34 @@ describe('synced records (API.md 12): the copy, the change feed, sync state', ()
     const state = await syncNow('alice');
     expect(state.state).toBe('ready');
     expect(state.lastError).toBeUndefined();
+    expect(state.failingSince).toBeNull();
     expect(await records('alice')).toEqual(before);
+  });
+
+  it("sync state names the user's connection and how late its listing is (a paused tenant's user is not late)", async () => {
+    const connection = (
+      await t.request<{ connections: Array<{ id: string }> }>('GET', '/v1/tenants/acme/connections?userId=alice&kind=user')
+    ).body.connections[0];
+    expect((await syncState('alice')).connectionId).toBe(connection.id);
+    // An instance holding alice's listing stopped answering: the listing is 10 minutes late until its lease runs out.
+    await t.db.query(
+      `UPDATE record_sync SET next_list_at = now() - interval '10 minutes', lease_owner = 'stuck', lease_until = now() + interval '1 minute'
+        WHERE connection_id = $1`,
+      [connection.id],
+    );
+    try {
+      const late = await syncState('alice');
+      expect(late.lagSeconds).toBeGreaterThanOrEqual(600);
+      expect((await t.request('PATCH', '/v1/tenants/acme', { body: { sync: { workflows: false } } })).status).toBe(200);
+      const paused = await syncState('alice');
+      expect(paused.state).toBe('paused');
+      expect(paused.lagSeconds).toBe(0);
+    } finally {
+      expect((await t.request('PATCH', '/v1/tenants/acme', { body: { sync: { workflows: true } } })).status).toBe(200);
+      await t.db.query(`UPDATE record_sync SET lease_owner = NULL, lease_until = NULL WHERE connection_id = $1`, [connection.id]);
+    }
+    await syncNow('alice');
+    expect((await syncState('alice')).lagSeconds).toBe(0);
   });
 
   it('an expired token mid-run is renewed (renew-on-401) and the listing completes', async () => {

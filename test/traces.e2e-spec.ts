@@ -340,6 +340,84 @@ describe('traces (OpenTelemetry over OTLP)', () => {
     expect(stored.rows[0]?.traceparent).toBe(`00-${upstreamTrace}-${server.spanId}-01`);
   });
 
+  it('a sync run: a listing is a root span with its figures, its upstream call a child; a targeted read continues the inbound trace', async () => {
+    await newTenant(t, 'synced');
+    const [dave] = await seedConnections(t.db, VAULT_KEYS, [
+      { tenantId: 'synced', userId: 'u-dave', upstreamUserId: 'dave', tokens: sandbox.issueTokens('dave') },
+    ]);
+    const launched = await t.request<{ id: string }>('POST', '/v1/tenants/synced/workflows', {
+      headers: { 'x-user-id': 'u-dave' },
+      body: { name: 'Traced NDA with Initech', approvers: [] },
+    });
+    expect(launched.status).toBe(201);
+    const workflowId = launched.body.id;
+    expect((await t.request('PATCH', '/v1/tenants/synced', { body: { sync: { workflows: true } } })).status).toBe(200);
+    expect((await t.request('POST', '/v1/tenants/synced/sync', { body: { userId: 'u-dave' } })).status).toBe(202);
+
+    const listing = await receiver.waitFor(
+      (s) => s.name === 'sync.listing' && s.attributes['connection.id'] === dave.id && s.attributes['cws.sync.outcome'] === 'listed',
+      'the sync listing span',
+    );
+    expect(listing.parentSpanId).toBe('');
+    expect(listing.attributes).toMatchObject({ 'tenant.id': 'synced', 'cws.sync.kind': 'listing', 'cws.sync.pages': 1 });
+    expect(listing.attributes['cws.sync.changes']).toBeGreaterThanOrEqual(1);
+    const listCall = await receiver.waitFor(
+      (s) => s.traceId === listing.traceId && s.parentSpanId === listing.spanId && s.name === 'GET upstream',
+      "the listing's upstream call",
+    );
+    expect(listCall.attributes).toMatchObject({ 'connection.id': dave.id, 'cws.token_kind': 'user', 'http.response.status_code': 200 });
+    expect(listCall.attributes['url.full']).toBe(`${recorder.url}/workflows`);
+
+    // The workflow changes upstream; an inbound delivery names it: its read is a child of that delivery's span.
+    sandbox.setWorkflowAttribute(workflowId, 'name', 'Traced NDA, second draft');
+    const receiverId = randomUUID();
+    const authorization = `Bearer ${randomBytes(32).toString('base64url')}`;
+    await t.app.get(WebhookReceiversRepository).insert({
+      id: receiverId,
+      tenantId: 'synced',
+      authMethod: 'bearer',
+      secretEnc: await t.app.get(TokenVault).seal(authorization, receiverRef('synced', receiverId)),
+    });
+    const upstreamTrace = randomBytes(16).toString('hex');
+    const res = await fetch(`${t.url}/inbound/synced/${receiverId}`, {
+      method: 'POST',
+      headers: {
+        authorization,
+        'content-type': 'application/json',
+        traceparent: `00-${upstreamTrace}-${randomBytes(8).toString('hex')}-01`,
+      },
+      body: JSON.stringify({ event: 'workflow_step_updated', workflowId, transition: 'Review' }),
+    });
+    expect(res.status).toBe(200);
+    const inbound = await receiver.waitFor((s) => s.traceId === upstreamTrace && s.kind === SERVER, 'the inbound server span');
+    const read = await receiver.waitFor((s) => s.traceId === upstreamTrace && s.name === 'sync.read', 'the targeted read span');
+    expect(read.parentSpanId).toBe(inbound.spanId);
+    expect(read.attributes).toMatchObject({
+      'tenant.id': 'synced',
+      'connection.id': dave.id,
+      'cws.sync.kind': 'read',
+      'cws.sync.pages': 1,
+      'cws.sync.changes': 1,
+      'cws.sync.outcome': 'read',
+    });
+    const readCall = await receiver.waitFor(
+      (s) => s.traceId === upstreamTrace && s.parentSpanId === read.spanId && s.name === 'GET upstream',
+      "the targeted read's upstream call",
+    );
+    expect(readCall.attributes['url.full']).toBe(`${recorder.url}/workflows/${encodeURIComponent(workflowId)}`);
+    // Figures only: no workflow's content in any sync span.
+    const syncSpans = JSON.stringify(receiver.spans.filter((s) => s.name.startsWith('sync.')));
+    expect(syncSpans).not.toContain('Traced NDA');
+
+    // The metrics count the calls and the changes, and expose the lag.
+    const metrics = await (await fetch(`${t.url}/metrics`)).text();
+    expect(metrics).toMatch(/^cws_sync_upstream_calls_total\{kind="list",outcome="ok"\} [1-9]/m);
+    expect(metrics).toMatch(/^cws_sync_upstream_calls_total\{kind="read",outcome="ok"\} [1-9]/m);
+    expect(metrics).toMatch(/^cws_sync_changes_total\{action="added"\} [1-9]/m);
+    expect(metrics).toMatch(/^cws_sync_changes_total\{action="updated"\} [1-9]/m);
+    expect(metrics).toMatch(/^cws_sync_lag_seconds \d/m);
+  });
+
   it('no span carries a token, a key, a client secret or a connect-link token', async () => {
     const session = await t.request<{ connectUrl: string }>('POST', '/v1/tenants/acme/connect-sessions', {
       body: { kind: 'user', userId: 'u-dave', returnUrl: 'http://localhost:5173/done' },

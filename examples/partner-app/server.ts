@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CwsConnectClient, EventVerificationError, verifyEvent, type VerifiedEvent } from '@cws-connect/node-client';
+import { RecordsFeed, type CursorStore, type RecordsView } from './records-feed.js';
 
 export interface PartnerAppOptions {
   /** cws-connect's address, as the browser reaches it. */
@@ -13,6 +14,10 @@ export interface PartnerAppOptions {
   port?: number;
   /** Host name in the app's own address (the tenant's allowedReturnUrls and eventsTargetUrl). */
   host?: string;
+  /** Where each user's change-feed cursor is kept (default: in memory); the feed resumes from it. */
+  cursors?: CursorStore;
+  /** How often the change feed is asked again once caught up (default 1000 ms). */
+  feedPollIntervalMs?: number;
 }
 
 export interface PartnerApp {
@@ -27,11 +32,12 @@ const FILES: Record<string, [string, string]> = {
   '/app.js': ['app.js', 'text/javascript; charset=utf-8'],
 };
 const MAX_EVENTS = 20;
+const KEEP_ALIVE_MS = 15_000;
 
 /**
  * A partner's web app in miniature: a page that connects its user with the browser module, and a backend that
- * uses @cws-connect/node-client to create connect sessions, call the upstream as that user, and verify the
- * events cws-connect delivers to it.
+ * uses @cws-connect/node-client to create connect sessions, call the upstream as that user, verify the events
+ * cws-connect delivers to it, and follow the user's synced workflows (sent on to the page as server-sent events).
  */
 export async function startPartnerApp(options: PartnerAppOptions): Promise<PartnerApp> {
   const tenantId = options.tenantId ?? 'demo-partner';
@@ -42,6 +48,23 @@ export async function startPartnerApp(options: PartnerAppOptions): Promise<Partn
   const { apiKey, eventsSecret } = await setUpTenant(options.serviceUrl, options.operatorKey, tenantId, url);
   const cws = new CwsConnectClient({ baseUrl: options.serviceUrl, apiKey, tenantId });
   const events: VerifiedEvent[] = [];
+  const cursors = options.cursors ?? inMemoryCursors();
+  const feeds = new Map<string, RecordsFeed>();
+  const watchers = new Map<string, Set<ServerResponse>>();
+
+  /** The user's feed, started on the first ask (with a listing now, so the copy fills without waiting an interval). */
+  function feedOf(userId: string): RecordsFeed {
+    let feed = feeds.get(userId);
+    if (!feed) {
+      feed = new RecordsFeed(cws, userId, cursors, (view) => broadcast(userId, view), options.feedPollIntervalMs ?? 1000);
+      feeds.set(userId, feed);
+      cws.syncNow(userId).catch(() => undefined);
+    }
+    return feed;
+  }
+  function broadcast(userId: string, view: RecordsView): void {
+    for (const res of watchers.get(userId) ?? []) res.write(`data: ${JSON.stringify(view)}\n\n`);
+  }
 
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     handle(req, res).catch((e: unknown) => send(res, 500, { error: e instanceof Error ? e.message : String(e) }));
@@ -71,6 +94,21 @@ export async function startPartnerApp(options: PartnerAppOptions): Promise<Partn
     }
     if (req.method === 'GET' && path === '/api/events') return send(res, 200, { events });
 
+    // The user's synced workflows, live: the list now, then again at every change (server-sent events).
+    if (req.method === 'GET' && path === '/api/records/stream') {
+      const userId = new URL(req.url ?? '/', url).searchParams.get('userId') || 'demo-user';
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
+      const set = watchers.get(userId) ?? new Set<ServerResponse>();
+      watchers.set(userId, set.add(res));
+      res.write(`data: ${JSON.stringify(feedOf(userId).current())}\n\n`);
+      const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), KEEP_ALIVE_MS);
+      req.on('close', () => {
+        clearInterval(keepAlive);
+        set.delete(res);
+      });
+      return;
+    }
+
     // Where cws-connect delivers events: verified over the raw body before anything else.
     if (req.method === 'POST' && path === '/events') {
       try {
@@ -89,11 +127,13 @@ export async function startPartnerApp(options: PartnerAppOptions): Promise<Partn
   return {
     url,
     tenantId,
-    close: () =>
-      new Promise<void>((r) => {
+    close: async () => {
+      await Promise.all([...feeds.values()].map((f) => f.close()));
+      await new Promise<void>((r) => {
         server.closeAllConnections();
         server.close(() => r());
-      }),
+      });
+    },
   };
 }
 
@@ -122,6 +162,9 @@ async function setUpTenant(
   } else {
     throw new Error(`cws-connect answered ${existing.response.status} for the demo tenant: is the operator key right?`);
   }
+  // Synced records on for the demo's tenant: each connected user's workflows are kept by cws-connect (docs/records.md).
+  const synced = await op.PATCH('/v1/tenants/{tenantId}', { ...tenant, body: { sync: { workflows: true } } });
+  if (!synced.data) throw new Error(`could not turn synced records on for the demo tenant: ${JSON.stringify(synced.error)}`);
   const secret = await op.POST('/v1/tenants/{tenantId}/events-secret', tenant);
   const keys = await op.GET('/v1/tenants/{tenantId}/api-keys', tenant);
   for (const old of keys.data ?? [])
@@ -130,6 +173,11 @@ async function setUpTenant(
   const key = await op.POST('/v1/tenants/{tenantId}/api-keys', { ...tenant, body: { name: 'partner-app demo' } });
   if (!secret.data || !key.data) throw new Error('could not create the demo tenant key or events secret');
   return { apiKey: key.data.key, eventsSecret: secret.data.eventsSecret };
+}
+
+function inMemoryCursors(): CursorStore {
+  const held = new Map<string, string>();
+  return { get: (userId) => held.get(userId), set: (userId, cursor) => void held.set(userId, cursor) };
 }
 
 function body(req: IncomingMessage): Promise<string> {

@@ -93,12 +93,15 @@ export class RecordsService {
     return {
       items: items.map((s) => ({
         userId: s.userId,
+        connectionId: s.connectionId,
         state: s.state,
         records: s.records,
         lastListedAt: s.lastListedAt?.toISOString() ?? null,
         lastChangeAt: s.lastChangeAt?.toISOString() ?? null,
         nextListAt: s.nextListAt.toISOString(),
+        lagSeconds: s.lagSeconds,
         ...(s.lastError === null ? {} : { lastError: s.lastError }),
+        failingSince: s.failingSince?.toISOString() ?? null,
       })),
       next: rows.length > limit && last ? cursorOf(`u|${last.userId}`) : null,
     };

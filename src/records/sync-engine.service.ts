@@ -13,6 +13,7 @@ import { EventsRepository } from '../events/events.repository.js';
 import { QuotaService } from '../quota/quota.service.js';
 import { RoutingService } from '../routing/routing.service.js';
 import { MetricsService } from '../telemetry/metrics.service.js';
+import { contextOf, currentTraceparent, traceSyncRun, type SyncRunFigures } from '../telemetry/operation-spans.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { readAnswer } from '../upstream/upstream-answers.js';
 import type { ResourceResponse } from '../upstream/upstream.types.js';
@@ -61,7 +62,8 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
   private ticks = 0;
   private running: Promise<void> | null = null;
   private stopping = false;
-  private readonly hints: Array<{ tenantId: string; workflowId: string }> = [];
+  /** Workflows named by inbound events, with the trace of the delivery that named each (its read's parent span). */
+  private readonly hints: Array<{ tenantId: string; workflowId: string; traceparent: string | null }> = [];
   private hinting: Promise<void> | null = null;
   private readonly calls: Counter<'kind' | 'outcome'>;
   private readonly changes: Counter<'action'>;
@@ -131,7 +133,7 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
       const before = new Date(this.clock.now().getTime() - (this.config.sync.tombstoneDays + 1) * 86_400_000);
       for (let i = 0; i < 10 && (await this.records.prune(before, PRUNE_BATCH)) >= PRUNE_BATCH; i++);
     }
-    if (this.ticks % ENROL_EVERY_TICKS === 1) this.lag.set(await this.syncs.lagSeconds());
+    if (this.ticks % ENROL_EVERY_TICKS === 1) this.lag.set(await this.syncs.lagSeconds(this.config.sync.workflows));
     const claimed = await this.syncs.claim(this.config.instanceId, this.config.sync.workflows, this.leaseMs, CLAIM_BATCH);
     await Promise.all(claimed.map((c) => this.list(c)));
   }
@@ -145,7 +147,7 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
   /** An inbound event named a workflow: read it again for every synced user whose copy holds it (a hint only). */
   hint(tenantId: string, workflowId: string): void {
     if (this.stopping || this.hints.length >= HINTS_QUEUED) return;
-    this.hints.push({ tenantId, workflowId });
+    this.hints.push({ tenantId, workflowId, traceparent: currentTraceparent() });
     if (!this.hinting) this.hinting = this.drainHints().finally(() => (this.hinting = null));
   }
 
@@ -154,16 +156,24 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
       try {
         const tenant = await this.tenants.get(next.tenantId);
         if (!(tenant.syncWorkflows ?? this.config.sync.workflows)) continue;
-        for (const owner of await this.records.holders(next.tenantId, next.workflowId, 1000)) await this.readOne(owner, next.workflowId);
+        const { workflowId, traceparent } = next;
+        for (const owner of await this.records.holders(next.tenantId, workflowId, 1000))
+          await traceSyncRun('read', owner, contextOf(traceparent), (run) => this.readOne(owner, workflowId, run));
       } catch (e) {
         this.logger.warn({ tenantId: next.tenantId, error: e instanceof Error ? e.message : 'unknown' }, 'a targeted read failed');
       }
     }
   }
 
-  /** GET /workflows/{id} with the user's token: the object written if it changed; a 404 removes it from the copy. */
-  async readOne(owner: CopyOwner, workflowId: string): Promise<void> {
+  /**
+   * GET /workflows/{id} with the user's token: the object written if it changed; a 404 removes it from the copy.
+   * `run` gets its figures: the outcome (`read`, `removed`, `failed`, `deferred`: outside sync's share) and changes.
+   */
+  async readOne(owner: CopyOwner, workflowId: string, run: SyncRunFigures): Promise<void> {
+    run.outcome = 'deferred';
     if ((await this.shareWaitMs(owner.tenantId)) > 0) return;
+    run.outcome = 'failed';
+    run.pages = 1;
     const res = await this.routing.call(owner.tenantId, 'user', owner.userId, {
       method: 'GET',
       path: `/workflows/${encodeURIComponent(workflowId)}`,
@@ -174,8 +184,9 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
     if (res.status === 404) {
       await res.body.dump();
       this.calls.inc({ kind: 'read', outcome: 'ok' });
-      this.count(await this.records.remove(owner, [workflowId], null));
+      run.changes = this.count(await this.records.remove(owner, [workflowId], null));
       await this.syncs.touched(owner.connectionId, await this.records.countLive(owner.connectionId));
+      run.outcome = 'removed';
       return;
     }
     if (res.status < 200 || res.status > 299) {
@@ -189,7 +200,8 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
     // Never an object under another id than the one asked for.
     if (object === null || object.id !== workflowId) return;
     const applied = await this.records.apply(owner, [object], true);
-    this.count(applied);
+    run.changes = this.count(applied);
+    run.outcome = 'read';
     if (applied.changes.length > 0) await this.syncs.touched(owner.connectionId, await this.records.countLive(owner.connectionId));
   }
 
@@ -210,11 +222,20 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
     }
   }
 
-  /** One user's whole listing; its outcome is stored on the user's sync row. */
-  async list(c: ClaimedSync): Promise<void> {
+  /** One user's whole listing, a `sync.listing` span; its outcome is stored on the user's sync row. */
+  list(c: ClaimedSync): Promise<void> {
+    return traceSyncRun('listing', c, undefined, (run) => this.listRun(c, run));
+  }
+
+  /**
+   * `run` gets the listing's figures: pages read, changes written, and its outcome: `listed`, `failed` (its own
+   * failure), `deferred` (sync's share or the company's budget spent, or a drain: listed later), `lease_lost`.
+   */
+  private async listRun(c: ClaimedSync, run: SyncRunFigures): Promise<void> {
     const me = this.config.instanceId;
     try {
-      const { changed, records } = await this.listAll(c);
+      const { changed, records } = await this.listAll(c, run);
+      run.outcome = 'listed';
       const nextInMs = await this.intervalOf(c.tenantId);
       await this.db.transaction(async (m) => {
         const held = await this.syncs.listed(c.connectionId, me, records, changed, nextInMs, m);
@@ -234,7 +255,11 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
       });
     } catch (e) {
       const unlisted = e instanceof Unlisted ? e : toUnlisted(e);
-      if (unlisted === null) return; // the lease was lost: the instance that holds it now answers for the user
+      if (unlisted === null) {
+        run.outcome = 'lease_lost';
+        return; // the instance that holds it now answers for the user
+      }
+      run.outcome = unlisted.failed ? 'failed' : 'deferred';
       const now = this.clock.now().getTime();
       const since = c.failingSince?.getTime() ?? now;
       const failing = unlisted.failed && now - since >= FAILING_AFTER_MS;
@@ -265,7 +290,7 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
    * Every page of the user's GET /workflows, each page's objects written as it arrives; then, the listing being
    * complete, what it no longer holds is removed (not what a targeted read wrote meanwhile).
    */
-  private async listAll(c: ClaimedSync): Promise<{ changed: boolean; records: number }> {
+  private async listAll(c: ClaimedSync, run: SyncRunFigures): Promise<{ changed: boolean; records: number }> {
     const listing = this.listingOf(c.environment);
     const env = this.environments.get(c.environment);
     const resume = c.resume !== null && this.clock.now().getTime() - c.resume.startedAt.getTime() < RESUME_WITHIN_MS ? c.resume : null;
@@ -300,9 +325,10 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
       }
       const text = await this.bodyOf(res);
       this.calls.inc({ kind: 'list', outcome: 'ok' });
+      run.pages++;
       const objects = objectsOf(text, listing, page);
       const applied = await this.records.apply(c, objects, announce);
-      this.count(applied);
+      run.changes += this.count(applied);
       changed ||= applied.changes.length > 0;
       const next = nextPagePath(res.headers.link, path, env.apiUrl);
       if (next !== null || paged) {
@@ -340,7 +366,7 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
     }
     for (let i = 0; i < missing.length; i += REMOVE_BATCH) {
       const applied = await this.records.remove(c, missing.slice(i, i + REMOVE_BATCH), startedAt);
-      this.count(applied);
+      run.changes += this.count(applied);
       changed ||= applied.changes.length > 0;
     }
     if (paged) await this.syncs.forgetListing(c.connectionId);
@@ -380,8 +406,10 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
     return this.environments.find(environment)?.listing ?? DEFAULT_LISTING;
   }
 
-  private count(applied: { changes: Array<{ action: string }> }): void {
+  /** Counts the changes written (cws_sync_changes_total); answers how many. */
+  private count(applied: { changes: Array<{ action: string }> }): number {
     for (const c of applied.changes) this.changes.inc({ action: c.action });
+    return applied.changes.length;
   }
 }
 

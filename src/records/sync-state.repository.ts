@@ -17,6 +17,8 @@ export interface SyncState {
   lastError: string | null;
   failingSince: Date | null;
   failingAnnounced: boolean;
+  /** How late the user's listing is, in seconds (0 when it is not due yet, or the tenant does not sync). */
+  lagSeconds: number;
   /** Whether the tenant syncs now (its switch, else SYNC_WORKFLOWS): a user of a tenant that does not is `paused`. */
   syncing: boolean;
 }
@@ -32,7 +34,8 @@ export interface ClaimedSync extends CopyOwner {
 }
 
 const STATE_COLUMNS = `s.connection_id, s.tenant_id, s.user_id, s.state, s.records, s.last_listed_at, s.last_change_at, s.next_list_at,
-  s.last_error, s.failing_since, s.failing_announced, COALESCE(t.sync_workflows, $1::boolean) AS syncing`;
+  s.last_error, s.failing_since, s.failing_announced, COALESCE(t.sync_workflows, $1::boolean) AS syncing,
+  GREATEST(0, extract(epoch FROM now() - s.next_list_at))::float8 AS lag_seconds`;
 
 /**
  * `record_sync`: one row per synced user connection. Instances take due users with a lease (FOR UPDATE SKIP LOCKED,
@@ -226,10 +229,13 @@ export class SyncStateRepository {
     return row.n;
   }
 
-  /** How late the oldest due listing is, in seconds (0 when none is due). */
-  async lagSeconds(): Promise<number> {
+  /** How late the oldest due listing of a syncing tenant's user is, in seconds (0 when none is due; a paused user is not late). */
+  async lagSeconds(defaultOn: boolean): Promise<number> {
     const [row] = (await this.db.query(
-      `SELECT COALESCE(extract(epoch FROM now() - min(next_list_at)), 0)::float8 AS lag FROM record_sync WHERE next_list_at <= now()`,
+      `SELECT COALESCE(extract(epoch FROM now() - min(s.next_list_at)), 0)::float8 AS lag FROM record_sync s
+         JOIN tenants t ON t.id = s.tenant_id AND t.deleted_at IS NULL AND COALESCE(t.sync_workflows, $1::boolean)
+        WHERE s.next_list_at <= now()`,
+      [defaultOn],
     )) as Array<{ lag: number }>;
     return Math.max(0, Number(row.lag));
   }
@@ -253,6 +259,7 @@ interface StateRow {
   failing_since: Date | null;
   failing_announced: boolean;
   syncing: boolean;
+  lag_seconds: number;
 }
 
 function toState(r: StateRow): SyncState {
@@ -268,6 +275,7 @@ function toState(r: StateRow): SyncState {
     lastError: r.last_error,
     failingSince: r.failing_since,
     failingAnnounced: r.failing_announced,
+    lagSeconds: r.syncing ? Math.floor(Number(r.lag_seconds)) : 0,
     syncing: r.syncing,
   };
 }

@@ -82,3 +82,53 @@ function errorName(e: unknown): string {
   if (e && typeof e === 'object' && typeof (e as { code?: unknown }).code === 'string') return (e as { code: string }).code;
   return e instanceof Error ? e.name : 'unknown';
 }
+
+/** What a sync run did, filled in as it goes and set on its span when it ends (counts and an outcome, never content). */
+export interface SyncRunFigures {
+  pages: number;
+  changes: number;
+  outcome: string;
+}
+
+/**
+ * One sync run of a user's copy (docs/records.md): `sync.listing` (the whole GET /workflows) or `sync.read` (one
+ * workflow an inbound event named), whose upstream and database calls are its children. A root span, or a child of
+ * `parent` (the inbound delivery that named the workflow). Attributes: tenant, connection, pages, changes, outcome.
+ */
+export function traceSyncRun<T>(
+  kind: 'listing' | 'read',
+  owner: { tenantId: string; connectionId: string },
+  parent: Context | undefined,
+  work: (run: SyncRunFigures) => Promise<T>,
+): Promise<T> {
+  const run: SyncRunFigures = { pages: 0, changes: 0, outcome: 'unknown' };
+  const tracer = activeTracer();
+  if (tracer === null) return work(run);
+  const span = tracer.startSpan(
+    `sync.${kind}`,
+    {
+      kind: SpanKind.INTERNAL,
+      attributes: { [ATTR.tenant]: owner.tenantId, [ATTR.connection]: owner.connectionId, 'cws.sync.kind': kind },
+    },
+    parent ?? ROOT_CONTEXT,
+  );
+  const end = (): void => {
+    span.setAttributes({ 'cws.sync.pages': run.pages, 'cws.sync.changes': run.changes, 'cws.sync.outcome': run.outcome });
+    if (run.outcome === 'failed') span.setStatus({ code: SpanStatusCode.ERROR });
+    span.end();
+  };
+  return context
+    .with(trace.setSpan(parent ?? ROOT_CONTEXT, span), () => work(run))
+    .then(
+      (value) => {
+        end();
+        return value;
+      },
+      (e: unknown) => {
+        run.outcome = 'failed';
+        span.setAttribute('error.type', errorName(e));
+        end();
+        throw e;
+      },
+    );
+}

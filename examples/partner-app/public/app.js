@@ -27,6 +27,7 @@ async function showConnection(connectionId) {
       Object.assign(document.createElement('dd'), { textContent: v ?? '—' }),
     ]),
   );
+  return connection;
 }
 
 async function showEvents() {
@@ -41,9 +42,58 @@ async function showEvents() {
   );
 }
 
+// The user's synced workflows: the backend follows the change feed and sends the list again at every change.
+let stream = null;
+const versions = new Map();
+const changedAt = new Map();
+
+function cell(text, className) {
+  return Object.assign(document.createElement('td'), { textContent: text ?? '—', className: className ?? '' });
+}
+
+function showRecords(view) {
+  const { workflows } = view;
+  const feed = [
+    view.state === 'following' ? 'Following the change feed' : view.state === 'retrying' ? `Retrying: ${view.error}` : 'Starting…',
+    `${workflows.length} workflow${workflows.length === 1 ? '' : 's'}`,
+    `${view.changes} change${view.changes === 1 ? '' : 's'} applied`,
+  ];
+  if (view.resumed) feed.push('resumed from the stored cursor');
+  if (view.rereads) feed.push(`copy read again ${view.rereads}× (cursor expired)`);
+  if (view.lastChangeAt) feed.push(`last change ${new Date(view.lastChangeAt).toLocaleTimeString()}`);
+  $('records-feed').textContent = feed.join(' · ');
+  $('records').hidden = workflows.length === 0;
+  $('records').tBodies[0].replaceChildren(
+    ...workflows.map((w) => {
+      const row = document.createElement('tr');
+      row.dataset.id = w.id;
+      const step = Object.assign(document.createElement('span'), { className: 'step', textContent: w.step });
+      const stepCell = cell('');
+      stepCell.append(step);
+      row.append(cell(w.name), stepCell, cell(String(w.version ?? '—'), 'num'), cell(w.lastModified?.slice(0, 19).replace('T', ' ')));
+      // A row that changed (a new version, or a new lastModified at the same version) is marked for a few seconds.
+      const seen = `${w.version}|${w.lastModified}|${w.step}|${w.name}`;
+      if (versions.has(w.id) && versions.get(w.id) !== seen) changedAt.set(w.id, Date.now());
+      versions.set(w.id, seen);
+      if (Date.now() - (changedAt.get(w.id) ?? 0) < 4000) {
+        row.className = 'changed';
+        setTimeout(() => row.classList.remove('changed'), 4000 - (Date.now() - changedAt.get(w.id)));
+      }
+      return row;
+    }),
+  );
+}
+
+function followRecords(userId) {
+  stream?.close();
+  stream = new EventSource(`/api/records/stream?userId=${encodeURIComponent(userId)}`);
+  stream.onmessage = (m) => showRecords(JSON.parse(m.data));
+}
+
 async function connected(connectionId) {
   status(`Connected: ${connectionId}`, true);
-  await showConnection(connectionId);
+  const connection = await showConnection(connectionId);
+  followRecords(connection.userId);
 }
 
 button.addEventListener('click', async () => {

@@ -97,6 +97,25 @@ export interface Endpoint {
   };
 }
 
+/** One user's synced copy (API.md section 12, docs/records.md): figures and state only, never a record. */
+export interface SyncState {
+  userId: string;
+  connectionId: string;
+  state: 'initial' | 'ready' | 'failing' | 'paused';
+  records: number;
+  lastListedAt: string | null;
+  lastChangeAt: string | null;
+  nextListAt: string;
+  lagSeconds: number;
+  lastError?: string;
+  failingSince: string | null;
+}
+
+export interface SyncPage {
+  items: SyncState[];
+  next: string | null;
+}
+
 export interface AgentSession {
   id: string;
   userId: string;
@@ -215,6 +234,8 @@ export const api = {
   redeliver: (t: string, id: string) => call<{ id: string }>('POST', `/v1/tenants/${enc(t)}/events/${enc(id)}/redeliver`),
   redeliverSince: (t: string, since: string, state: 'dead' | 'delivered' | 'any') =>
     call<{ queued: number }>('POST', `/v1/tenants/${enc(t)}/events/redeliver`, { since, state }),
+  syncStates: (t: string, filter: Record<string, string | undefined>) =>
+    call<SyncPage>('GET', `/v1/tenants/${enc(t)}/sync${query(filter)}`),
   endpoints: (t: string) => call<{ endpoints: Endpoint[] }>('GET', `/v1/tenants/${enc(t)}/endpoints`),
   agentSessions: (t: string, filter: Record<string, string | undefined>) =>
     call<AgentSessionPage>('GET', `/v1/tenants/${enc(t)}/agent-sessions${query(filter)}`),

@@ -8,6 +8,7 @@ import { Connections } from './pages/connections';
 import { Events } from './pages/events';
 import { Overview } from './pages/overview';
 import { SignIn } from './pages/sign-in';
+import { Sync } from './pages/sync';
 import { href, useRoute, type Route } from './router';
 
 function View({ route }: { route: Route }) {
@@ -22,6 +23,8 @@ function View({ route }: { route: Route }) {
     return <Connections key={`${tenantId}?${route.params.toString()}`} tenantId={tenantId} params={route.params} />;
   if (first === 'tenants' && tenantId && section === 'agents')
     return <AgentSessions key={`${tenantId}?${route.params.toString()}`} tenantId={tenantId} params={route.params} />;
+  if (first === 'tenants' && tenantId && section === 'sync')
+    return <Sync key={`${tenantId}?${route.params.toString()}`} tenantId={tenantId} params={route.params} />;
   if (first === 'tenants' && tenantId && section === 'events')
     return <Events key={`${tenantId}?${route.params.toString()}`} tenantId={tenantId} params={route.params} />;
   return (
@@ -93,6 +96,11 @@ export function App() {
                 <li>
                   <a href={href(['tenants', tenantId, 'events'])} aria-current={route.path[2] === 'events' ? 'page' : undefined}>
                     {tenantId}: events
+                  </a>
+                </li>
+                <li>
+                  <a href={href(['tenants', tenantId, 'sync'])} aria-current={route.path[2] === 'sync' ? 'page' : undefined}>
+                    {tenantId}: sync
                   </a>
                 </li>
                 <li>

@@ -15,6 +15,9 @@ const TONES: Record<string, string> = {
   failure: 'bad',
   healthy: 'good',
   failing: 'warn',
+  ready: 'good',
+  initial: 'muted',
+  paused: 'muted',
   disabled: 'bad',
 };
 

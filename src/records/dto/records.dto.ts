@@ -91,12 +91,17 @@ export class ChangePageDto {
 
 export class SyncStateDto {
   @ApiProperty() userId: string;
+  @ApiProperty({ description: "The user's connection, whose token lists the copy." }) connectionId: string;
   @ApiProperty({ enum: ['initial', 'ready', 'failing', 'paused'] }) state: 'initial' | 'ready' | 'failing' | 'paused';
   @ApiProperty({ description: "How many records the user's copy holds." }) records: number;
-  @ApiProperty({ type: String, nullable: true }) lastListedAt: string | null;
+  @ApiProperty({ type: String, nullable: true, description: 'When the copy was last listed whole.' }) lastListedAt: string | null;
   @ApiProperty({ type: String, nullable: true }) lastChangeAt: string | null;
   @ApiProperty() nextListAt: string;
+  @ApiProperty({ description: 'How late the next listing is, in seconds: 0 while it is not due (and when the tenant does not sync).' })
+  lagSeconds: number;
   @ApiPropertyOptional({ type: String, description: 'Why the last listing did not complete (never a token).' }) lastError?: string;
+  @ApiProperty({ type: String, nullable: true, description: 'Since when the listing fails (null: its last one completed).' })
+  failingSince: string | null;
 }
 
 export class SyncPageDto {

@@ -1,20 +1,13 @@
 import { useEffect, useState } from 'react';
 import { api, type Endpoint } from '../api';
 import { Badge, ErrorNote } from '../components';
-import { when } from '../format';
+import { age, when } from '../format';
 
 const DISABLED_BECAUSE: Record<string, string> = {
   request: 'Disabled on request (PATCH disabled: true).',
   failing: 'Disabled after failing for ENDPOINT_DISABLE_AFTER.',
   gone: 'Disabled: it answered 410 Gone.',
 };
-
-function age(seconds: number): string {
-  if (seconds < 120) return `${seconds} s`;
-  if (seconds < 7200) return `${Math.round(seconds / 60)} min`;
-  if (seconds < 172_800) return `${Math.round(seconds / 3600)} h`;
-  return `${Math.round(seconds / 86_400)} d`;
-}
 
 function Health({ health }: { health: Endpoint['health'] }) {
   return (

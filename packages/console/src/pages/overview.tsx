@@ -164,6 +164,9 @@ export function Overview() {
                       <a href={href(['tenants', t.id, 'events'])}>
                         Events<span className="visually-hidden"> of {t.name}</span>
                       </a>
+                      <a href={href(['tenants', t.id, 'sync'])}>
+                        Sync<span className="visually-hidden"> of {t.name}</span>
+                      </a>
                       <a href={href(['tenants', t.id, 'audit'])}>
                         Audit<span className="visually-hidden"> of {t.name}</span>
                       </a>

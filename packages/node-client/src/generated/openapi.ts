@@ -1739,9 +1739,16 @@ export interface components {
             next: string | null;
         };
         SyncStateDto: {
+            /** @description The user's connection, whose token lists the copy. */
+            connectionId: string;
+            /** @description Since when the listing fails (null: its last one completed). */
+            failingSince: string | null;
+            /** @description How late the next listing is, in seconds: 0 while it is not due (and when the tenant does not sync). */
+            lagSeconds: number;
             lastChangeAt: string | null;
             /** @description Why the last listing did not complete (never a token). */
             lastError?: string;
+            /** @description When the copy was last listed whole. */
             lastListedAt: string | null;
             nextListAt: string;
             /** @description How many records the user's copy holds. */
