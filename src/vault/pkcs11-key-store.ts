@@ -22,6 +22,15 @@ const IV_BYTES = 12;
 const TAG_BITS = 128;
 /** Return values that mean the wrapped key itself does not decrypt (another binding, damaged): the value's problem. */
 const NOT_OURS = new Set([0x40 /* CKR_ENCRYPTED_DATA_INVALID */, 0x41 /* CKR_ENCRYPTED_DATA_LEN_RANGE */]);
+/**
+ * A session or handle this store held is no longer valid (the module was initialized again, by this store or by
+ * another user of the same module in the process; the token was logged out): the call is tried once more on a
+ * fresh session before anything is concluded about the value or the store.
+ */
+const STALE_HANDLE = new Set([
+  0x60 /* CKR_KEY_HANDLE_INVALID */, 0x82 /* CKR_OBJECT_HANDLE_INVALID */, 0xb0 /* CKR_SESSION_CLOSED */,
+  0xb3 /* CKR_SESSION_HANDLE_INVALID */, 0x101 /* CKR_USER_NOT_LOGGED_IN */, 0x190 /* CKR_CRYPTOKI_NOT_INITIALIZED */,
+]);
 /** After the token was unreachable, the module is initialized again before a new session, at most this often. */
 const REINITIALIZE_MS = 1000;
 
@@ -117,7 +126,7 @@ export class Pkcs11KeyStore implements KeyStore {
         if (key.length !== 32) throw new VaultError(`the data key ${keyRowId(binding)} is malformed`, 'tenant_keys', 'wrapped_key');
         return Buffer.from(key);
       } catch (e) {
-        if (e instanceof VaultError) throw e;
+        if (e instanceof VaultError || STALE_HANDLE.has(codeOf(e))) throw e;
         // A tag that does not verify is CKR_GENERAL_ERROR on some modules (SoftHSM2), as a failing device would be:
         // if a fresh session still finds the key, the wrapped key is the problem, not the store.
         if (NOT_OURS.has(codeOf(e)) || this.reachable()) {
@@ -183,7 +192,14 @@ export class Pkcs11KeyStore implements KeyStore {
   /** One call to the module; a failure that is not the value's drops the session, so the next call logs in again. */
   private call<T>(op: () => T): Promise<T> {
     try {
-      return Promise.resolve(op());
+      try {
+        return Promise.resolve(op());
+      } catch (e) {
+        if (!STALE_HANDLE.has(codeOf(e))) throw e;
+        this.drop();
+        if (codeOf(e) === 0x190) [this.stale, this.reinitializedAt] = [true, 0];
+        return Promise.resolve(op());
+      }
     } catch (e) {
       if (e instanceof VaultError || e instanceof KeyStoreUnavailable) {
         if (e instanceof KeyStoreUnavailable) {
