@@ -3,7 +3,7 @@ import { SandboxServer } from 'cws-sandbox';
 import type pg from 'pg';
 import { KeyStoreUnavailable } from '../src/vault/key-store.js';
 import { TenantKeys } from '../src/vault/tenant-keys.service.js';
-import { VaultError } from '../src/vault/token-vault.service.js';
+import { TokenVault, VaultError } from '../src/vault/token-vault.service.js';
 import { ENVELOPE_CAPABILITY } from '../src/vault/vault-instances.service.js';
 import { newTenant } from './support/connect.js';
 import { seedConnections, type SeededConnection } from './support/seed-connections.js';
@@ -227,6 +227,9 @@ describe('tenant data keys (envelope encryption)', () => {
     expect(key.rows[0].wrapped_key).toBeNull();
     expect(key.rows[0].destroyed_at).not.toBeNull();
     await expect(standaloneVault(RING, db).open(backup, secretRef('globex'))).rejects.toThrow(/destroyed/);
+    // A seal still in flight for it (a renewal, a delivery) gets no new data key: the tenant stays keyless.
+    await expect(t.app.get(TokenVault).seal('late', secretRef('globex'))).rejects.toThrow(/deleted/);
+    expect((await db.query(`SELECT 1 FROM tenant_keys WHERE tenant_id = 'globex'`)).rowCount).toBe(1);
     // Every other tenant is untouched.
     expect((await me('acme', acme[0])).status).toBe(200);
   });

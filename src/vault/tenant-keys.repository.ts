@@ -45,10 +45,14 @@ export class TenantKeysRepository {
     return rows[0] ?? null;
   }
 
-  /** Inserts version `version` unless another instance was first: false then. */
+  /**
+   * Inserts version `version` unless another instance was first, or the tenant is deleted (a seal in flight at its
+   * deletion must not give it a key again): false then.
+   */
   async insert(tenantId: string, version: number, wrapped: string, kekId: string): Promise<boolean> {
     const rows = await this.db.query<unknown[]>(
-      `INSERT INTO tenant_keys (id, tenant_id, version, wrapped_key, kek_id) VALUES ($1, $2, $3, $4, $5)
+      `INSERT INTO tenant_keys (id, tenant_id, version, wrapped_key, kek_id)
+       SELECT $1, $2, $3, $4, $5 WHERE NOT EXISTS (SELECT 1 FROM tenants WHERE id = $2 AND deleted_at IS NOT NULL)
        ON CONFLICT DO NOTHING RETURNING 1`,
       [`${tenantId}/${version}`, tenantId, version, wrapped, kekId],
     );

@@ -227,7 +227,7 @@ export class TenantKeys {
     }
     // Another instance may have created this version first: its key is the one.
     const row = await this.repo.find(tenantId, version);
-    if (!row) throw new Error(`tenant key ${keyRowId(binding)} was neither inserted nor found`);
+    if (!row) throw new VaultError(`tenant "${tenantId}" is deleted: no data key is made for it`, 'tenant_keys', 'wrapped_key');
     return row;
   }
 
