@@ -60,6 +60,8 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger('SyncEngine');
   private timer: NodeJS.Timeout | null = null;
   private ticks = 0;
+  /** Tenants whose sync share this instance was refused, and until when (ms since the epoch): not claimed meanwhile. */
+  private readonly spentUntil = new Map<string, number>();
   private running: Promise<void> | null = null;
   private stopping = false;
   /** Workflows named by inbound events, with the trace of the delivery that named each (its read's parent span). */
@@ -134,7 +136,13 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
       for (let i = 0; i < 10 && (await this.records.prune(before, PRUNE_BATCH)) >= PRUNE_BATCH; i++);
     }
     if (this.ticks % ENROL_EVERY_TICKS === 1) this.lag.set(await this.syncs.lagSeconds(this.config.sync.workflows));
-    const claimed = await this.syncs.claim(this.config.instanceId, this.config.sync.workflows, this.leaseMs, CLAIM_BATCH);
+    // A tenant whose share this instance was just refused is not claimed until the share frees a call: its users
+    // would only be leased to be put back.
+    const now = this.clock.now().getTime();
+    for (const [tenantId, until] of this.spentUntil) if (until <= now) this.spentUntil.delete(tenantId);
+    const claimed = await this.syncs.claim(this.config.instanceId, this.config.sync.workflows, this.leaseMs, CLAIM_BATCH, [
+      ...this.spentUntil.keys(),
+    ]);
     await Promise.all(claimed.map((c) => this.list(c)));
   }
 
@@ -392,7 +400,10 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
     const budget = await this.readBudget(tenantId);
     if (budget === null) return 0;
     const waitMs = await this.quota.takePart(tenantId, 'read', 'sync', budget, this.config.sync.budgetShare);
-    if (waitMs > 0) this.calls.inc({ kind: 'list', outcome: 'refused' });
+    if (waitMs > 0) {
+      this.calls.inc({ kind: 'list', outcome: 'refused' });
+      this.spentUntil.set(tenantId, this.clock.now().getTime() + waitMs);
+    }
     return waitMs;
   }
 

@@ -60,18 +60,24 @@ export class SyncStateRepository {
   }
 
   /** Takes up to `limit` due users of syncing tenants for `owner`, leased for `leaseMs`. */
-  async claim(owner: string, defaultOn: boolean, leaseMs: number, limit: number): Promise<ClaimedSync[]> {
+  async claim(
+    owner: string,
+    defaultOn: boolean,
+    leaseMs: number,
+    limit: number,
+    skipTenants: readonly string[] = [],
+  ): Promise<ClaimedSync[]> {
     const [rows] = (await this.db.query(
       `WITH due AS (
          SELECT s.connection_id FROM record_sync s
            JOIN tenants t ON t.id = s.tenant_id AND t.deleted_at IS NULL AND COALESCE(t.sync_workflows, $2::boolean)
-          WHERE s.next_list_at <= now() AND (s.lease_until IS NULL OR s.lease_until < now())
+          WHERE s.next_list_at <= now() AND (s.lease_until IS NULL OR s.lease_until < now()) AND s.tenant_id <> ALL($5::text[])
           ORDER BY s.next_list_at LIMIT $4 FOR UPDATE OF s SKIP LOCKED)
        UPDATE record_sync s SET lease_owner = $1, lease_until = now() + make_interval(secs => $3::double precision / 1000)
          FROM due, tenants t WHERE s.connection_id = due.connection_id AND t.id = s.tenant_id
        RETURNING s.connection_id, s.tenant_id, s.user_id, s.state, s.failing_since, s.failing_announced, t.environment,
                  s.resume_path, s.listing_started_at`,
-      [owner, defaultOn, leaseMs, limit],
+      [owner, defaultOn, leaseMs, limit, skipTenants],
     )) as [
       Array<{
         connection_id: string;
