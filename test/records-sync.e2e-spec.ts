@@ -267,15 +267,11 @@ describe('synced records: listings, paging, lost visibility, dropped webhooks (A
     // The share is 25 % of 20 reads a day: 5 calls, whatever the users need (3 pages each at 2 a page).
     const listCalls = () => t.sandbox!.records().filter((r) => r.method === 'GET' && r.path.startsWith('/workflows')).length;
     expect(listCalls()).toBeLessThanOrEqual(5);
-    const refusedOf = (items: SyncItem[]) => items.filter((u) => (u.lastError ?? '').includes('share'));
-    expect(refusedOf(await states()).length).toBeGreaterThan(0);
-    // The share frees as its calls leave the budgets' sliding log (a day's span here): the refused wait for that. (A
-    // refusal by the share's burst rule waits only for its next bucket, then meets the spent share like the others.)
-    const refused = await waitUntil('the refused users waiting for the share to free a call', async () => {
-      const r = refusedOf(await states());
-      return r.length > 0 && r.every((u) => Date.parse(u.nextListAt) > Date.now() + 60_000) ? r : null;
-    });
-    expect(refused.length).toBeGreaterThan(0);
+    expect((await states()).filter((u) => (u.lastError ?? '').includes('share')).length).toBeGreaterThan(0);
+    // The refused are deferred, not retried hot: they wait for the share (its burst rule's next part, or a call
+    // leaving the budgets' sliding log, a day's span here), and meanwhile no listing call goes out.
+    await new Promise((r) => setTimeout(r, 2000));
+    expect(listCalls()).toBeLessThanOrEqual(5);
     // People are served from the rest of the budget.
     const person = await t.request('GET', '/v1/tenants/thrifty/workflows', { headers: { 'x-user-id': 'alice' } });
     expect(person.status).toBe(200);
