@@ -193,6 +193,32 @@ describe('event endpoints (API.md section 13): routes, validation, signed delive
     await create('bounded', { url: 'https://example.com/again', disabled: true });
   });
 
+  it('a first eventsTargetUrl counts too: refused while the tenant holds ENDPOINTS_PER_TENANT endpoints, and changes nothing', async () => {
+    await tenant('bounded-later');
+    const made: string[] = [];
+    for (let i = 0; i < 4; i++) made.push((await create('bounded-later', { url: `https://example.com/${i}`, disabled: true })).id);
+    const later = await t.request<ErrorBody>('PATCH', '/v1/tenants/bounded-later', {
+      body: { eventsTargetUrl: target.url, name: 'renamed' },
+    });
+    expect(later.status).toBe(409);
+    expect(later.body.error.code).toBe('endpoint_limit');
+    const kept = await t.request<{ name: string; eventsTargetUrl: string | null }>('GET', '/v1/tenants/bounded-later');
+    expect(kept.body).toMatchObject({ name: 'bounded-later', eventsTargetUrl: null });
+    expect((await t.request<{ endpoints: unknown[] }>('GET', '/v1/tenants/bounded-later/endpoints')).body.endpoints).toHaveLength(4);
+    // A change that sets no first target is not held by the bound; one free place lets the target in.
+    expect((await t.request('PATCH', '/v1/tenants/bounded-later', { body: { name: 'renamed' } })).status).toBe(200);
+    expect((await t.request('DELETE', `/v1/tenants/bounded-later/endpoints/${made[0]}`)).status).toBe(204);
+    const set = await t.request<{ eventsTargetUrl: string | null }>('PATCH', '/v1/tenants/bounded-later', {
+      body: { eventsTargetUrl: target.url },
+    });
+    expect(set.status).toBe(200);
+    expect(set.body.eventsTargetUrl).toBe(target.url);
+    // Setting it again (the way a tenant says it is back after a 410) is no new endpoint.
+    expect((await t.request('PATCH', '/v1/tenants/bounded-later', { body: { eventsTargetUrl: target.url } })).status).toBe(200);
+    const over = await t.request<ErrorBody>('POST', '/v1/tenants/bounded-later/endpoints', { body: { url: 'https://example.com/x' } });
+    expect(over.body.error.code).toBe('endpoint_limit');
+  });
+
   it('tests a filter against an event as delivered', async () => {
     await tenant('filters');
     const ep = await create('filters', {

@@ -73,7 +73,7 @@ export class TenantsController {
     'Change a tenant',
     'Its environment cannot be changed. `quotas` sets its own upstream budgets (docs/quotas.md).',
   )
-  @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_not_found', 'target_not_allowed')
+  @ApiErrors('validation_failed', 'unauthorized', 'forbidden', 'tenant_not_found', 'target_not_allowed', 'endpoint_limit')
   @ApiOkResponse({ type: TenantResponseDto })
   async update(@Param('tenantId') tenantId: string, @Body() dto: UpdateTenantDto): Promise<TenantResponseDto> {
     const tenant = await this.tenants.update(tenantId, dto);

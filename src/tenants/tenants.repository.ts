@@ -7,6 +7,12 @@ import { preparedQuery } from '../database/pg-pool.js';
 import { TenantEntity } from './tenant.entity.js';
 
 /**
+ * The per-tenant lock that serialises what counts toward ENDPOINTS_PER_TENANT: a new event endpoint
+ * (EndpointsRepository.insertBounded) and a first eventsTargetUrl (TenantsRepository.updateWithinEndpoints).
+ */
+export const ENDPOINTS_LOCK = `SELECT pg_advisory_xact_lock(hashtextextended('event-endpoints:' || $1, 0))`;
+
+/**
  * The tenants table. The reads on a request's path (a tenant by id, whether it exists, the console's pages) are
  * named prepared statements mapped by `EntityRows`; the rare writes stay with TypeORM.
  */
@@ -92,6 +98,31 @@ export class TenantsRepository {
   ): Promise<TenantEntity | null> {
     await this.repo.update({ id }, changes);
     return this.findById(id);
+  }
+
+  /**
+   * update(), when the change sets an eventsTargetUrl where the tenant had none: that URL is the tenant's first event
+   * endpoint, so it is set only while the tenant holds fewer than `max` endpoints in all (the rest are in
+   * event_endpoints). Serialised with EndpointsRepository.insertBounded by the same per-tenant lock, so a creation and
+   * this cannot both take the last place. 'full': nothing changed.
+   */
+  async updateWithinEndpoints(
+    id: string,
+    changes: Parameters<TenantsRepository['update']>[1],
+    max: number,
+  ): Promise<TenantEntity | null | 'full'> {
+    const full = await this.db.transaction(async (m) => {
+      await m.query(ENDPOINTS_LOCK, [id]);
+      const rows = (await m.query(
+        `SELECT (t.events_target_url IS NULL AND (SELECT count(*) FROM event_endpoints e WHERE e.tenant_id = t.id) >= $2) AS full
+           FROM tenants t WHERE t.id = $1 AND t.deleted_at IS NULL`,
+        [id, max],
+      )) as Array<{ full: boolean }>;
+      if (rows[0]?.full) return true;
+      await m.getRepository(TenantEntity).update({ id }, changes);
+      return false;
+    });
+    return full ? 'full' : this.findById(id);
   }
 
   /** The target answered 410 Gone: stop delivering to it, unless the tenant moved to another URL meanwhile. */

@@ -101,7 +101,16 @@ export class TenantsService {
     if (dto.eventRetentionDays !== undefined) changes.eventRetentionDays = dto.eventRetentionDays;
     if (dto.quotas !== undefined) changes.quotas = ownQuotas(dto.quotas);
     if (dto.sync?.workflows !== undefined) changes.syncWorkflows = dto.sync.workflows;
-    const updated = Object.keys(changes).length ? await this.repo.update(id, changes) : await this.repo.findById(id);
+    const updated = !Object.keys(changes).length
+      ? await this.repo.findById(id)
+      : changes.eventsTargetUrl
+        ? await this.repo.updateWithinEndpoints(id, changes, this.config.endpoints.perTenant)
+        : await this.repo.update(id, changes);
+    if (updated === 'full')
+      throw new AppError(
+        'endpoint_limit',
+        `The tenant has ${this.config.endpoints.perTenant} event endpoints (ENDPOINTS_PER_TENANT), and eventsTargetUrl would be one more: delete one first.`,
+      );
     if (!updated) throw new AppError('tenant_not_found', 'No such tenant.');
     return updated;
   }

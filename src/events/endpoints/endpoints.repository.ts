@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
+import { ENDPOINTS_LOCK } from '../../tenants/tenants.repository.js';
 import { ENDPOINT_COLUMNS as COLUMNS, type DisabledReason, type EndpointRow, toEndpoint } from './endpoint.js';
 
 /** What an insert writes: the stored row's own fields, the rest are the database's defaults. */
@@ -29,16 +30,19 @@ export class EndpointsRepository {
   constructor(@InjectDataSource() private readonly db: DataSource) {}
 
   /**
-   * Inserts the endpoint when the tenant holds fewer than `max` endpoints (`others` counts those not in this table:
-   * its eventsTargetUrl). Serialised per tenant, so two creations cannot both take the last place. False: full.
+   * Inserts the endpoint when the tenant holds fewer than `max` endpoints, its eventsTargetUrl included (read under
+   * the lock). Serialised per tenant with every other change to that count (ENDPOINTS_LOCK), so two creations, or a
+   * creation and a first eventsTargetUrl, cannot both take the last place. False: full.
    */
-  async insertBounded(e: NewEndpoint, max: number, others: number): Promise<boolean> {
+  async insertBounded(e: NewEndpoint, max: number): Promise<boolean> {
     return this.db.transaction(async (m) => {
-      await m.query(`SELECT pg_advisory_xact_lock(hashtextextended('event-endpoints:' || $1, 0))`, [e.tenantId]);
-      const [{ n }] = (await m.query(`SELECT count(*)::int AS n FROM event_endpoints WHERE tenant_id = $1`, [e.tenantId])) as Array<{
-        n: number;
-      }>;
-      if (n + others >= max) return false;
+      await m.query(ENDPOINTS_LOCK, [e.tenantId]);
+      const [{ n }] = (await m.query(
+        `SELECT (SELECT count(*)::int FROM event_endpoints WHERE tenant_id = $1)
+              + (SELECT count(*)::int FROM tenants WHERE id = $1 AND events_target_url IS NOT NULL) AS n`,
+        [e.tenantId],
+      )) as Array<{ n: number }>;
+      if (n >= max) return false;
       await m.query(
         `INSERT INTO event_endpoints (id, tenant_id, url, description, event_types, filter, rate_limit_per_second, max_in_flight,
            disabled, disabled_reason, disabled_at, secret_enc)

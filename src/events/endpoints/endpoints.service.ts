@@ -49,7 +49,7 @@ export class EndpointsService {
   }
 
   async create(tenantId: string, dto: CreateEndpointDto): Promise<EndpointDto & { secret: string }> {
-    const tenant = await this.tenants.get(tenantId);
+    await this.tenants.get(tenantId);
     this.checkUrl(dto.url);
     this.checkFilter(dto.filter);
     const id = randomUUID();
@@ -68,7 +68,6 @@ export class EndpointsService {
         secretEnc: sealed,
       },
       this.config.endpoints.perTenant,
-      tenant.eventsTargetUrl ? 1 : 0,
     );
     if (!inserted)
       throw new AppError(
