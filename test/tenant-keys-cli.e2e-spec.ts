@@ -130,6 +130,21 @@ describe('keys commands (npx tsx src/cli.ts keys ...)', () => {
     expect(text.out).toContain('t0: key version 1, KEK local:k1, versions [1], rows v2/1=3');
   });
 
+  it('keys rotate and set-kek refuse a tenant that does not exist, and write nothing', async () => {
+    const before = await db.query<{ n: string }>(`SELECT (SELECT count(*) FROM tenant_keys) + (SELECT count(*) FROM tenant_keks) AS n`);
+    for (const args of [
+      ['keys', 'rotate', '--tenant', 'no-such-tenant'],
+      ['keys', 'rotate', '--tenant', 'no-such-tenant', '--resume'],
+      ['keys', 'set-kek', '--tenant', 'no-such-tenant', '--kek', 'any'],
+    ]) {
+      const res = await cli(K1, args);
+      expect([res.code, res.err.trim()]).toEqual([1, 'no tenant "no-such-tenant" (or it was deleted): nothing changed.']);
+    }
+    const after = await db.query<{ n: string }>(`SELECT (SELECT count(*) FROM tenant_keys) + (SELECT count(*) FROM tenant_keks) AS n`);
+    expect(after.rows[0].n).toBe(before.rows[0].n);
+    expect((await db.query(`SELECT 1 FROM audit_log WHERE tenant_id = 'no-such-tenant'`)).rowCount).toBe(0);
+  });
+
   it('keys rotate-kek is refused while a running instance lacks the new key', async () => {
     const res = await cli(`${K2},${K1}`, ['keys', 'rotate-kek']);
     expect(res.code).toBe(1);

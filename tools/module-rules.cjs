@@ -10,7 +10,7 @@ const MODULES = {
   quota: ['changes', 'database', 'telemetry'],
   upstream: ['telemetry'],
   auth: ['changes', 'database'],
-  cli: ['database', 'vault'],
+  cli: ['database', 'vault', 'tenants'],
   audit: ['auth', 'database'],
   tenants: ['audit', 'auth', 'changes', 'database', 'quota', 'vault'],
   events: ['audit', 'auth', 'database', 'telemetry', 'tenants', 'vault'],

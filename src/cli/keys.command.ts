@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { TenantsRepository } from '../tenants/tenants.repository.js';
 import { type ForegroundReseal, TenantKeysAdmin } from '../vault/tenant-keys-admin.service.js';
 import { TenantKeys } from '../vault/tenant-keys.service.js';
 import { TokenVault } from '../vault/token-vault.service.js';
@@ -113,7 +114,15 @@ async function rotateKek(runtime: CliRuntime): Promise<number> {
   return 0;
 }
 
+/** A key command names a tenant that exists and is not deleted (a deleted one's keys are destroyed); else it says so. */
+async function refusedAsUnknown(runtime: CliRuntime, tenantId: string): Promise<boolean> {
+  if (await (await runtime.get(TenantsRepository)).exists(tenantId)) return false;
+  console.error(`no tenant "${tenantId}" (or it was deleted): nothing changed.`);
+  return true;
+}
+
 async function rotateTenant(runtime: CliRuntime, tenantId: string, mode: 'background' | 'wait' | 'resume'): Promise<number> {
+  if (await refusedAsUnknown(runtime, tenantId)) return 1;
   if (await refusedByLiveInstances(runtime, 'rotating')) return 1;
   if (!(await runtime.get(TokenVault)).sealsEnvelope) {
     console.error(
@@ -179,6 +188,7 @@ async function foreground(runtime: CliRuntime, admin: TenantKeysAdmin, tenantId:
 }
 
 async function setKek(runtime: CliRuntime, tenantId: string, kek: string): Promise<number> {
+  if (await refusedAsUnknown(runtime, tenantId)) return 1;
   let result;
   try {
     result = await (await runtime.get(TenantKeysAdmin)).setKek(tenantId, kek, runtime.signal);
