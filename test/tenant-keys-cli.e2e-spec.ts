@@ -231,4 +231,29 @@ describe('keys commands (npx tsx src/cli.ts keys ...)', () => {
     ]);
     expect((await app?.request('GET', '/v1/tenants/t0/me', { headers: { 'x-user-id': 'u-1' } }))?.status).toBe(200);
   });
+
+  it("vault:reencrypt passes over a deleted tenant's rows not purged yet (its data keys are destroyed), and moves the rest", async () => {
+    if (!app) app = await start(K2);
+    await newTenant(app, 'gone');
+    await seedConnections(db, K2, [{ tenantId: 'gone', userId: 'u-1', upstreamUserId: 'carol', tokens: sandbox.issueTokens('carol') }]);
+    expect((await app.request('DELETE', '/v1/tenants/gone')).status).toBe(204);
+    await app.close();
+    app = null;
+    // A ring value of a live tenant, as an instance of 0.2.0 would still write it: this run moves it.
+    const [live] = await seedConnections(db, K2, [
+      { tenantId: 't1', userId: 'u-2', upstreamUserId: 'bob', tokens: sandbox.issueTokens('bob') },
+    ]);
+    const res = await cli(K2, ['vault:reencrypt']);
+    expect([res.code, res.err]).toEqual([0, '']);
+    const formats = await db.query<{ tenant_id: string; f: string }>(
+      `SELECT tenant_id, split_part(access_token_enc, '.', 1) AS f FROM connections WHERE tenant_id = 'gone' OR id = $1 ORDER BY tenant_id`,
+      [live.id],
+    );
+    expect(formats.rows).toEqual([
+      { tenant_id: 'gone', f: 'v1' },
+      { tenant_id: 't1', f: 'v2' },
+    ]);
+    const again = await cli(K2, ['vault:reencrypt']);
+    expect([again.code, again.err]).toEqual([0, '']);
+  });
 });

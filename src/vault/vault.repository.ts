@@ -171,11 +171,17 @@ export class VaultRepository {
   }
 }
 
-/** $1: the active kid's prefix; $2: the ReencryptTarget. */
+/**
+ * $1: the active kid's prefix; $2: the ReencryptTarget. A deleted tenant's rows, still there until the purge takes
+ * them, move from one ring key to another like any other (the ring opens and seals them), but never to or from a
+ * data key: the tenant's data keys are destroyed, and its rows are on their way out.
+ */
 function notUnderKey(col: SealedColumn): string {
   const c = ident(col.column);
   return `${c} IS NOT NULL AND (
-    (${c} LIKE 'v1.%' AND ($2::text = 'tenant-keys' OR ${c} NOT LIKE $1 ESCAPE '\\')) OR ($2::text = 'ring' AND ${c} LIKE 'v2.%'))`;
+    (${c} LIKE 'v1.%' AND ($2::text = 'tenant-keys' OR ${c} NOT LIKE $1 ESCAPE '\\')) OR ($2::text = 'ring' AND ${c} LIKE 'v2.%'))
+    AND NOT (($2::text = 'tenant-keys' OR ${c} LIKE 'v2.%') AND EXISTS (
+      SELECT 1 FROM tenants deleted WHERE deleted.id = ${ident(col.table)}.${ident(col.tenantColumn)}::text AND deleted.deleted_at IS NOT NULL))`;
 }
 
 function keyPrefixPattern(kid: string): string {
