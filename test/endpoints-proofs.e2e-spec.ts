@@ -81,6 +81,14 @@ describe('event endpoints, proven at size over three instances: rate over 60 s, 
     return ids;
   }
 
+  /** The instance's attempts to added endpoints running now, from its /metrics (0 when it does not answer). */
+  async function attemptsInFlight(s: SpawnedApp): Promise<number> {
+    const res = await fetch(`${s.url}/metrics`).catch(() => null);
+    if (!res?.ok) return 0;
+    const line = (await res.text()).split('\n').find((l) => l.startsWith('cws_endpoint_attempts_in_flight '));
+    return line ? Number(line.split(' ')[1]) : 0;
+  }
+
   async function spawnInstance(name: string): Promise<SpawnedApp> {
     const app = await spawnApp({ ...env, INSTANCE_ID: name }, { readyTimeoutMs: 60_000 });
     spawned.push(app);
@@ -214,14 +222,24 @@ describe('event endpoints, proven at size over three instances: rate over 60 s, 
     for (const s of held) ids.push(await endpoint('kills', { url: s.sink.url, maxInFlight: 8, eventTypes: ['kill.*'] }));
     const events = await emit('kills', 'kill.test', 600);
     const total = () => held.reduce((n, s) => n + s.sink.received.length, 0);
-    // An instance claims whatever is free when it looks, so the victim may hold nothing at a given moment: it is
-    // killed (and started again) until a kill has caught attempts in flight, at most three times.
+    // An instance claims whatever is free when it looks, and the one that records an attempt claims the next at once:
+    // a spawned instance may hold nothing for a while. The victim is one that holds attempts now (its
+    // cws_endpoint_attempts_in_flight), killed (and started again) until a kill has caught some, at most three times.
     let orphaned = 0;
     let kills = 0;
     while (orphaned === 0 && kills < 3) {
       const seen = total();
       await waitUntil('deliveries under way', () => total() >= seen + 60, 30_000, 10);
-      const victim = spawned.splice(1, 1)[0];
+      const holding = await waitUntil(
+        'a spawned instance with attempts in flight',
+        async () => {
+          for (const s of spawned) if ((await attemptsInFlight(s)) > 0) return s;
+          return null;
+        },
+        30_000,
+        5,
+      );
+      const victim = spawned.splice(spawned.indexOf(holding), 1)[0];
       expect(await victim.stop('SIGKILL')).toBeNull();
       kills++;
       const killedAt = (await a.db.query<{ at: Date }>(`SELECT clock_timestamp() AS at`)).rows[0].at;

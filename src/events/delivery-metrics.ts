@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { Counter } from 'prom-client';
+import { Counter, Gauge } from 'prom-client';
 import { MetricsService } from '../telemetry/metrics.service.js';
 
 /**
@@ -15,7 +15,7 @@ export type FenceOutcome = 'claimed' | 'held' | 'lost';
 export class DeliveryMetrics {
   private readonly fence: Counter<'outcome'>;
 
-  constructor(metrics: MetricsService) {
+  constructor(private readonly metrics: MetricsService) {
     this.fence = new Counter({
       name: 'cws_event_delivery_fence_total',
       help: 'Event delivery attempts by what the fence on the event did: claimed, held (a second forward avoided), lost (a possible duplicate).',
@@ -27,5 +27,17 @@ export class DeliveryMetrics {
 
   fenced(outcome: FenceOutcome): void {
     this.fence.inc({ outcome });
+  }
+
+  /** `cws_endpoint_attempts_in_flight`: this instance's attempts to added event endpoints running now, read at each scrape. */
+  endpointAttemptsInFlight(read: () => number): void {
+    new Gauge({
+      name: 'cws_endpoint_attempts_in_flight',
+      help: "This instance's attempts to added event endpoints running now (at most 256 an instance; each endpoint holds at most its maxInFlight over all instances).",
+      registers: [this.metrics.registry],
+      collect() {
+        this.set(read());
+      },
+    });
   }
 }

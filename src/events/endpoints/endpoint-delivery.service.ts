@@ -9,6 +9,7 @@ import { databaseOutage, isDatabaseUnavailable } from '../../common/database-out
 import type { AppConfig } from '../../config/app-config.js';
 import { APP_CONFIG } from '../../config/config.module.js';
 import { TenantsService } from '../../tenants/tenants.service.js';
+import { DeliveryMetrics } from '../delivery-metrics.js';
 import { retryDelayMs } from '../event-attempt.js';
 import { EventDeliveryService } from '../event-delivery.service.js';
 import { EventTargetClient } from '../event-target-client.js';
@@ -75,8 +76,10 @@ export class EndpointDeliveryService implements OnApplicationBootstrap, OnModule
     private readonly audit: AuditService,
     private readonly tenants: TenantsService,
     private readonly clock: Clock,
+    metrics: DeliveryMetrics,
   ) {
     this.client = new EventTargetClient(config, clock);
+    metrics.endpointAttemptsInFlight(() => this.running);
     this.leaseMs = config.events.attemptTimeoutMs + LEASE_MARGIN_MS;
     primary.onTargetGone = (tenantId) => this.firstGone(tenantId);
   }
