@@ -5,6 +5,7 @@ import { envelopeSealable, HEARTBEATS_TO_EXPIRY } from '../vault/vault-instances
 import { TenantKeysAdmin } from '../vault/tenant-keys-admin.service.js';
 import { TenantKeys } from '../vault/tenant-keys.service.js';
 import { type ReencryptResult, VaultReencryptService } from '../vault/vault-reencrypt.service.js';
+import { TenantsRepository } from '../tenants/tenants.repository.js';
 import type { CliCommand } from './cli-runtime.js';
 
 /** Exit code of a run stopped by Ctrl-C (128 + SIGINT), so that a script never goes on to drop a key. */
@@ -15,6 +16,9 @@ const STOPPED = 130;
  * every running instance sealing with the ring (it does not advertise the envelope format), as a rollback needs.
  */
 export const RING_HOLD = 'hold:ring-format';
+
+/** The deleted tenants still being purged that a run passes over, at most. */
+const DELETED_AT_MOST = 10_000;
 
 export const vaultReencryptCommand: CliCommand = {
   name: 'vault:reencrypt',
@@ -70,7 +74,8 @@ export const vaultReencryptCommand: CliCommand = {
             bar.update(done);
           }
         },
-        { signal: runtime.signal, toRing },
+        // A deleted tenant's rows not purged yet: its data keys are destroyed, they never move to or from one.
+        { signal: runtime.signal, toRing, passOver: await (await runtime.get(TenantsRepository)).listDeleted(DELETED_AT_MOST) },
       );
     } catch (e) {
       // With the embedded database, Ctrl-C also reaches PostgreSQL (same process group), which then drops

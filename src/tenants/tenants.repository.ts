@@ -1,16 +1,18 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource, InjectRepository } from '@nestjs/typeorm';
 import type pg from 'pg';
-import { DataSource, IsNull, Not, Repository } from 'typeorm';
+import { DataSource, type EntityManager, IsNull, Not, Repository } from 'typeorm';
 import { EntityRows } from '../database/entity-rows.js';
 import { preparedQuery } from '../database/pg-pool.js';
 import { TenantEntity } from './tenant.entity.js';
 
 /**
- * The per-tenant lock that serialises what counts toward ENDPOINTS_PER_TENANT: a new event endpoint
- * (EndpointsRepository.insertBounded) and a first eventsTargetUrl (TenantsRepository.updateWithinEndpoints).
+ * Takes the per-tenant lock, until the transaction ends, that serialises what counts toward ENDPOINTS_PER_TENANT: a new
+ * event endpoint (EndpointsRepository.insertBounded) and a first eventsTargetUrl (TenantsRepository.updateWithinEndpoints).
  */
-export const ENDPOINTS_LOCK = `SELECT pg_advisory_xact_lock(hashtextextended('event-endpoints:' || $1, 0))`;
+export async function lockEndpointCount(m: EntityManager, tenantId: string): Promise<void> {
+  await m.query(`SELECT pg_advisory_xact_lock(hashtextextended('event-endpoints:' || $1, 0))`, [tenantId]);
+}
 
 /**
  * The tenants table. The reads on a request's path (a tenant by id, whether it exists, the console's pages) are
@@ -101,28 +103,31 @@ export class TenantsRepository {
   }
 
   /**
-   * update(), when the change sets an eventsTargetUrl where the tenant had none: that URL is the tenant's first event
-   * endpoint, so it is set only while the tenant holds fewer than `max` endpoints in all (the rest are in
-   * event_endpoints). Serialised with EndpointsRepository.insertBounded by the same per-tenant lock, so a creation and
-   * this cannot both take the last place. 'full': nothing changed.
+   * update(), when the change sets an eventsTargetUrl: where the tenant had none, that URL is its first event endpoint,
+   * set only when `admits` (the event endpoints' count, read in this transaction) says there is room. Under
+   * lockEndpointCount, so a creation and this cannot both take the last place. 'full': nothing changed.
    */
   async updateWithinEndpoints(
     id: string,
     changes: Parameters<TenantsRepository['update']>[1],
-    max: number,
+    admits: (m: EntityManager) => Promise<boolean>,
   ): Promise<TenantEntity | null | 'full'> {
     const full = await this.db.transaction(async (m) => {
-      await m.query(ENDPOINTS_LOCK, [id]);
-      const rows = (await m.query(
-        `SELECT (t.events_target_url IS NULL AND (SELECT count(*) FROM event_endpoints e WHERE e.tenant_id = t.id) >= $2) AS full
-           FROM tenants t WHERE t.id = $1 AND t.deleted_at IS NULL`,
-        [id, max],
-      )) as Array<{ full: boolean }>;
-      if (rows[0]?.full) return true;
+      await lockEndpointCount(m, id);
+      const [tenant] = (await m.query(`SELECT events_target_url IS NOT NULL AS has FROM tenants WHERE id = $1 AND deleted_at IS NULL`, [
+        id,
+      ])) as Array<{ has: boolean }>;
+      if (tenant && !tenant.has && !(await admits(m))) return true;
       await m.getRepository(TenantEntity).update({ id }, changes);
       return false;
     });
     return full ? 'full' : this.findById(id);
+  }
+
+  /** Whether the tenant has an eventsTargetUrl, read in the caller's transaction (its first event endpoint). */
+  async hasEventsTargetIn(m: EntityManager, id: string): Promise<boolean> {
+    const rows = (await m.query(`SELECT 1 FROM tenants WHERE id = $1 AND events_target_url IS NOT NULL`, [id])) as unknown[];
+    return rows.length > 0;
   }
 
   /** The target answered 410 Gone: stop delivering to it, unless the tenant moved to another URL meanwhile. */

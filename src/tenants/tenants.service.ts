@@ -18,10 +18,16 @@ import type { CreateTenantDto, UpdateTenantDto } from './dto/tenant.dto.js';
 import { TENANT_ID } from '../common/params.js';
 import { TenantEntity } from './tenant.entity.js';
 import { TenantsRepository } from './tenants.repository.js';
+import type { EntityManager } from 'typeorm';
 
 @Injectable()
 export class TenantsService {
   private readonly targets: TargetPolicy;
+  /**
+   * The tenant's added event endpoints, read in the given transaction. Set by the event endpoints (a module above this
+   * one: EndpointsService), so that a first eventsTargetUrl counts toward ENDPOINTS_PER_TENANT.
+   */
+  endpointsOf: (m: EntityManager, tenantId: string) => Promise<number> = () => Promise.resolve(0);
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -104,7 +110,7 @@ export class TenantsService {
     const updated = !Object.keys(changes).length
       ? await this.repo.findById(id)
       : changes.eventsTargetUrl
-        ? await this.repo.updateWithinEndpoints(id, changes, this.config.endpoints.perTenant)
+        ? await this.repo.updateWithinEndpoints(id, changes, async (m) => (await this.endpointsOf(m, id)) < this.config.endpoints.perTenant)
         : await this.repo.update(id, changes);
     if (updated === 'full')
       throw new AppError(

@@ -20,6 +20,11 @@ export interface ReencryptOptions {
   toRing?: boolean;
   /** Checked between batches: an abort stops the run cleanly, with every finished row committed. */
   signal?: AbortSignal;
+  /**
+   * Tenants whose values never move to or from a data key: deleted ones whose rows the purge has not taken yet (their
+   * data keys are destroyed). Between ring keys their values still move.
+   */
+  passOver?: readonly string[];
 }
 
 /**
@@ -39,11 +44,11 @@ export class VaultReencryptService {
   ) {}
 
   /** Rows per sealed column that are not under the active key (absent tables and columns are left out). */
-  async pending(toRing = false): Promise<Array<{ column: SealedColumn; count: number }>> {
+  async pending(toRing = false, passOver: readonly string[] = []): Promise<Array<{ column: SealedColumn; count: number }>> {
     const columns = await this.repository.existingColumns(SEALED_COLUMNS);
     const out: Array<{ column: SealedColumn; count: number }> = [];
     for (const column of columns) {
-      out.push({ column, count: await this.repository.countNotUnderKey(column, this.vault.activeKid, this.target(toRing)) });
+      out.push({ column, count: await this.repository.countNotUnderKey(column, this.vault.activeKid, this.target(toRing), passOver) });
     }
     return out;
   }
@@ -60,13 +65,14 @@ export class VaultReencryptService {
     const batchSize = options.batchSize ?? 200;
     const kid = this.vault.activeKid;
     const target = this.target(options.toRing ?? false);
-    const work = await this.pending(options.toRing ?? false);
+    const passOver = options.passOver ?? [];
+    const work = await this.pending(options.toRing ?? false, passOver);
     const result: ReencryptResult = { total: work.reduce((n, w) => n + w.count, 0), reencrypted: 0, skippedConcurrent: 0, complete: false };
     onProgress?.(0, result.total);
     // Audited when there is something to move (a run that finds nothing changes nothing): the operator's command.
     if (result.total > 0) await this.record('vault.reencrypt_started', { target, kid, total: result.total });
     try {
-      await this.moveAll(work, kid, target, batchSize, result, options.signal, onProgress);
+      await this.moveAll(work, { kid, target, passOver }, batchSize, result, options.signal, onProgress);
     } finally {
       if (result.total > 0 || result.reencrypted > 0)
         await this.record('vault.reencrypt_finished', { target, kid, ...result }, result.complete ? 'success' : 'failure');
@@ -76,8 +82,7 @@ export class VaultReencryptService {
 
   private async moveAll(
     work: Array<{ column: SealedColumn }>,
-    kid: string,
-    target: ReencryptTarget,
+    { kid, target, passOver }: { kid: string; target: ReencryptTarget; passOver: readonly string[] },
     batchSize: number,
     result: ReencryptResult,
     signal?: AbortSignal,
@@ -88,7 +93,7 @@ export class VaultReencryptService {
         if (signal?.aborted) return;
         // Always from the start: finished rows no longer match, and a row that lost its compare-and-swap
         // comes back with its new value (or not at all, when a running instance already sealed it anew).
-        const batch = await this.repository.findNotUnderKey(column, kid, batchSize, target);
+        const batch = await this.repository.findNotUnderKey(column, kid, batchSize, target, passOver);
         if (batch.length === 0) break;
         const changes = [];
         for (const row of batch) {

@@ -84,21 +84,36 @@ export class VaultRepository {
     return rows[0] ?? null;
   }
 
-  /** Rows whose value `target` would move (see ReencryptTarget): in the ring's format not under `kid`, and so on. */
-  async countNotUnderKey(col: SealedColumn, kid: string, target: ReencryptTarget = 'ring-key'): Promise<number> {
+  /**
+   * Rows whose value `target` would move (see ReencryptTarget): in the ring's format not under `kid`, and so on.
+   * `passOver`: tenants whose values never move to or from a data key (deleted ones: their data keys are destroyed).
+   */
+  async countNotUnderKey(
+    col: SealedColumn,
+    kid: string,
+    target: ReencryptTarget = 'ring-key',
+    passOver: readonly string[] = [],
+  ): Promise<number> {
     const rows = await this.db.query<Array<{ n: number }>>(`SELECT count(*)::int AS n FROM ${ident(col.table)} WHERE ${notUnderKey(col)}`, [
       keyPrefixPattern(kid),
       target,
+      passOver,
     ]);
     return rows[0].n;
   }
 
   /** The first `limit` rows (by id) that countNotUnderKey counts. */
-  async findNotUnderKey(col: SealedColumn, kid: string, limit: number, target: ReencryptTarget = 'ring-key'): Promise<SealedValue[]> {
+  async findNotUnderKey(
+    col: SealedColumn,
+    kid: string,
+    limit: number,
+    target: ReencryptTarget = 'ring-key',
+    passOver: readonly string[] = [],
+  ): Promise<SealedValue[]> {
     return this.db.query<SealedValue[]>(
       `SELECT ${ident(col.idColumn)}::text AS id, ${ident(col.column)} AS value, ${ident(col.tenantColumn)}::text AS "tenantId"
-         FROM ${ident(col.table)} WHERE ${notUnderKey(col)} ORDER BY ${ident(col.idColumn)} LIMIT $3`,
-      [keyPrefixPattern(kid), target, limit],
+         FROM ${ident(col.table)} WHERE ${notUnderKey(col)} ORDER BY ${ident(col.idColumn)} LIMIT $4`,
+      [keyPrefixPattern(kid), target, passOver, limit],
     );
   }
 
@@ -172,16 +187,15 @@ export class VaultRepository {
 }
 
 /**
- * $1: the active kid's prefix; $2: the ReencryptTarget. A deleted tenant's rows, still there until the purge takes
- * them, move from one ring key to another like any other (the ring opens and seals them), but never to or from a
- * data key: the tenant's data keys are destroyed, and its rows are on their way out.
+ * $1: the active kid's prefix; $2: the ReencryptTarget; $3: tenants passed over. A passed-over tenant's rows (a deleted
+ * one's, until the purge takes them) move from one ring key to another like any other (the ring opens and seals
+ * them), but never to or from a data key.
  */
 function notUnderKey(col: SealedColumn): string {
   const c = ident(col.column);
   return `${c} IS NOT NULL AND (
     (${c} LIKE 'v1.%' AND ($2::text = 'tenant-keys' OR ${c} NOT LIKE $1 ESCAPE '\\')) OR ($2::text = 'ring' AND ${c} LIKE 'v2.%'))
-    AND NOT (($2::text = 'tenant-keys' OR ${c} LIKE 'v2.%') AND EXISTS (
-      SELECT 1 FROM tenants deleted WHERE deleted.id = ${ident(col.table)}.${ident(col.tenantColumn)}::text AND deleted.deleted_at IS NOT NULL))`;
+    AND NOT (($2::text = 'tenant-keys' OR ${c} LIKE 'v2.%') AND ${ident(col.tenantColumn)}::text = ANY($3::text[]))`;
 }
 
 function keyPrefixPattern(kid: string): string {

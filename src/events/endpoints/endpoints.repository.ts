@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource, EntityManager } from 'typeorm';
-import { ENDPOINTS_LOCK } from '../../tenants/tenants.repository.js';
+import { lockEndpointCount, TenantsRepository } from '../../tenants/tenants.repository.js';
 import { ENDPOINT_COLUMNS as COLUMNS, type DisabledReason, type EndpointRow, toEndpoint } from './endpoint.js';
 
 /** What an insert writes: the stored row's own fields, the rest are the database's defaults. */
@@ -27,22 +27,21 @@ export type ClockChange =
  */
 @Injectable()
 export class EndpointsRepository {
-  constructor(@InjectDataSource() private readonly db: DataSource) {}
+  constructor(
+    @InjectDataSource() private readonly db: DataSource,
+    private readonly tenants: TenantsRepository,
+  ) {}
 
   /**
    * Inserts the endpoint when the tenant holds fewer than `max` endpoints, its eventsTargetUrl included (read under
-   * the lock). Serialised per tenant with every other change to that count (ENDPOINTS_LOCK), so two creations, or a
-   * creation and a first eventsTargetUrl, cannot both take the last place. False: full.
+   * lockEndpointCount, with every other change to that count), so two creations, or a creation and a first
+   * eventsTargetUrl, cannot both take the last place. False: full.
    */
   async insertBounded(e: NewEndpoint, max: number): Promise<boolean> {
     return this.db.transaction(async (m) => {
-      await m.query(ENDPOINTS_LOCK, [e.tenantId]);
-      const [{ n }] = (await m.query(
-        `SELECT (SELECT count(*)::int FROM event_endpoints WHERE tenant_id = $1)
-              + (SELECT count(*)::int FROM tenants WHERE id = $1 AND events_target_url IS NOT NULL) AS n`,
-        [e.tenantId],
-      )) as Array<{ n: number }>;
-      if (n >= max) return false;
+      await lockEndpointCount(m, e.tenantId);
+      const first = (await this.tenants.hasEventsTargetIn(m, e.tenantId)) ? 1 : 0;
+      if ((await this.countOfTenantIn(m, e.tenantId)) + first >= max) return false;
       await m.query(
         `INSERT INTO event_endpoints (id, tenant_id, url, description, event_types, filter, rate_limit_per_second, max_in_flight,
            disabled, disabled_reason, disabled_at, secret_enc)
@@ -92,7 +91,12 @@ export class EndpointsRepository {
   }
 
   async countOfTenant(tenantId: string): Promise<number> {
-    const [{ n }] = (await this.db.query(`SELECT count(*)::int AS n FROM event_endpoints WHERE tenant_id = $1`, [tenantId])) as Array<{
+    return this.countOfTenantIn(this.db.manager, tenantId);
+  }
+
+  /** The tenant's added endpoints, read in the caller's transaction. */
+  async countOfTenantIn(m: EntityManager, tenantId: string): Promise<number> {
+    const [{ n }] = (await m.query(`SELECT count(*)::int AS n FROM event_endpoints WHERE tenant_id = $1`, [tenantId])) as Array<{
       n: number;
     }>;
     return n;

@@ -46,6 +46,7 @@ export class EndpointsService {
     private readonly clock: Clock,
   ) {
     this.targets = targetPolicy(config.production, config.security.eventsTargetAllowPrivate);
+    tenants.endpointsOf = (m, tenantId) => repo.countOfTenantIn(m, tenantId);
   }
 
   async create(tenantId: string, dto: CreateEndpointDto): Promise<EndpointDto & { secret: string }> {
