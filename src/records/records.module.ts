@@ -10,7 +10,11 @@ import { RecordsController } from './records.controller.js';
 import { RecordsRepository } from './records.repository.js';
 import { RecordsService } from './records.service.js';
 import { SyncEngine } from './sync-engine.service.js';
+import { SyncMetrics } from './sync-metrics.js';
+import { SyncShare } from './sync-share.service.js';
 import { SyncStateRepository } from './sync-state.repository.js';
+import { TargetedReads } from './targeted-reads.service.js';
+import { UserListing } from './user-listing.service.js';
 
 /**
  * Synced records (API.md 12, docs/records.md): each syncing tenant's copy of its users' workflows (records,
@@ -19,7 +23,7 @@ import { SyncStateRepository } from './sync-state.repository.js';
 @Module({
   imports: [ConnectionsModule, EventsModule, QuotaModule, RoutingModule, TenantsModule, MetricsModule, VaultModule],
   controllers: [RecordsController],
-  providers: [RecordsRepository, SyncStateRepository, SyncEngine, RecordsService],
+  providers: [RecordsRepository, SyncStateRepository, SyncMetrics, SyncShare, UserListing, TargetedReads, SyncEngine, RecordsService],
   exports: [SyncEngine, RecordsService],
 })
 export class RecordsModule {}

@@ -4,6 +4,20 @@ import { DataSource, EntityManager } from 'typeorm';
 import { TokenVault } from '../vault/token-vault.service.js';
 import { EventsRepository } from '../events/events.repository.js';
 import { type ChangePosition, encodeChangeCursor } from './change-cursor.js';
+import {
+  type ChangeAction,
+  type ChangeJson,
+  CHANGE_COLUMNS,
+  feedRef,
+  lockRecords,
+  MARK,
+  type RecordJson,
+  recordRef,
+  type StoredChange,
+  type StoredRecord,
+  toChange,
+  toRecord,
+} from './record-rows.js';
 import { newer, type UpstreamObject } from './upstream-object.js';
 
 /** Whose copy: a user connection of a tenant. */
@@ -13,45 +27,10 @@ export interface CopyOwner {
   userId: string;
 }
 
-export type ChangeAction = 'added' | 'updated' | 'deleted';
-
-export interface StoredRecord {
-  id: string;
-  userId: string;
-  data: unknown;
-  version: number | null;
-  lastModified: Date | null;
-  syncedAt: Date;
-}
-
-export interface StoredChange {
-  id: string;
-  userId: string;
-  action: ChangeAction;
-  version: number | null;
-  lastModified: Date | null;
-  data?: unknown;
-  position: ChangePosition;
-}
-
 /** What one write did: the changes it committed (their feed positions), none for objects that did not change. */
 export interface Applied {
   changes: Array<{ id: string; action: ChangeAction; version: number | null; cursor: string }>;
 }
-
-/**
- * The oldest transaction that may still add a row: the statement snapshot's oldest writer still in progress, or its
- * xmax when none is (as the events outbox reads, migration EventsPageFunction). A transaction of another database
- * (running now, per pg_stat_activity) writes nothing here and does not hold the mark back.
- */
-const MARK = `(SELECT LEAST(pg_snapshot_xmax(s), (
-      SELECT min(x) FROM pg_snapshot_xip(s) x
-       WHERE x::text::bigint % 4294967296 NOT IN (
-               SELECT a.backend_xid::text::bigint FROM pg_stat_activity a
-                WHERE a.backend_xid IS NOT NULL AND a.datname <> current_database())))
-   FROM pg_current_snapshot() s)`;
-
-const CHANGE_COLUMNS = `seq, writer_xid::text AS writer_xid, user_id, workflow_id, action, version, last_modified, data_enc, changed_at, connection_id, tenant_id`;
 
 /**
  * The `records` table (one user's copy of the upstream's workflows, sealed) and `record_changes` (the change feed):
@@ -269,7 +248,7 @@ export class RecordsRepository {
       [tenantId, userId ?? null, after?.userId ?? null, after?.id ?? '', limit],
     )) as Array<{ mark: string; at: Date; rows: RecordJson[] }>;
     return {
-      records: await Promise.all(row.rows.map((r) => this.toRecord(r))),
+      records: await Promise.all(row.rows.map((r) => toRecord(this.vault, r))),
       mark: { writerXid: row.mark, seq: 0, at: row.at.getTime() },
     };
   }
@@ -281,7 +260,7 @@ export class RecordsRepository {
         WHERE tenant_id = $1 AND user_id = $2 AND workflow_id = $3 AND deleted_at IS NULL`,
       [tenantId, userId, workflowId],
     )) as RecordJson[];
-    return rows[0] ? await this.toRecord(rows[0]) : null;
+    return rows[0] ? await toRecord(this.vault, rows[0]) : null;
   }
 
   /**
@@ -304,7 +283,7 @@ export class RecordsRepository {
            ORDER BY c.writer_xid, c.seq LIMIT $4) r), '[]') AS rows`,
       userId === undefined ? [tenantId, after.writerXid, after.seq, limit] : [tenantId, after.writerXid, after.seq, limit, userId],
     )) as Array<{ mark: string; at: Date; rows: ChangeJson[] }>;
-    return { changes: await Promise.all(row.rows.map((r) => this.toChange(r))), mark: row.mark, at: row.at };
+    return { changes: await Promise.all(row.rows.map((r) => toChange(this.vault, r))), mark: row.mark, at: row.at };
   }
 
   /** Removes tombstones and feed rows older than `before`, at most `limit` of each; answers how many. */
@@ -319,75 +298,4 @@ export class RecordsRepository {
     )) as [unknown, number];
     return tombstones + changes;
   }
-
-  private async toRecord(r: RecordJson): Promise<StoredRecord> {
-    const owner = { tenantId: r.tenant_id, connectionId: r.connection_id, userId: r.user_id };
-    return {
-      id: r.workflow_id,
-      userId: r.user_id,
-      data: JSON.parse(await this.vault.open(r.data_enc ?? '', recordRef(owner, r.workflow_id))) as unknown,
-      version: r.version === null ? null : Number(r.version),
-      lastModified: r.last_modified === null ? null : new Date(r.last_modified),
-      syncedAt: new Date(r.synced_at),
-    };
-  }
-
-  private async toChange(r: ChangeJson): Promise<StoredChange> {
-    const owner = { tenantId: r.tenant_id, connectionId: r.connection_id, userId: r.user_id };
-    return {
-      id: r.workflow_id,
-      userId: r.user_id,
-      action: r.action,
-      version: r.version === null ? null : Number(r.version),
-      lastModified: r.last_modified === null ? null : new Date(r.last_modified),
-      ...(r.data_enc === null ? {} : { data: JSON.parse(await this.vault.open(r.data_enc, feedRef(owner, r.workflow_id))) as unknown }),
-      position: { writerXid: r.writer_xid, seq: Number(r.seq), at: new Date(r.changed_at).getTime() },
-    };
-  }
-}
-
-interface RecordJson {
-  connection_id: string;
-  tenant_id: string;
-  user_id: string;
-  workflow_id: string;
-  data_enc: string | null;
-  version: string | number | null;
-  last_modified: string | null;
-  synced_at: string;
-}
-
-interface ChangeJson {
-  seq: string | number;
-  writer_xid: string;
-  tenant_id: string;
-  connection_id: string;
-  user_id: string;
-  workflow_id: string;
-  action: ChangeAction;
-  version: string | number | null;
-  last_modified: string | null;
-  data_enc: string | null;
-  changed_at: string;
-}
-
-/**
- * Takes the transaction's advisory lock of each record, in key order, before anything is written (so before the
- * transaction has an id): see the class comment.
- */
-async function lockRecords(m: EntityManager, connectionId: string, ids: readonly string[]): Promise<void> {
-  await m.query(
-    `SELECT count(pg_advisory_xact_lock(k)) FROM (
-       SELECT DISTINCT hashtextextended($1 || '/' || id, 42) AS k FROM unnest($2::text[]) id ORDER BY 1) keys`,
-    [connectionId, ids],
-  );
-}
-
-/** A record's sealed object is bound to its tenant, user and workflow id: it opens in that row only. */
-function recordRef(owner: Pick<CopyOwner, 'tenantId' | 'userId'>, workflowId: string) {
-  return { table: 'records', id: `${owner.tenantId}/${owner.userId}/${workflowId}`, column: 'data_enc', tenantId: owner.tenantId };
-}
-
-function feedRef(owner: Pick<CopyOwner, 'tenantId' | 'userId'>, workflowId: string) {
-  return { table: 'record_changes', id: `${owner.tenantId}/${owner.userId}/${workflowId}`, column: 'data_enc', tenantId: owner.tenantId };
 }

@@ -9,7 +9,8 @@ import type { TenantEntity } from '../tenants/tenant.entity.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { type ChangePosition, decodeChangeCursor, encodeChangeCursor, FEED_START, isAfter } from './change-cursor.js';
 import { ChangeDto, DEFAULT_RECORDS_PAGE, RecordDto, SyncStateDto } from './dto/records.dto.js';
-import { RecordsRepository, type StoredRecord } from './records.repository.js';
+import type { StoredRecord } from './record-rows.js';
+import { RecordsRepository } from './records.repository.js';
 import { SyncEngine } from './sync-engine.service.js';
 import { SyncStateRepository } from './sync-state.repository.js';
 
