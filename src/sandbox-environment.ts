@@ -1,6 +1,7 @@
 import type { SandboxQuotas, SandboxServer } from 'cws-sandbox';
 import type { QuotaBudgets } from './config/quota-budgets.js';
-import type { AppConfig, CwsEnvironment } from './config/app-config.js';
+import type { AppConfig } from './config/app-config.js';
+import type { CwsEnvironment } from './config/environment-config.js';
 
 /**
  * The configuration with the `sandbox` environment pointing at the running in-process sandbox (SANDBOX=on):

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { SandboxServer } from 'cws-sandbox';
 import type pg from 'pg';
-import type { TransitConfig } from '../src/config/app-config.js';
+import type { TransitConfig } from '../src/config/keys-config.js';
 import { ConfigError } from '../src/config/config-error.js';
 import { KeyStoreUnavailable } from '../src/vault/key-store.js';
 import { VaultError } from '../src/vault/token-vault.service.js';

@@ -28,6 +28,20 @@
  * entries and 8 levels deep. A bad filter names the failing place, as `filter.$or[1].data.status.$gt`.
  */
 
+import {
+  all,
+  allChecks,
+  any,
+  at,
+  compareCheck,
+  eqCheck,
+  inCheck,
+  MISSING,
+  type Check,
+  type Node,
+  type Segments,
+} from './json-filter-evaluation.js';
+
 export interface JsonFilter {
   /** Whether the body (a parsed JSON value) matches. Never throws, never allocates beyond the minimum. */
   matches(body: unknown): boolean;
@@ -42,13 +56,8 @@ export const JSON_FILTER_LIMITS = Object.freeze({
   listLength: 100,
 });
 
-type Check = (value: unknown) => boolean;
-type Node = (body: unknown) => boolean;
-
-const MISSING: unique symbol = Symbol('missing');
 const FORBIDDEN_SEGMENTS = new Set(['__proto__', 'constructor', 'prototype']);
 const CANONICAL_INDEX = /^(0|[1-9][0-9]{0,8})$/;
-const { hasOwn } = Object;
 
 class FilterError extends Error {
   constructor(
@@ -232,134 +241,6 @@ class Compiler {
     if (++this.clauses > JSON_FILTER_LIMITS.clauses)
       throw new FilterError(where, `a filter has at most ${JSON_FILTER_LIMITS.clauses} clauses`);
   }
-}
-
-interface Segments {
-  readonly names: readonly string[];
-  /** The segment as an array index, or -1 when it is not a canonical one. */
-  readonly indexes: readonly number[];
-}
-
-/** The value at the path (own properties and array elements only), or MISSING. */
-function resolve(body: unknown, { names, indexes }: Segments): unknown {
-  let value = body;
-  for (let i = 0; i < names.length; i++) {
-    if (typeof value !== 'object' || value === null) return MISSING;
-    if (Array.isArray(value)) {
-      const index = indexes[i];
-      if (index < 0 || index >= value.length) return MISSING;
-      value = value[index];
-    } else {
-      const name = names[i];
-      if (!hasOwn(value, name)) return MISSING;
-      value = (value as Record<string, unknown>)[name];
-    }
-  }
-  return value;
-}
-
-function at(segments: Segments, check: Check): Node {
-  return (body) => check(resolve(body, segments));
-}
-
-function all(nodes: Node[]): Node {
-  if (nodes.length === 1) return nodes[0];
-  return (body) => {
-    for (let i = 0; i < nodes.length; i++) if (!nodes[i](body)) return false;
-    return true;
-  };
-}
-
-function any(nodes: Node[]): Node {
-  if (nodes.length === 1) return nodes[0];
-  return (body) => {
-    for (let i = 0; i < nodes.length; i++) if (nodes[i](body)) return true;
-    return false;
-  };
-}
-
-function allChecks(checks: Check[]): Check {
-  return (value) => {
-    for (let i = 0; i < checks.length; i++) if (!checks[i](value)) return false;
-    return true;
-  };
-}
-
-function eqCheck(operand: unknown): Check {
-  if (operand === null || typeof operand !== 'object') {
-    // A scalar: strict equality (no conversion; 0 and -0 are equal, as JSON has no -0 of its own).
-    return (value) => {
-      if (value === operand) return true;
-      if (!Array.isArray(value)) return false;
-      for (let i = 0; i < value.length; i++) if (value[i] === operand) return true;
-      return false;
-    };
-  }
-  return (value) => {
-    if (jsonEqual(value, operand)) return true;
-    if (!Array.isArray(value)) return false;
-    for (let i = 0; i < value.length; i++) if (jsonEqual(value[i], operand)) return true;
-    return false;
-  };
-}
-
-function compareCheck(op: '$gt' | '$gte' | '$lt' | '$lte', operand: number | string): Check {
-  const kind = typeof operand;
-  let test: (v: unknown) => boolean;
-  switch (op) {
-    case '$gt':
-      test = (v) => typeof v === kind && (v as number | string) > operand;
-      break;
-    case '$gte':
-      test = (v) => typeof v === kind && (v as number | string) >= operand;
-      break;
-    case '$lt':
-      test = (v) => typeof v === kind && (v as number | string) < operand;
-      break;
-    case '$lte':
-      test = (v) => typeof v === kind && (v as number | string) <= operand;
-      break;
-  }
-  return (value) => {
-    if (test(value)) return true;
-    if (!Array.isArray(value)) return false;
-    for (let i = 0; i < value.length; i++) if (test(value[i])) return true;
-    return false;
-  };
-}
-
-function inCheck(values: Set<unknown>): Check {
-  return (value) => {
-    if (value === MISSING) return false;
-    if (values.has(value)) return true;
-    if (!Array.isArray(value)) return false;
-    for (let i = 0; i < value.length; i++) if (values.has(value[i])) return true;
-    return false;
-  };
-}
-
-/** Equality of a JSON value with a compiled literal (whose depth bounds the recursion); own keys only. */
-function jsonEqual(value: unknown, literal: unknown): boolean {
-  if (value === literal) return true;
-  if (typeof value !== 'object' || value === null || typeof literal !== 'object' || literal === null) return false;
-  const isArray = Array.isArray(literal);
-  if (Array.isArray(value) !== isArray) return false;
-  if (isArray) {
-    const list = literal as readonly unknown[];
-    const other = value as readonly unknown[];
-    if (other.length !== list.length) return false;
-    for (let i = 0; i < list.length; i++) if (!jsonEqual(other[i], list[i])) return false;
-    return true;
-  }
-  const object = value as Record<string, unknown>;
-  const expected = literal as Record<string, unknown>;
-  let count = 0;
-  for (const key in expected) {
-    count++;
-    if (!hasOwn(object, key) || !jsonEqual(object[key], expected[key])) return false;
-  }
-  for (const key in object) if (hasOwn(object, key) && --count < 0) return false;
-  return count === 0;
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

@@ -1,41 +1,22 @@
 import { randomBytes } from 'node:crypto';
 import { ConfigError } from './config-error.js';
+import {
+  ENVIRONMENT_NAMES,
+  listingOf,
+  readEnvironment,
+  type CwsEnvironment,
+  type EnvironmentName,
+  type WorkflowListing,
+} from './environment-config.js';
 import { ENVIRONMENT_VARIABLES } from './environment-variables.js';
+import { readKeys, type KeysConfig } from './keys-config.js';
 import type { QuotaBudgets } from './quota-budgets.js';
 import { LocalSecrets, PROCESS_HOST, randomClientSecret, resolveDataDir, type Host } from './local-data.js';
 import { securityConfig, type SecurityConfig } from './security-config.js';
-import { TRACING_VARIABLES } from './tracing-variables.js';
+import { readTracing, type TracingConfig } from './tracing-config.js';
 import { deepFreeze, EMBEDDED_DATABASE, stripSlash, type VaultKey } from './value-formats.js';
-import { readVariable, readVariables, type Env, type Values } from './variable.js';
+import { readVariable, readVariables, type Env } from './variable.js';
 import { SERVICE_VARIABLES } from './variables.js';
-
-export const ENVIRONMENT_NAMES = ['na', 'eu', 'demo', 'sandbox'] as const;
-export type EnvironmentName = (typeof ENVIRONMENT_NAMES)[number];
-
-export interface CwsEnvironment {
-  name: EnvironmentName;
-  /** {base_url} of the authorize and token calls. */
-  authUrl: string;
-  /** Base address of resource calls; may carry a path prefix. No trailing slash. */
-  apiUrl: string;
-  clientId: string;
-  clientSecret: string;
-  scopes: string[];
-  tokenAuth: 'body' | 'header';
-  userinfoMethod: 'GET' | 'POST';
-  quotas: QuotaBudgets; // CWS_<ENV>_QUOTAS: each company's budget per class (docs/quotas.md); empty: none
-  /** How synced records read GET /workflows' answer (CWS_<ENV>_WORKFLOWS_*; the spec shows neither fields nor paging). */
-  listing?: WorkflowListing;
-}
-
-/** GET /workflows as synced records read it (docs/records.md). */
-export interface WorkflowListing {
-  /** Sent as the query string, without `?`; empty: none. */
-  query: string;
-  /** The property of the answer holding the list; empty: a top-level array (or an object's `workflows`). */
-  items: string;
-  idField: string;
-}
 
 export interface AppConfig {
   nodeEnv: string;
@@ -128,27 +109,6 @@ export interface AppConfig {
   security: SecurityConfig;
 }
 
-export interface KeysConfig {
-  store: 'local' | 'pkcs11' | 'transit';
-  /** With KEY_STORE=pkcs11; the PIN is a secret, never logged. */
-  pkcs11: { module: string; tokenLabel: string; pin: string; kekLabel: string } | null;
-  /** With KEY_STORE=transit; the token is a secret, never logged. */
-  transit: TransitConfig | null;
-  cacheTtlMs: number;
-  cacheGraceMs: number;
-}
-
-export interface TransitConfig {
-  /** TRANSIT_ADDR without a trailing slash. */
-  addr: string;
-  token: string;
-  mount: string;
-  keyName: string;
-  namespace: string | null;
-  /** TRANSIT_CA_FILE's path (read when the store opens). */
-  caFile: string | null;
-}
-
 export interface SyncConfig {
   /** SYNC_WORKFLOWS: sync for every tenant that does not say otherwise. */
   workflows: boolean;
@@ -156,18 +116,6 @@ export interface SyncConfig {
   /** The most of a company's read budget sync may spend. */
   budgetShare: number;
   tombstoneDays: number;
-}
-
-export interface TracingConfig {
-  /** Where spans are POSTed: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces. */
-  endpoint: string;
-  protocol: 'http/protobuf' | 'http/json';
-  /** OTEL_EXPORTER_OTLP_HEADERS (a collector's credentials, typically): sent with each export, never logged. */
-  headers: Record<string, string>;
-  serviceName: string;
-  /** Fraction of new traces kept; a caller's sampled traceparent is always followed. */
-  sampleRatio: number;
-  scheduleDelayMs: number;
 }
 
 /**
@@ -313,80 +261,10 @@ function checkTogether(config: AppConfig): void {
   }
 }
 
-/** KEY_STORE and its family: the PKCS#11 (Transit) variables are required together with `pkcs11` (`transit`), and ignored otherwise. */
-function readKeys(v: Values<typeof SERVICE_VARIABLES>): KeysConfig {
-  let pkcs11: KeysConfig['pkcs11'] = null;
-  if (v.KEY_STORE === 'pkcs11') {
-    const missing = (['PKCS11_MODULE', 'PKCS11_TOKEN_LABEL', 'PKCS11_PIN', 'PKCS11_KEK_LABEL'] as const).find((name) => !v[name]);
-    if (missing) throw new ConfigError(missing, 'is required when KEY_STORE=pkcs11');
-    pkcs11 = {
-      module: v.PKCS11_MODULE ?? '',
-      tokenLabel: v.PKCS11_TOKEN_LABEL ?? '',
-      pin: v.PKCS11_PIN ?? '',
-      kekLabel: v.PKCS11_KEK_LABEL ?? '',
-    };
-  }
-  let transit: TransitConfig | null = null;
-  if (v.KEY_STORE === 'transit') {
-    const missing = (['TRANSIT_ADDR', 'TRANSIT_TOKEN', 'TRANSIT_KEY_NAME'] as const).find((name) => !v[name]);
-    if (missing) throw new ConfigError(missing, 'is required when KEY_STORE=transit');
-    transit = {
-      addr: stripSlash(v.TRANSIT_ADDR ?? ''),
-      token: v.TRANSIT_TOKEN ?? '',
-      mount: v.TRANSIT_MOUNT.replace(/^\/+|\/+$/g, ''),
-      keyName: v.TRANSIT_KEY_NAME ?? '',
-      namespace: v.TRANSIT_NAMESPACE ?? null,
-      caFile: v.TRANSIT_CA_FILE ?? null,
-    };
-  }
-  return { store: v.KEY_STORE, pkcs11, transit, cacheTtlMs: v.KEY_CACHE_TTL, cacheGraceMs: v.KEY_CACHE_GRACE };
-}
-
 /** Local secrets for a variable left unset: only outside production, where VAULT_KEYS' and OPERATOR_API_KEY's rules allow it. */
 function generated(local: LocalSecrets | null, variable: string): LocalSecrets {
   if (!local) throw new ConfigError(variable, 'is required when NODE_ENV=production');
   return local;
-}
-
-/** Tracing is on when an OTLP endpoint is set and OTEL_SDK_DISABLED is not; only then are the other OTEL_* read. */
-function readTracing(env: Env, v: Values<typeof SERVICE_VARIABLES>, production: boolean): TracingConfig | null {
-  if (v.OTEL_SDK_DISABLED) return null;
-  const base = v.OTEL_EXPORTER_OTLP_ENDPOINT;
-  if (!base && !v.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return null;
-  const t = readVariables(env, TRACING_VARIABLES, production);
-  return {
-    endpoint: v.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? `${stripSlash(base ?? '')}/v1/traces`,
-    protocol: t.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? t.OTEL_EXPORTER_OTLP_PROTOCOL,
-    headers: t.OTEL_EXPORTER_OTLP_TRACES_HEADERS ?? t.OTEL_EXPORTER_OTLP_HEADERS,
-    serviceName: t.OTEL_SERVICE_NAME,
-    sampleRatio: t.OTEL_TRACES_SAMPLER === 'parentbased_traceidratio' ? t.OTEL_TRACES_SAMPLER_ARG : 1,
-    scheduleDelayMs: t.OTEL_BSP_SCHEDULE_DELAY,
-  };
-}
-
-/** The environment `name` from its CWS_<ENV>_* family, or null when its AUTH_URL is unset. */
-function readEnvironment(env: Env, name: EnvironmentName, production: boolean): CwsEnvironment | null {
-  const p = `CWS_${name.toUpperCase()}_`;
-  const e = readVariables(env, ENVIRONMENT_VARIABLES, production, p);
-  if (!e.AUTH_URL) return null;
-  if (!e.CLIENT_ID) throw new ConfigError(`${p}CLIENT_ID`, `is required when ${p}AUTH_URL is set`);
-  if (!e.CLIENT_SECRET) throw new ConfigError(`${p}CLIENT_SECRET`, `is required when ${p}AUTH_URL is set`);
-  return {
-    name,
-    authUrl: stripSlash(e.AUTH_URL),
-    apiUrl: stripSlash(e.API_URL ?? e.AUTH_URL),
-    clientId: e.CLIENT_ID,
-    clientSecret: e.CLIENT_SECRET,
-    scopes: e.SCOPES,
-    tokenAuth: e.TOKEN_AUTH,
-    userinfoMethod: e.USERINFO_METHOD,
-    quotas: e.QUOTAS,
-    listing: listingOf(e),
-  };
-}
-
-function listingOf(e: Values<typeof ENVIRONMENT_VARIABLES>): WorkflowListing {
-  return { query: e.WORKFLOWS_QUERY.replace(/^\?/, ''), items: e.WORKFLOWS_ITEMS, idField: e.WORKFLOW_ID_FIELD };
 }
 
 /** VAULT_KEYS' format (the first key is the active one); a ConfigError naming VAULT_KEYS, without key material, when it is not. */

@@ -1,5 +1,6 @@
 import { AppError } from '../common/app-error.js';
-import type { AppConfig, CwsEnvironment } from './app-config.js';
+import type { AppConfig } from './app-config.js';
+import type { CwsEnvironment } from './environment-config.js';
 
 /**
  * The upstream environments this service is configured for: which exist, with which URLs and OAuth client.

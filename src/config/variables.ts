@@ -1,10 +1,12 @@
-import { parseAllowEntry } from '../common/target-policy.js';
 import { AGENT_VARIABLES } from './agent-variables.js';
+import { EVENT_VARIABLES } from './event-variables.js';
+import { SECRET_VARIABLES } from './secret-variables.js';
+import { SECURITY_VARIABLES } from './security-variables.js';
 import { SYNC_VARIABLES } from './sync-variables.js';
 import { TRACING_SWITCH } from './tracing-variables.js';
-import { endpointDisableAfter, estimatedBits, postgresUrl, trustProxy, vaultKeyRing } from './value-formats.js';
+import { postgresUrl } from './value-formats.js';
 import { optional, variable } from './variable.js';
-import { duration, httpUrl, int, list, num, oneOf, onOff, parsedBy, text } from './variable-types.js';
+import { httpUrl, int, num, oneOf, onOff, parsedBy, text } from './variable-types.js';
 
 // Every environment variable cws-connect reads, declared once: loadConfig (app-config.ts) reads them through
 // readVariables, and the configuration tables of docs/configuration.md and docs/api.md are made from them (config-tables.ts).
@@ -53,86 +55,7 @@ export const SERVICE_VARIABLES = {
   ),
   DATABASE_POOL_SIZE: variable('database', int(2, 500), 20, "connections in this instance's pool"),
 
-  VAULT_KEYS: optional(
-    'secrets',
-    parsedBy(vaultKeyRing),
-    'key ring for the token vault: `kid:base64(32 bytes)` entries separated by commas; the first is the active key, the others only decrypt',
-    {
-      defaultText: 'unset: a key is generated once, stored under `$DATA_DIR`, and a warning is logged',
-      production: '**required**: no start without it',
-      productionCheck: (keys) => (keys ? null : 'is required when NODE_ENV=production (kid:base64 of 32 bytes, comma separated)'),
-    },
-  ),
-  VAULT_HEARTBEAT_MS: variable(
-    'secrets',
-    int(100, MINUTE),
-    5000,
-    "how often an instance records the vault key ids it holds and re-reads the others' (a key seals only once every live instance holds it; an instance unseen for 3 beats is gone), ms",
-  ),
-  KEY_STORE: variable(
-    'secrets',
-    oneOf(['local', 'pkcs11', 'transit'] as const),
-    'local',
-    "where the key-encryption key (KEK) that wraps each tenant's data key lives: `local` (the `VAULT_KEYS` ring), `pkcs11` (a PKCS#11 module: an HSM, SoftHSM2) or `transit` (a HashiCorp Vault / OpenBao Transit secrets engine); docs/keys.md",
-  ),
-  PKCS11_MODULE: optional('secrets', text(), 'with `KEY_STORE=pkcs11`: the path of the PKCS#11 module (a `.so`)', {
-    defaultText: 'unset (required with `pkcs11`)',
-  }),
-  PKCS11_TOKEN_LABEL: optional('secrets', text(), 'with `KEY_STORE=pkcs11`: the label of the token holding the KEK', {
-    defaultText: 'unset (required with `pkcs11`)',
-  }),
-  PKCS11_PIN: optional('secrets', text(), "with `KEY_STORE=pkcs11`: the token's user PIN (a secret: never logged)", {
-    defaultText: 'unset (required with `pkcs11`)',
-  }),
-  PKCS11_KEK_LABEL: optional('secrets', text(), 'with `KEY_STORE=pkcs11`: the label of the AES key on the token that wraps the data keys', {
-    defaultText: 'unset (required with `pkcs11`)',
-  }),
-  TRANSIT_ADDR: optional('secrets', httpUrl(), 'with `KEY_STORE=transit`: the Vault / OpenBao server (`https://vault.internal:8200`)', {
-    defaultText: 'unset (required with `transit`)',
-  }),
-  TRANSIT_TOKEN: optional('secrets', text(), 'with `KEY_STORE=transit`: the token sent as `X-Vault-Token` (a secret: never logged)', {
-    defaultText: 'unset (required with `transit`)',
-  }),
-  TRANSIT_KEY_NAME: optional(
-    'secrets',
-    text(),
-    'with `KEY_STORE=transit`: the Transit key (type `aes256-gcm96`) that wraps the data keys',
-    {
-      defaultText: 'unset (required with `transit`)',
-    },
-  ),
-  TRANSIT_MOUNT: variable('secrets', text(), 'transit', "with `KEY_STORE=transit`: the Transit secrets engine's mount path"),
-  TRANSIT_NAMESPACE: optional('secrets', text(), 'with `KEY_STORE=transit`: the namespace sent as `X-Vault-Namespace`', {
-    defaultText: 'unset: none sent',
-  }),
-  TRANSIT_CA_FILE: optional('secrets', text(), 'with `KEY_STORE=transit`: a PEM file of the CA certificates trusted for `TRANSIT_ADDR`', {
-    defaultText: "unset: the system's CAs",
-  }),
-  KEY_CACHE_TTL: variable(
-    'secrets',
-    duration(1000, 24 * HOUR),
-    5 * MINUTE,
-    "how long an unwrapped tenant data key is kept in an instance's memory before it is unwrapped again (`30s`, `5m`, `1h`)",
-    { defaultText: '`5m`' },
-  ),
-  KEY_CACHE_GRACE: variable(
-    'secrets',
-    duration(0, 7 * 24 * HOUR),
-    10 * MINUTE,
-    'how long past `KEY_CACHE_TTL` a cached data key may still serve while the key store is unreachable',
-    { defaultText: '`10m`' },
-  ),
-  // 128 bits: e.g. 22 random base64url characters, or 32 hex digits.
-  OPERATOR_API_KEY: optional('secrets', text(32), 'the operator credential (manages tenants and keys), at least 32 characters', {
-    defaultText: 'unset: generated once, stored under `$DATA_DIR`, printed at startup',
-    production: '**required**, and at least 128 bits strong (`openssl rand -base64 32`)',
-    productionCheck: (key) =>
-      !key
-        ? 'is required when NODE_ENV=production'
-        : estimatedBits(key) < 128
-          ? 'is weaker than 128 bits in production: use `openssl rand -base64 32` or longer'
-          : null,
-  }),
+  ...SECRET_VARIABLES,
 
   SANDBOX: optional(
     'the built-in sandbox',
@@ -235,54 +158,7 @@ export const SERVICE_VARIABLES = {
     'streamed uploads one tenant may have open at once, among its calls in flight',
   ),
 
-  SIGN_IN_MAX_FAILURES_PER_CLIENT: variable(
-    'guessing, internal targets, exposure',
-    int(1, 100_000),
-    10,
-    'failed console sign-ins per client per window; past it `429 too_many_requests` with `Retry-After`',
-  ),
-  SIGN_IN_MAX_FAILURES: variable(
-    'guessing, internal targets, exposure',
-    int(1, 1_000_000),
-    100,
-    'failed console sign-ins from all clients together per window (`429` past it)',
-  ),
-  API_KEY_MAX_FAILURES_PER_CLIENT: variable(
-    'guessing, internal targets, exposure',
-    int(1, 1_000_000),
-    100,
-    'failed `/v1` credentials (API keys, console sessions) per client per window (past it a wrong one is `429`)',
-  ),
-  AUTH_FAILURE_WINDOW_MS: variable(
-    'guessing, internal targets, exposure',
-    int(1000, DAY),
-    MINUTE,
-    'the window of the three bounds above, ms',
-  ),
-  TRUST_PROXY: variable(
-    'guessing, internal targets, exposure',
-    parsedBy(trustProxy),
-    { ranges: ['loopback'] },
-    'the proxies whose `X-Forwarded-For` names the client: `none`, a hop count, or addresses and CIDR ranges (see `docs/security.md`)',
-    { defaultText: '`loopback` (a proxy on this host)' },
-  ),
-  EVENTS_TARGET_ALLOW_PRIVATE: variable(
-    'guessing, internal targets, exposure',
-    list((entry) => parseAllowEntry(entry) !== null, 'an address, a CIDR range or a host name'),
-    [],
-    'internal addresses, CIDR ranges and host names event deliveries may reach, comma separated; other internal targets: `422 target_not_allowed` (see `docs/security.md`)',
-    { defaultText: 'empty (loopback allowed)', production: 'loopback only when listed' },
-  ),
-  METRICS_TOKEN: optional(
-    'guessing, internal targets, exposure',
-    text(16),
-    '`/metrics` only to this bearer (at least 16 characters); with neither it nor `METRICS_PORT`, `/metrics` is open',
-    { defaultText: 'unset', production: 'with neither it nor `METRICS_PORT`, `/metrics` answers `404`' },
-  ),
-  METRICS_PORT: optional('guessing, internal targets, exposure', int(0, 65535), '`/metrics` on a port of its own, and not on `PORT`', {
-    defaultText: 'unset',
-  }),
-  METRICS_HOST: variable('guessing, internal targets, exposure', text(), '0.0.0.0', "the address of `METRICS_PORT`'s server"),
+  ...SECURITY_VARIABLES,
 
   SHUTDOWN_DELAY_MS: variable(
     'shutdown',
@@ -297,61 +173,7 @@ export const SERVICE_VARIABLES = {
     'after the delay: the longest wait for requests in flight, renewals and deliveries before exiting, ms',
   ),
 
-  EVENTS_RETRY_BASE_MS: variable(
-    'events to the partner',
-    int(1, HOUR),
-    10_000,
-    'the first retry delay of an event delivery, ms, doubling per attempt up to `EVENTS_RETRY_MAX_MS`, with jitter (see `docs/webhooks.md`)',
-  ),
-  EVENTS_RETRY_MAX_MS: variable('events to the partner', int(1, DAY), HOUR, 'the longest delay between two delivery attempts, ms'),
-  EVENTS_RETRY_SPAN_MS: variable(
-    'events to the partner',
-    int(0, 30 * DAY),
-    DAY,
-    'how long an event is retried before it is dead-lettered, ms',
-  ),
-  EVENTS_ATTEMPT_TIMEOUT_MS: variable('events to the partner', int(100, 10 * MINUTE), 15_000, "one delivery attempt's timeout, ms"),
-  EVENTS_POLL_INTERVAL_MS: variable('events to the partner', int(500, MINUTE), 1000, 'how often delivery workers poll the job queue, ms'),
-  EVENTS_RELAY_INTERVAL_MS: variable(
-    'events to the partner',
-    int(20, MINUTE),
-    1000,
-    'how often the relay moves new events to the job queue, ms',
-  ),
-  EVENTS_BATCH_SIZE: variable('events to the partner', int(1, 1000), 50, 'delivery jobs fetched per poll'),
-  EVENTS_JOB_EXPIRE_SECONDS: variable(
-    'events to the partner',
-    int(1, 86_400),
-    120,
-    'a delivery job held by a killed instance is retried elsewhere after this many seconds',
-  ),
-  EVENTS_MAINTENANCE_SECONDS: variable('events to the partner', int(1, 3600), 60, "the job queue's (pg-boss) maintenance interval, s"),
-  INBOUND_COMMITS_IN_FLIGHT: variable(
-    'events to the partner',
-    int(1, 8),
-    1,
-    'inbound group commits written at once, 1 to 8 (see `docs/webhooks.md`, Inbound): more hide a slow WAL flush, fewer spend less database CPU per delivery',
-  ),
-  EVENT_RETENTION_DAYS: variable(
-    'events to the partner',
-    int(1, 400),
-    30,
-    'days events and their delivery attempts are kept, unless a tenant sets its own `eventRetentionDays` (1–400); see `docs/data-retention.md`',
-  ),
-
-  ENDPOINT_DISABLE_AFTER: variable(
-    'events to the partner',
-    parsedBy(endpointDisableAfter),
-    5 * DAY,
-    'an added event endpoint whose every attempt has failed for this long (over at least 10 events) is disabled: `10s` to `365d` (see `docs/endpoints.md`)',
-    { defaultText: '`5d`' },
-  ),
-  ENDPOINTS_PER_TENANT: variable(
-    'events to the partner',
-    int(1, 1000),
-    20,
-    'most event endpoints per tenant, eventsTargetUrl included (1–1000)',
-  ),
+  ...EVENT_VARIABLES,
 
   AUDIT_RETENTION_DAYS: variable(
     'audit trail',

@@ -3,7 +3,7 @@ import type { Request } from 'express';
 import type { PassportStatic } from 'passport';
 import type { oauth2tokenCallback } from 'oauth';
 import { Strategy as OAuth2Strategy, type StateStore, type StrategyOptionsWithRequest } from 'passport-oauth2';
-import type { CwsEnvironment } from '../config/app-config.js';
+import type { CwsEnvironment } from '../config/environment-config.js';
 import type { UpstreamClient } from '../upstream/upstream-client.service.js';
 import type { TokenSet, UpstreamUser } from '../upstream/upstream.types.js';
 import type { ConnectRequest, ConnectStateStore } from './connect-state.store.js';

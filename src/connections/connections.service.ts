@@ -4,7 +4,7 @@ import { AuditService } from '../audit/audit.service.js';
 import { AppError } from '../common/app-error.js';
 import { Clock } from '../common/clock.js';
 import { EXACT_TIME, KeysetCursor, pageOf, UUID_TEXT } from '../common/page-cursor.js';
-import type { EnvironmentName } from '../config/app-config.js';
+import type { EnvironmentName } from '../config/environment-config.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { ConnectionHealthRepository, type ConnectionWithHealth, type RenewalRecord } from './store/connection-health.repository.js';
 import type { ConnectionFilter, PagedConnection, PagePosition } from './store/connection-paging.js';

@@ -1,5 +1,5 @@
 import { AppError } from '../common/app-error.js';
-import type { WorkflowListing } from '../config/app-config.js';
+import type { WorkflowListing } from '../config/environment-config.js';
 import type { Environments } from '../config/environments.js';
 import { readAnswer } from '../upstream/upstream-answers.js';
 import type { ResourceResponse } from '../upstream/upstream.types.js';

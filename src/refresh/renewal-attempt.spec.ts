@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { Environments } from '../config/environments.js';
-import type { CwsEnvironment } from '../config/app-config.js';
+import type { CwsEnvironment } from '../config/environment-config.js';
 import type { ConnectionEntity } from '../connections/store/connection.entity.js';
 import type { ConnectionHealthRepository, RenewalRecord } from '../connections/store/connection-health.repository.js';
 import type { ConnectionsRepository } from '../connections/store/connections.repository.js';

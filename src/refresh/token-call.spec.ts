@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import type { CwsEnvironment } from '../config/app-config.js';
+import type { CwsEnvironment } from '../config/environment-config.js';
 import type { RenewalLeaseRepository } from '../connections/store/renewal-lease.repository.js';
 import type { UpstreamClient } from '../upstream/upstream-client.service.js';
 import { TokenEndpointError, UpstreamTimeoutError } from '../upstream/upstream.errors.js';

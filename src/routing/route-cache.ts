@@ -1,7 +1,7 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import { Gauge } from 'prom-client';
 import { ChangeFeed, type Change } from '../changes/change-feed.service.js';
-import type { EnvironmentName } from '../config/app-config.js';
+import type { EnvironmentName } from '../config/environment-config.js';
 import type { QuotaBudgets } from '../config/quota-budgets.js';
 import type { ConnectionEntity } from '../connections/store/connection.entity.js';
 import { MetricsService } from '../telemetry/metrics.service.js';

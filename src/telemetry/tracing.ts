@@ -4,7 +4,8 @@ import type { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
 import type { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import pg from 'pg';
 import { Inject, Injectable, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
-import type { AppConfig, TracingConfig } from '../config/app-config.js';
+import type { AppConfig } from '../config/app-config.js';
+import type { TracingConfig } from '../config/tracing-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { redactUrl } from './log-redaction.js';
 

@@ -1,5 +1,5 @@
 import { Column, CreateDateColumn, Entity, PrimaryColumn, UpdateDateColumn } from 'typeorm';
-import type { EnvironmentName } from '../config/app-config.js';
+import type { EnvironmentName } from '../config/environment-config.js';
 
 export const DESIGNS = ['admin', 'users', 'admin+users'] as const;
 export type Design = (typeof DESIGNS)[number];

@@ -1,7 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
-import type { AppConfig, CwsEnvironment } from '../config/app-config.js';
+import type { AppConfig } from '../config/app-config.js';
+import type { CwsEnvironment } from '../config/environment-config.js';
 import { UpstreamClient } from './upstream-client.service.js';
 import { TokenEndpointError, UpstreamTimeoutError, UpstreamUnavailableError } from './upstream.errors.js';
 

@@ -1,7 +1,8 @@
 import { backoffMs } from '../common/backoff.js';
 import { Inject, Injectable, OnModuleDestroy, Optional } from '@nestjs/common';
 import { Agent, errors as undiciErrors, type Dispatcher } from 'undici';
-import type { AppConfig, CwsEnvironment } from '../config/app-config.js';
+import type { AppConfig } from '../config/app-config.js';
+import type { CwsEnvironment } from '../config/environment-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { endClientSpan, injectTraceContext, startClientSpan } from '../telemetry/client-spans.js';
 import { tracingOn } from '../telemetry/tracing.js';

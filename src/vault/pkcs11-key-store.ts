@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type * as Pkcs11Module from 'pkcs11js';
-import type { KeysConfig } from '../config/app-config.js';
+import type { KeysConfig } from '../config/keys-config.js';
 import { ConfigError } from '../config/config-error.js';
 import {
   bindingAad,

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'undici';
-import type { TransitConfig } from '../config/app-config.js';
+import type { TransitConfig } from '../config/keys-config.js';
 import { ConfigError } from '../config/config-error.js';
 import {
   bindingAad,

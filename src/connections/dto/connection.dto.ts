@@ -1,7 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsIn, IsOptional, IsString, Length, MaxLength } from 'class-validator';
 import { PageLimit } from '../../common/page-limit.js';
-import { ENVIRONMENT_NAMES, type EnvironmentName } from '../../config/app-config.js';
+import { ENVIRONMENT_NAMES, type EnvironmentName } from '../../config/environment-config.js';
 import type { LastError, RenewalOutcome, RenewalRecord } from '../store/connection-health.repository.js';
 import type { ListedConnection } from '../store/connection-paging.js';
 import type { ConnectionKind, ConnectionStatus } from '../store/connection.entity.js';

@@ -20,7 +20,7 @@ import {
   Min,
   ValidateIf,
 } from 'class-validator';
-import { ENVIRONMENT_NAMES, type EnvironmentName } from '../../config/app-config.js';
+import { ENVIRONMENT_NAMES, type EnvironmentName } from '../../config/environment-config.js';
 import { PageLimit } from '../../common/page-limit.js';
 import { TENANT_ID } from '../../common/params.js';
 import { DESIGNS, type Design, type TenantEntity } from '../tenant.entity.js';
