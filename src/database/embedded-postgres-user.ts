@@ -51,7 +51,7 @@ export function postgresUser(): RunAs {
 /**
  * As root, PostgreSQL runs as the `postgres` user, which must be able to walk down to its data directory.
  * DATA_DIR itself is opened for traversal (x, not r); a closed ancestor is reported. The default DATA_DIR
- * is chosen so that this holds (see app-config.ts).
+ * is chosen so that this holds (see src/config/local-data.ts).
  */
 export function ensureTraversable(dataDir: string): void {
   const mode = statSync(dataDir).mode;

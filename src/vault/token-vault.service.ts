@@ -80,7 +80,7 @@ const TAG_BYTES = 16;
 /** IVs are cut from one random pool: a randomBytes(12) per seal would cost more than the encryption itself. */
 const IV_POOL_BYTES = IV_BYTES * 512;
 const BASE64URL = /^[A-Za-z0-9_-]*$/;
-// The kid is echoed in errors, so it must look like a kid (app-config's rule) before it is trusted that far.
+// The kid is echoed in errors, so it must look like a kid (the VAULT_KEYS format's rule, src/config/value-formats.ts) before it is trusted that far.
 const KID = /^[A-Za-z0-9_-]{1,32}$/;
 
 /**
