@@ -11,36 +11,14 @@ import { randomBytes } from 'node:crypto';
 import { LocalKeyStore } from '../src/vault/local-key-store.js';
 import type { KeyBinding, KeyStore, WrappedKey } from '../src/vault/key-store.js';
 import { TenantKeys } from '../src/vault/tenant-keys.service.js';
-import type { TenantKeyRow, TenantKeysRepository } from '../src/vault/tenant-keys.repository.js';
 import { type SealedRef, TokenVault } from '../src/vault/token-vault.service.js';
 import { median } from './harness.js';
+import { MemoryTenantKeys } from '../test/support/memory-tenant-keys.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 9);
 const OPS = Number(process.env.BENCH_OPS ?? 200_000);
 const TENANTS = Number(process.env.BENCH_TENANTS ?? 1000);
 const READS = Number(process.env.BENCH_READS ?? 100_000);
-
-/** tenant_keys in memory: the repository's contract for what TenantKeys calls. */
-class MemoryTenantKeys {
-  readonly rows = new Map<string, TenantKeyRow>();
-  find(tenantId: string, version: number): Promise<TenantKeyRow | null> {
-    return Promise.resolve(this.rows.get(`${tenantId}/${version}`) ?? null);
-  }
-  newest(tenantId: string): Promise<TenantKeyRow | null> {
-    let best: TenantKeyRow | null = null;
-    for (const r of this.rows.values()) if (r.tenantId === tenantId && (!best || r.version > best.version)) best = r;
-    return Promise.resolve(best);
-  }
-  kekOf(): Promise<string | null> {
-    return Promise.resolve(null);
-  }
-  insert(tenantId: string, version: number, wrapped: string, kekId: string): Promise<boolean> {
-    const id = `${tenantId}/${version}`;
-    if (this.rows.has(id)) return Promise.resolve(false);
-    this.rows.set(id, { tenantId, version, wrapped, kekId, createdAt: new Date(), destroyedAt: null });
-    return Promise.resolve(true);
-  }
-}
 
 /** Counts the unwraps that reach the store. */
 class CountingStore implements KeyStore {
@@ -71,7 +49,7 @@ function setup(): { vault: TokenVault; keys: TenantKeys; store: CountingStore } 
   const keys = new TenantKeys(
     { keys: { store: 'local', pkcs11: null, transit: null, cacheTtlMs: 5 * 60_000, cacheGraceMs: 10 * 60_000 } },
     store,
-    new MemoryTenantKeys() as unknown as TenantKeysRepository,
+    new MemoryTenantKeys().asRepository(),
     vault,
   );
   return { vault, keys, store };

@@ -3,32 +3,10 @@ import { afterEach, beforeEach, describe, expect, it, jest } from '@jest/globals
 import type { KeyBinding, KeyStore, WrappedKey } from './key-store.js';
 import { LocalKeyStore } from './local-key-store.js';
 import { TenantKeys } from './tenant-keys.service.js';
-import type { TenantKeyRow, TenantKeysRepository } from './tenant-keys.repository.js';
 import { type SealedRef, TokenVault } from './token-vault.service.js';
+import { MemoryTenantKeys } from '../../test/support/memory-tenant-keys.js';
 
 const TTL = 10 * 60_000;
-
-/** tenant_keys in memory: what TenantKeys reads and writes of its repository. */
-class MemoryTenantKeys {
-  readonly rows = new Map<string, TenantKeyRow>();
-  find(tenantId: string, version: number): Promise<TenantKeyRow | null> {
-    return Promise.resolve(this.rows.get(`${tenantId}/${version}`) ?? null);
-  }
-  newest(tenantId: string): Promise<TenantKeyRow | null> {
-    let best: TenantKeyRow | null = null;
-    for (const r of this.rows.values()) if (r.tenantId === tenantId && (!best || r.version > best.version)) best = r;
-    return Promise.resolve(best);
-  }
-  kekOf(): Promise<string | null> {
-    return Promise.resolve(null);
-  }
-  insert(tenantId: string, version: number, wrapped: string, kekId: string): Promise<boolean> {
-    const id = `${tenantId}/${version}`;
-    if (this.rows.has(id)) return Promise.resolve(false);
-    this.rows.set(id, { tenantId, version, wrapped, kekId, createdAt: new Date(), destroyedAt: null });
-    return Promise.resolve(true);
-  }
-}
 
 /** The local store, counting its unwraps; `hold()` keeps the next unwraps waiting until released. */
 class GatedStore implements KeyStore {
@@ -79,7 +57,7 @@ describe('TenantKeys: the data key cache (KEY_CACHE_TTL)', () => {
     keys = new TenantKeys(
       { keys: { store: 'local', pkcs11: null, transit: null, cacheTtlMs: TTL, cacheGraceMs: TTL } },
       store,
-      new MemoryTenantKeys() as unknown as TenantKeysRepository,
+      new MemoryTenantKeys().asRepository(),
       vault,
     );
     keys.envelope = true;
