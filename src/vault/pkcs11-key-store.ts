@@ -145,7 +145,21 @@ export class Pkcs11KeyStore implements KeyStore {
     return { store: 'pkcs11', kekId: this.kekId() };
   }
 
+  /**
+   * Readiness asks often: a session that works and still finds the key answers for the store, and is kept (closing it
+   * at every probe would log in again and again on a token other processes share, and meet it busy). Without one, or
+   * when it fails, a fresh session decides.
+   */
   health(): Promise<'available' | 'unavailable'> {
+    if (this.session && !this.stale) {
+      try {
+        this.module.C_GetSessionInfo(this.session);
+        this.findKey(this.session);
+        return Promise.resolve('available');
+      } catch {
+        /* a fresh session decides */
+      }
+    }
     return Promise.resolve(this.reachable() ? 'available' : 'unavailable');
   }
 
