@@ -39,17 +39,21 @@ export const MAX_OWNERS = 40_000;
 /**
  * One tenant's owners, indexed both ways: a change names a connection id, and must find its owner without
  * walking every owner of the tenant (a big tenant's cache holds tens of thousands, and every renewal of any
- * of them is a change). `none` holds the owners known to have no connection: any new row may be theirs.
+ * of them is a change).
+ *
+ * That an owner has no connection is never held. Such an entry would be wrong from the moment the owner
+ * connects until this instance hears the change (a call right after a connect, here or on another instance,
+ * would answer 409), and a caller naming ever new users would fill the cache and push valid callers' entries
+ * out. The 409 costs one indexed read instead.
  */
 interface TenantOwners {
-  byOwner: Map<OwnerKey, ConnectionEntity | null>;
+  byOwner: Map<OwnerKey, ConnectionEntity>;
   byConnection: Map<string, OwnerKey>;
-  none: Set<OwnerKey>;
 }
 
 /**
  * What routing needs per call, kept in memory so that a call whose connection is known and fresh costs
- * no database round trip: the tenant's environment and design, the connection of each owner (or that
+ * no database round trip: the tenant's environment and design, the connection of each owner (never that
  * there is none), and each connection's decrypted access token with its version and expiry.
  *
  * Invalidation is by the change feed (PostgreSQL NOTIFY from every instance); while the feed is not live
@@ -59,7 +63,7 @@ interface TenantOwners {
 @Injectable()
 export class RouteCache {
   private readonly tenants = new Map<string, CachedTenant>();
-  /** tenantId → owner → connection, or null: known to have none. */
+  /** tenantId → owner → connection (an owner with none is never held). */
   private readonly owners = new Map<string, TenantOwners>();
   private readonly tokens = new Map<string, CachedToken>();
   /** tenantId → the connections whose token is held: a change of the tenant (its deletion) drops them all. */
@@ -103,21 +107,28 @@ export class RouteCache {
     if (this.usable(epoch)) this.tenants.set(tenantId, value);
   }
 
-  /** undefined: not known; null: known to have no connection. */
-  owner(tenantId: string, key: OwnerKey): ConnectionEntity | null | undefined {
+  /** The owner's connection as last read; undefined when not held (then read the database). */
+  owner(tenantId: string, key: OwnerKey): ConnectionEntity | undefined {
     return this.feed.live ? this.owners.get(tenantId)?.byOwner.get(key) : undefined;
   }
 
+  /** Holds the owner's connection as read at `epoch`; none read (null) drops what was held. */
   setOwner(tenantId: string, key: OwnerKey, connection: ConnectionEntity | null, epoch: number): void {
     if (!this.usable(epoch)) return;
-    if (this.ownerCount >= MAX_OWNERS) this.clear();
     let t = this.owners.get(tenantId);
-    if (!t) this.owners.set(tenantId, (t = { byOwner: new Map(), byConnection: new Map(), none: new Set() }));
+    if (connection === null) {
+      if (t) this.drop(t, key);
+      return;
+    }
+    if (this.ownerCount >= MAX_OWNERS) {
+      this.clear();
+      t = undefined;
+    }
+    if (!t) this.owners.set(tenantId, (t = { byOwner: new Map(), byConnection: new Map() }));
     if (!t.byOwner.has(key)) this.ownerCount++;
     else this.unindex(t, key);
     t.byOwner.set(key, connection);
-    if (connection) t.byConnection.set(connection.id, key);
-    else t.none.add(key);
+    t.byConnection.set(connection.id, key);
   }
 
   token(connectionId: string): CachedToken | undefined {
@@ -166,10 +177,9 @@ export class RouteCache {
     this.tokensOf.get(change.tenantId)?.delete(change.id);
     const t = this.owners.get(change.tenantId);
     if (!t) return;
-    // A change may be a change of this connection, or a new one (every "none" entry of the tenant is now in doubt).
+    // A change of a held connection drops it; a new connection's owner held none (nothing is held for it).
     const key = t.byConnection.get(change.id);
     if (key !== undefined) this.drop(t, key);
-    for (const none of t.none) this.drop(t, none);
   }
 
   private drop(t: TenantOwners, key: OwnerKey): void {
@@ -179,11 +189,7 @@ export class RouteCache {
 
   private unindex(t: TenantOwners, key: OwnerKey): void {
     const previous = t.byOwner.get(key);
-    if (previous) {
-      if (t.byConnection.get(previous.id) === key) t.byConnection.delete(previous.id);
-    } else {
-      t.none.delete(key);
-    }
+    if (previous && t.byConnection.get(previous.id) === key) t.byConnection.delete(previous.id);
   }
 
   private dropTenantOwners(tenantId: string): void {
