@@ -38,6 +38,8 @@ const CLOCK_ENV = {
   EVENTS_MAINTENANCE_SECONDS: '1',
   ENDPOINTS_PER_TENANT: '4',
   ENDPOINT_DISABLE_AFTER: '10s',
+  // An attempt whose outcome could not be written is taken again when its lease ends (this plus 10 s).
+  EVENTS_ATTEMPT_TIMEOUT_MS: '1000',
 };
 
 describe('event endpoints (API.md section 13): routes, validation, signed delivery, disable and recovery', () => {
@@ -465,6 +467,48 @@ describe('event endpoints (API.md section 13): routes, validation, signed delive
     );
     expect(audit.rows).toEqual([{ target: `endpoints/${FIRST}` }]);
     expect(gone.received).toHaveLength(1);
+  });
+
+  it('a 410 from eventsTargetUrl is disabled and announced in one transaction: a failed announcement undoes the disable, and the next attempt does both', async () => {
+    const gone = await sink();
+    const watcher = await sink();
+    gone.respond = () => 410;
+    await tenant('firstfault', { eventsTargetUrl: gone.url });
+    await create('firstfault', { url: watcher.url, eventTypes: ['endpoint.*'] });
+    // A fault of the database's own making: the announcement's audit row is refused (after its event row was
+    // written in the same transaction). A sequence is not transactional: it counts the refusals.
+    await t.db.query(`CREATE SEQUENCE firstfault_refusals`);
+    await t.db.query(
+      `CREATE FUNCTION firstfault_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM nextval('firstfault_refusals'); RAISE EXCEPTION 'refused by the test'; END $$`,
+    );
+    await t.db.query(
+      `CREATE TRIGGER firstfault_refuse BEFORE INSERT ON audit_log FOR EACH ROW WHEN (NEW.tenant_id = 'firstfault' AND NEW.action = 'endpoint.disabled') EXECUTE FUNCTION firstfault_refuse()`,
+    );
+    const refusals = async () =>
+      (await t.db.query<{ n: string }>(`SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS n FROM firstfault_refusals`)).rows[0].n;
+    const stored = async () =>
+      (
+        await t.db.query<{ disabled: boolean; events: number; audits: number }>(
+          `SELECT (SELECT events_target_disabled FROM tenants WHERE id = 'firstfault') AS disabled,
+                  (SELECT count(*)::int FROM events WHERE tenant_id = 'firstfault' AND type = 'endpoint.disabled') AS events,
+                  (SELECT count(*)::int FROM audit_log WHERE tenant_id = 'firstfault' AND action = 'endpoint.disabled') AS audits`,
+        )
+      ).rows[0];
+    try {
+      await emit('firstfault', 'record.changed', { n: 1 });
+      await waitUntil('the refused announcement', async () => (await refusals()) !== '0');
+      expect(gone.received).toHaveLength(1);
+      expect(await stored()).toEqual({ disabled: false, events: 0, audits: 0 });
+    } finally {
+      await t.db.query(`DROP TRIGGER firstfault_refuse ON audit_log`);
+      await t.db.query(`DROP FUNCTION firstfault_refuse`);
+    }
+    // The attempt's lease ends, the event is attempted again, meets the 410 again, and this time both commit.
+    await waitUntil('endpoint.disabled', () => ofType(watcher, 'endpoint.disabled').length > 0, 30_000);
+    expect(await stored()).toEqual({ disabled: true, events: 1, audits: 1 });
+    expect(gone.received).toHaveLength(2);
+    expect(await refusals()).toBe('1');
+    expect(ofType(watcher, 'endpoint.disabled')).toHaveLength(1);
   });
 
   it('keeps the failure clock across a restart', async () => {

@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { backoffMs } from '../common/backoff.js';
 import { AppError } from '../common/app-error.js';
 import type { Clock } from '../common/clock.js';
+import type { EntityManager } from 'typeorm';
 import type { AppConfig } from '../config/app-config.js';
 import type { TenantEntity } from '../tenants/tenant.entity.js';
 import type { TenantsService } from '../tenants/tenants.service.js';
@@ -9,6 +10,14 @@ import type { DeliveryMetrics } from './delivery-metrics.js';
 import type { DeliveryAttempt, EventDeliveryRepository, Outcome, SqlExecutor } from './event-delivery.repository.js';
 import type { AttemptOutcome, EventTargetClient } from './event-target-client.js';
 import type { EventsRepository, StoredEvent } from './events.repository.js';
+
+/** What the event endpoints do when a 410 disables eventsTargetUrl (docs/endpoints.md). */
+export interface TargetGone {
+  /** In the transaction that disables the target: the announcement commits with it, or neither does. */
+  within(m: EntityManager, tenantId: string): Promise<void>;
+  /** After that commit (wakes the fan-out). Never throws. */
+  committed(tenantId: string): void;
+}
 
 export interface DeliveryJob {
   eventId: string;
@@ -47,8 +56,8 @@ export class EventAttempt {
     private readonly client: EventTargetClient,
     private readonly metrics: DeliveryMetrics,
     private readonly enqueue: Enqueue,
-    /** Told once when a 410 disables the target (the event endpoints announce it: docs/endpoints.md); never throws. */
-    private readonly onTargetGone?: (tenantId: string) => Promise<void>,
+    /** Who is told when a 410 disables the target (the event endpoints announce it: docs/endpoints.md). */
+    private readonly targetGone: () => TargetGone | null = () => null,
   ) {
     this.leaseMs = config.events.attemptTimeoutMs + LEASE_MARGIN_MS;
   }
@@ -87,10 +96,12 @@ export class EventAttempt {
     }
     const error = outcome.error ?? 'network';
     if (outcome.status === 410) {
-      // The partner says this target is gone for good: stop sending anything there until it sets one again.
-      const disabled = await this.tenants.disableEventsTarget(event.tenantId, target);
+      // The partner says this target is gone for good: stop sending anything there until it sets one again. The
+      // announcement commits with the change, or neither does (then the job's retry meets the 410 again).
+      const gone = this.targetGone();
+      const disabled = await this.tenants.disableEventsTarget(event.tenantId, target, gone ? (m) => gone.within(m, event.tenantId) : null);
       await this.record(event, job, fence, log, { kind: 'dead', error });
-      if (disabled) await this.onTargetGone?.(event.tenantId);
+      if (disabled) gone?.committed(event.tenantId);
       this.logger.warn(
         { eventId: event.id, tenantId: event.tenantId },
         'the events target answered 410 Gone: delivery to it is disabled until eventsTargetUrl is set again',

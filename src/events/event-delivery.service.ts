@@ -6,7 +6,7 @@ import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
 import { TenantsService } from '../tenants/tenants.service.js';
 import { DeliveryMetrics } from './delivery-metrics.js';
-import { type DeliveryJob, EventAttempt } from './event-attempt.js';
+import { type DeliveryJob, EventAttempt, type TargetGone } from './event-attempt.js';
 import { EventDeliveryRepository, type SqlExecutor, type UnqueuedEvent } from './event-delivery.repository.js';
 import { EventTargetClient } from './event-target-client.js';
 import { EventsRepository } from './events.repository.js';
@@ -44,8 +44,8 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
   /** Jobs whose handler is running (a drain waits for them). */
   private inFlight = 0;
   private readonly batches = new Set<Promise<void>>();
-  /** Set by the event endpoints (docs/endpoints.md): told when a 410 disables eventsTargetUrl. Never throws. */
-  onTargetGone: ((tenantId: string) => Promise<void>) | null = null;
+  /** Set by the event endpoints (docs/endpoints.md): told when a 410 disables eventsTargetUrl. */
+  onTargetGone: TargetGone | null = null;
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
@@ -65,7 +65,7 @@ export class EventDeliveryService implements OnApplicationBootstrap, OnModuleDes
       this.client,
       metrics,
       (jobs, sql) => this.insertJobs(jobs, sql),
-      (tenantId) => this.onTargetGone?.(tenantId) ?? Promise.resolve(),
+      () => this.onTargetGone,
     );
   }
 

@@ -1,6 +1,4 @@
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
 import { Clock } from '../common/clock.js';
 import { databaseOutage, isDatabaseUnavailable } from '../common/database-outage.js';
 import type { AppConfig } from '../config/app-config.js';
@@ -40,7 +38,6 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-    @InjectDataSource() private readonly db: DataSource,
     private readonly clock: Clock,
     private readonly records: RecordsRepository,
     private readonly syncs: SyncStateRepository,
@@ -129,7 +126,7 @@ export class SyncEngine implements OnApplicationBootstrap, OnModuleDestroy {
       const { changed, records } = await this.listing.listAll(c, run);
       run.outcome = 'listed';
       const nextInMs = await this.share.intervalOf(c.tenantId);
-      await this.db.transaction(async (m) => {
+      await this.syncs.transaction(async (m) => {
         const held = await this.syncs.listed(c.connectionId, me, records, changed, nextInMs, m);
         if (held && c.state === 'initial') {
           const mark = (await this.records.page(c.tenantId, c.userId, null, 1)).mark;

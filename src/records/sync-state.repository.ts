@@ -45,6 +45,17 @@ const STATE_COLUMNS = `s.connection_id, s.tenant_id, s.user_id, s.state, s.recor
 export class SyncStateRepository {
   constructor(@InjectDataSource() private readonly db: DataSource) {}
 
+  /** A listing's outcome and what announces it, in one transaction. */
+  transaction<T>(work: (manager: EntityManager) => Promise<T>): Promise<T> {
+    return this.db.transaction(work);
+  }
+
+  /** The database's clock: a listing's start, compared with the rows' times, which the database sets. */
+  async databaseNow(): Promise<Date> {
+    const [{ now }] = (await this.db.query(`SELECT now() AS now`)) as Array<{ now: Date }>;
+    return now;
+  }
+
   /** Adds the user connections of syncing tenants that have no row yet (due now); answers how many. */
   async enrol(defaultOn: boolean, tenantId?: string): Promise<number> {
     const [, n] = (await this.db.query(

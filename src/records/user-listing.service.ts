@@ -1,6 +1,4 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { InjectDataSource } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
 import { Clock } from '../common/clock.js';
 import type { AppConfig } from '../config/app-config.js';
 import { APP_CONFIG } from '../config/config.module.js';
@@ -35,7 +33,6 @@ export class UserListing {
 
   constructor(
     @Inject(APP_CONFIG) private readonly config: AppConfig,
-    @InjectDataSource() private readonly db: DataSource,
     private readonly clock: Clock,
     private readonly environments: Environments,
     private readonly routing: RoutingService,
@@ -60,8 +57,7 @@ export class UserListing {
     const listing = listingOf(this.environments, c.environment);
     const env = this.environments.get(c.environment);
     const resume = c.resume !== null && this.clock.now().getTime() - c.resume.startedAt.getTime() < RESUME_WITHIN_MS ? c.resume : null;
-    const [{ now }] = (await this.db.query(`SELECT now() AS now`)) as Array<{ now: Date }>;
-    const startedAt = resume?.startedAt ?? now;
+    const startedAt = resume?.startedAt ?? (await this.syncs.databaseNow());
     // A listing that is not resumed starts afresh: what an earlier cut one saw no longer counts.
     if (resume === null && c.resume !== null) await this.syncs.forgetListing(c.connectionId);
     const announce = c.state !== 'initial';

@@ -130,15 +130,22 @@ export class TenantsRepository {
     return rows.length > 0;
   }
 
-  /** The target answered 410 Gone: stop delivering to it, unless the tenant moved to another URL meanwhile. */
-  async disableEventsTarget(id: string, url: string): Promise<boolean> {
-    const result = await this.repo
-      .createQueryBuilder()
-      .update(TenantEntity)
-      .set({ eventsTargetDisabled: true })
-      .where('id = :id AND events_target_url = :url AND NOT events_target_disabled', { id, url })
-      .execute();
-    return (result.affected ?? 0) > 0;
+  /**
+   * The target answered 410 Gone: stop delivering to it, unless the tenant moved to another URL meanwhile. `within` runs
+   * in the same transaction when it is disabled now (what announces it commits with it).
+   */
+  async disableEventsTarget(id: string, url: string, within: ((m: EntityManager) => Promise<void>) | null): Promise<boolean> {
+    return this.db.transaction(async (m) => {
+      const result = await m
+        .createQueryBuilder()
+        .update(TenantEntity)
+        .set({ eventsTargetDisabled: true })
+        .where('id = :id AND events_target_url = :url AND NOT events_target_disabled', { id, url })
+        .execute();
+      const disabled = (result.affected ?? 0) > 0;
+      if (disabled && within) await within(m);
+      return disabled;
+    });
   }
 
   /** Marks the tenant deleted; false when there is no such tenant (or it is deleted already). */

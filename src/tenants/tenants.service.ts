@@ -210,8 +210,8 @@ export class TenantsService {
   }
 
   /** The target answered 410 Gone. False when the tenant has another target by now (or it was disabled already). */
-  disableEventsTarget(id: string, url: string): Promise<boolean> {
-    return this.repo.disableEventsTarget(id, url);
+  disableEventsTarget(id: string, url: string, within: ((m: EntityManager) => Promise<void>) | null): Promise<boolean> {
+    return this.repo.disableEventsTarget(id, url, within);
   }
 
   private checkTargetUrl(url: string | undefined): void {

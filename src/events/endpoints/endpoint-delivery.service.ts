@@ -81,30 +81,28 @@ export class EndpointDeliveryService implements OnApplicationBootstrap, OnModule
     this.client = new EventTargetClient(config, clock);
     metrics.endpointAttemptsInFlight(() => this.running);
     this.leaseMs = config.events.attemptTimeoutMs + LEASE_MARGIN_MS;
-    primary.onTargetGone = (tenantId) => this.firstGone(tenantId);
+    primary.onTargetGone = { within: (m, tenantId) => this.firstGone(m, tenantId), committed: () => this.kickFanout() };
   }
 
   /**
-   * eventsTargetUrl answered 410 and is disabled: when the tenant has added endpoints, an `endpoint.disabled` event
-   * for those that take it, and an audit row. Logged, never thrown: the attempt is recorded already.
+   * eventsTargetUrl answered 410 and is being disabled (in `m`'s transaction): when the tenant has added endpoints, an
+   * `endpoint.disabled` event for those that take it, and an audit row, committed with the change.
    */
-  private async firstGone(tenantId: string): Promise<void> {
-    try {
-      if ((await this.endpoints.countOfTenant(tenantId)) === 0) return;
-      const payload = { endpointId: FIRST_ENDPOINT_ID, description: 'eventsTargetUrl', reason: 'gone', failingSince: null };
-      await this.events.record({ tenantId, source: 'service', type: 'endpoint.disabled', payload });
-      await this.audit.recordAfter({
+  private async firstGone(m: EntityManager, tenantId: string): Promise<void> {
+    if ((await this.endpoints.countOfTenantIn(m, tenantId)) === 0) return;
+    const payload = { endpointId: FIRST_ENDPOINT_ID, description: 'eventsTargetUrl', reason: 'gone', failingSince: null };
+    await this.events.record({ tenantId, source: 'service', type: 'endpoint.disabled', payload }, m);
+    await this.audit.record(
+      {
         action: 'endpoint.disabled',
         actor: { kind: 'service', id: null },
         tenantId,
         target: `endpoints/${FIRST_ENDPOINT_ID}`,
         requestId: null,
         outcome: 'success',
-      });
-      this.kickFanout();
-    } catch (e) {
-      this.background(e, 'could not announce that eventsTargetUrl is disabled');
-    }
+      },
+      m,
+    );
   }
 
   onApplicationBootstrap(): void {

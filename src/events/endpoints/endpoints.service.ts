@@ -186,7 +186,7 @@ export class EndpointsService {
         ...(dto.eventTypes !== undefined ? { eventTypes: dto.eventTypes } : {}),
       });
     if (dto.disabled === true && updated.eventsTargetUrl) {
-      await this.tenants.disableEventsTarget(tenant.id, updated.eventsTargetUrl);
+      await this.tenants.disableEventsTarget(tenant.id, updated.eventsTargetUrl, null);
       updated = await this.tenants.get(tenant.id);
     }
     return this.firstView(updated);
