@@ -1,9 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Inject, Injectable, Logger, OnApplicationBootstrap, OnModuleDestroy } from '@nestjs/common';
-import type { EntityManager } from 'typeorm';
 import { AuditService } from '../../audit/audit.service.js';
 import { AppError } from '../../common/app-error.js';
-import type { AuditAction } from '../../audit/audit-entry.js';
 import { Clock } from '../../common/clock.js';
 import { databaseOutage, isDatabaseUnavailable } from '../../common/database-outage.js';
 import type { AppConfig } from '../../config/app-config.js';
@@ -14,14 +12,9 @@ import { retryDelayMs } from '../event-attempt.js';
 import { EventDeliveryService } from '../event-delivery.service.js';
 import { EventTargetClient } from '../event-target-client.js';
 import { EventsRepository } from '../events.repository.js';
-import { type EndpointRow, FIRST_ENDPOINT_ID, typeMatches } from './endpoint.js';
-import { compileEndpointFilter, type EndpointFilter } from './endpoint-filter.js';
-import {
-  type ClaimedDelivery,
-  EndpointDeliveriesRepository,
-  type FanoutEvent,
-  type NewDelivery,
-} from './endpoint-deliveries.repository.js';
+import { EndpointAnnouncements } from './endpoint-announcements.js';
+import { FanoutPlanner } from './fanout-planner.js';
+import { type ClaimedDelivery, EndpointDeliveriesRepository } from './endpoint-deliveries.repository.js';
 import { EndpointSecrets } from './endpoint-secrets.js';
 import { type ClockChange, type ClockRow, EndpointsRepository } from './endpoints.repository.js';
 
@@ -53,8 +46,9 @@ export function endpointWebhookId(endpointId: string, eventId: string): string {
 export class EndpointDeliveryService implements OnApplicationBootstrap, OnModuleDestroy {
   private readonly logger = new Logger('EndpointDelivery');
   private readonly client: EventTargetClient;
+  private readonly announcements: EndpointAnnouncements;
+  private readonly planner: FanoutPlanner;
   private readonly leaseMs: number;
-  private readonly filters = new Map<string, { at: number; filter: EndpointFilter | null }>();
   private running = 0;
   private readonly attempts = new Set<Promise<void>>();
   private stopping = false;
@@ -70,10 +64,10 @@ export class EndpointDeliveryService implements OnApplicationBootstrap, OnModule
     @Inject(APP_CONFIG) private readonly config: AppConfig,
     private readonly endpoints: EndpointsRepository,
     private readonly deliveries: EndpointDeliveriesRepository,
-    private readonly events: EventsRepository,
+    events: EventsRepository,
     private readonly primary: EventDeliveryService,
     private readonly secrets: EndpointSecrets,
-    private readonly audit: AuditService,
+    audit: AuditService,
     private readonly tenants: TenantsService,
     private readonly clock: Clock,
     metrics: DeliveryMetrics,
@@ -81,28 +75,9 @@ export class EndpointDeliveryService implements OnApplicationBootstrap, OnModule
     this.client = new EventTargetClient(config, clock);
     metrics.endpointAttemptsInFlight(() => this.running);
     this.leaseMs = config.events.attemptTimeoutMs + LEASE_MARGIN_MS;
-    primary.onTargetGone = { within: (m, tenantId) => this.firstGone(m, tenantId), committed: () => this.kickFanout() };
-  }
-
-  /**
-   * eventsTargetUrl answered 410 and is being disabled (in `m`'s transaction): when the tenant has added endpoints, an
-   * `endpoint.disabled` event for those that take it, and an audit row, committed with the change.
-   */
-  private async firstGone(m: EntityManager, tenantId: string): Promise<void> {
-    if ((await this.endpoints.countOfTenantIn(m, tenantId)) === 0) return;
-    const payload = { endpointId: FIRST_ENDPOINT_ID, description: 'eventsTargetUrl', reason: 'gone', failingSince: null };
-    await this.events.record({ tenantId, source: 'service', type: 'endpoint.disabled', payload }, m);
-    await this.audit.record(
-      {
-        action: 'endpoint.disabled',
-        actor: { kind: 'service', id: null },
-        tenantId,
-        target: `endpoints/${FIRST_ENDPOINT_ID}`,
-        requestId: null,
-        outcome: 'success',
-      },
-      m,
-    );
+    this.planner = new FanoutPlanner(endpoints);
+    this.announcements = new EndpointAnnouncements(endpoints, deliveries, events, audit);
+    primary.onTargetGone = { within: (m, tenantId) => this.announcements.firstGone(m, tenantId), committed: () => this.kickFanout() };
   }
 
   onApplicationBootstrap(): void {
@@ -162,7 +137,7 @@ export class EndpointDeliveryService implements OnApplicationBootstrap, OnModule
     try {
       let moved = 0;
       for (;;) {
-        const n = await this.deliveries.fanOut(FANOUT_BATCH, (m, events) => this.plan(m, events));
+        const n = await this.deliveries.fanOut(FANOUT_BATCH, (m, events) => this.planner.plan(m, events));
         moved += n.deliveries;
         if (n.events < FANOUT_BATCH || this.stopping) break;
       }
@@ -170,49 +145,6 @@ export class EndpointDeliveryService implements OnApplicationBootstrap, OnModule
     } catch (e) {
       this.background(e, 'endpoint fan-out failed; retrying at the next tick');
     }
-  }
-
-  /** Which endpoint takes which event: its types, its filter over the delivered body; a disabled one records it `missed`. */
-  private async plan(m: EntityManager, events: FanoutEvent[]): Promise<NewDelivery[]> {
-    if (events.length === 0) return [];
-    const all = await this.endpoints.listOfTenants(m, [...new Set(events.map((e) => e.tenantId))]);
-    const byTenant = new Map<string, EndpointRow[]>();
-    for (const e of all) byTenant.set(e.tenantId, [...(byTenant.get(e.tenantId) ?? []), e]);
-    const out: NewDelivery[] = [];
-    for (const ev of events) {
-      const about = ev.type.startsWith('endpoint.') ? endpointIdOf(ev.payload) : null;
-      let body: unknown = undefined;
-      for (const ep of byTenant.get(ev.tenantId) ?? []) {
-        if (ep.id === about || ep.createdAt > ev.receivedAt || !typeMatches(ep.eventTypes, ev.type)) continue;
-        const filter = this.filterOf(ep);
-        if (filter) {
-          body ??= { type: ev.type, timestamp: ev.receivedAt.toISOString(), data: ev.payload };
-          if (!filter.matches(body)) continue;
-        }
-        out.push({
-          endpointId: ep.id,
-          eventId: ev.id,
-          tenantId: ev.tenantId,
-          receivedAt: ev.receivedAt,
-          state: ep.disabled ? 'missed' : 'pending',
-        });
-      }
-    }
-    return out;
-  }
-
-  private filterOf(ep: EndpointRow): EndpointFilter | null {
-    const at = ep.updatedAt.getTime();
-    const cached = this.filters.get(ep.id);
-    if (cached && cached.at === at) return cached.filter;
-    let filter: EndpointFilter | null = null;
-    if (ep.filter !== null) {
-      const compiled = compileEndpointFilter(ep.filter);
-      // A stored filter was checked when written; one that no longer compiles takes nothing rather than everything.
-      filter = compiled.ok ? compiled.filter : { matches: () => false };
-    }
-    this.filters.set(ep.id, { at, filter });
-    return filter;
   }
 
   private async claimSome(): Promise<void> {
@@ -294,7 +226,7 @@ export class EndpointDeliveryService implements OnApplicationBootstrap, OnModule
           notBefore,
           disableAfterMs: this.config.endpoints.disableAfterMs,
         });
-        await this.announce(m, ep, change);
+        await this.announcements.clockChanged(m, ep, change);
       },
     );
     if (done === 'lost')
@@ -306,35 +238,6 @@ export class EndpointDeliveryService implements OnApplicationBootstrap, OnModule
       this.primary.kick();
       this.kickFanout();
     }
-  }
-
-  /**
-   * An endpoint's warning, disable or recovery (docs/endpoints.md): an `endpoint.*` event for the tenant's other
-   * endpoints that take it (and its eventsTargetUrl, when its types take it) and an audit row, in the transaction
-   * that records the attempt; a disable also turns what was still waiting into `missed`.
-   */
-  private async announce(m: EntityManager, ep: EndpointRow, change: ClockChange): Promise<void> {
-    if (change.kind === 'none') return;
-    const type = change.kind === 'failing' ? 'endpoint.failing' : change.kind === 'disabled' ? 'endpoint.disabled' : 'endpoint.recovered';
-    const payload: Record<string, unknown> = { endpointId: ep.id, description: ep.description };
-    if (change.kind === 'failing') Object.assign(payload, { failingSince: change.since.toISOString(), failingHours: change.hours });
-    if (change.kind === 'disabled') {
-      Object.assign(payload, { reason: change.reason, failingSince: change.since?.toISOString() ?? null });
-      await this.deliveries.markPendingMissed(m, ep.id);
-    }
-    await this.events.record({ tenantId: ep.tenantId, source: 'service', type, payload }, m);
-    await this.audit.record(
-      {
-        action: type as AuditAction,
-        actor: { kind: 'service', id: null },
-        tenantId: ep.tenantId,
-        target: `endpoints/${ep.id}`,
-        requestId: null,
-        outcome: 'success',
-      },
-      m,
-    );
-    this.logger.warn({ endpointId: ep.id, tenantId: ep.tenantId, change: change.kind }, `event endpoint: ${type}`);
   }
 
   /** Deliveries and attempts of events past the longest window any tenant keeps (docs/data-retention.md). */
@@ -353,9 +256,4 @@ export class EndpointDeliveryService implements OnApplicationBootstrap, OnModule
     if (isDatabaseUnavailable(e)) databaseOutage.report(e, 'background');
     else this.logger.warn({ err: e instanceof Error ? `${e.name}: ${e.message}` : 'unknown error' }, message);
   }
-}
-
-function endpointIdOf(payload: unknown): string | null {
-  const id = (payload as { endpointId?: unknown } | null)?.endpointId;
-  return typeof id === 'string' ? id : null;
 }
